@@ -1,0 +1,29 @@
+# Two entry points (see README): `make demo` runs the workflow on the demo world,
+# `make test` runs the whole test suite. Both set everything up first.
+PY ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+
+.PHONY: setup demo test browser-deps clean
+
+$(BIN)/mining: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip >/dev/null
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[dev]'
+	touch $(BIN)/mining
+
+setup: $(BIN)/mining
+
+browser-deps:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+demo: setup
+	$(BIN)/snakemake --cores $(CORES)
+
+test: setup browser-deps
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) results .snakemake

@@ -1,0 +1,5 @@
+import sys
+
+from mining.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""`mining` command line: parses arguments and calls the package, nothing else.
+
+Each stage has a module `mining.cli.<stage>` with `register(subparsers)`, which adds its
+subcommand and sets `func`. Heavy imports (torch, dask, ...) happen inside `func`, so that
+`mining --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from mining import __version__
+from mining.errors import UserError
+
+STAGES = [
+    "demo",
+    "ingest",
+    "geofilter",
+    "download",
+    "describe",
+    "score",
+    "review",
+    "select",
+    "evaluate",
+    "report",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mining",
+        description=(
+            "Mine hard distractor images for landmark retrieval benchmarks (R1M-style). "
+            "Stages, in pipeline order: " + ", ".join(STAGES) + ". "
+            "Run `mining STAGE --help` for each stage's options."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
+    for stage in STAGES:
+        importlib.import_module(f"mining.cli.{stage}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"mining {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"mining {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

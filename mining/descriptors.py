@@ -1,0 +1,136 @@
+"""Descriptor stores: what `describe` writes and `score`/`evaluate` read.
+
+Layout of a store folder:
+  store.json                 {"method", "kind", "set", "dim", "params", ...}
+  shards/<NNNNN>.ids.parquet column `id` (string): one row per described image, in order
+  shards/<NNNNN>.npy         kind "global": float16 array (n, dim), L2-normalised rows
+  shards/<NNNNN>.<other>     other kinds: whatever their method's payload is
+A shard is complete iff its `.ids.parquet` exists (written last, atomically).
+
+Why one module: the store format is the contract between describe and its readers, and
+`iter_similarities` is the one place where "similarity of queries to a database" is
+computed, whatever the method (a GEMM for global descriptors, the method's own kernel for
+local ones).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mining import atomic
+from mining.errors import UserError
+
+GLOBAL = "global"
+
+
+@dataclass
+class Store:
+    """A read-only view of a descriptor store folder."""
+
+    path: Path
+    info: dict[str, Any]
+    _ids_cache: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def method(self) -> str:
+        return str(self.info["method"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.info.get("kind", GLOBAL))
+
+    def shard_names(self) -> list[str]:
+        """Complete shards, in order."""
+        return sorted(p.name[: -len(".ids.parquet")] for p in (self.path / "shards").glob("*.ids.parquet"))
+
+    def shard_ids(self, shard: str) -> list[str]:
+        return pq.read_table(self.path / "shards" / f"{shard}.ids.parquet").column("id").to_pylist()
+
+    def ids(self) -> list[str]:
+        if self._ids_cache is None:
+            out: list[str] = []
+            for s in self.shard_names():
+                out.extend(self.shard_ids(s))
+            self._ids_cache = out
+        return self._ids_cache
+
+    def load_payload(self, shard: str) -> Any:
+        if self.kind == GLOBAL:
+            return np.load(self.path / "shards" / f"{shard}.npy")
+        from mining.methods import get_method  # local kinds: the method knows its payload
+
+        return get_method(self.method).load_payload(self.path / "shards", shard, self.info)
+
+    def iter_blocks(self) -> Iterator[tuple[list[str], Any]]:
+        """(ids, payload) per shard; memory stays at one shard."""
+        for s in self.shard_names():
+            yield self.shard_ids(s), self.load_payload(s)
+
+    def load_all(self) -> tuple[list[str], Any]:
+        """All ids and, for global stores, one stacked float32 matrix (for small sets: queries)."""
+        ids: list[str] = []
+        blocks: list[Any] = []
+        for i, b in self.iter_blocks():
+            ids.extend(i)
+            blocks.append(b)
+        if self.kind == GLOBAL:
+            dim = int(self.info.get("dim", 0))
+            mat = np.concatenate(blocks).astype(np.float32) if blocks else np.zeros((0, dim), np.float32)
+            return ids, mat
+        from mining.methods import get_method
+
+        return ids, get_method(self.method).concat_payloads(blocks, self.info)
+
+
+def open_store(path: str | Path) -> Store:
+    p = Path(path)
+    meta = p / "store.json"
+    if not meta.is_file():
+        raise UserError(f"{p}: not a descriptor store (no store.json; run `mining describe` first)")
+    return Store(p, json.loads(meta.read_text()))
+
+
+def write_store_info(path: str | Path, info: dict[str, Any]) -> None:
+    atomic.write_json(Path(path) / "store.json", info)
+
+
+def write_global_shard(path: str | Path, shard: str, ids: list[str], vectors: np.ndarray) -> None:
+    """Write one shard of a global store: payload first, ids last (the completion marker)."""
+    shards = Path(path) / "shards"
+    shards.mkdir(parents=True, exist_ok=True)
+    with atomic.atomic_path(shards / f"{shard}.npy") as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(vectors, dtype=np.float16))
+    write_ids(path, shard, ids)
+
+
+def write_ids(path: str | Path, shard: str, ids: list[str]) -> None:
+    """The shard's completion marker; call after its payload is written."""
+    atomic.write_parquet(Path(path) / "shards" / f"{shard}.ids.parquet", pa.table({"id": pa.array(ids, pa.string())}))
+
+
+def similarity_function(queries: Store, database: Store) -> Callable[[Any, Any], np.ndarray]:
+    """The kernel that maps (query payload, database payload) to a float32 (nq, n) matrix."""
+    if queries.method != database.method:
+        raise UserError(f"query store is {queries.method!r} but database store is {database.method!r}")
+    if queries.kind == GLOBAL:
+        return lambda q, d: np.asarray(q, np.float32) @ np.asarray(d, np.float32).T
+    from mining.methods import get_method
+
+    method = get_method(queries.method)
+    return lambda q, d: method.similarity(q, d, database.info)
+
+
+def iter_similarities(queries: Store, database: Store) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Stream (database ids, similarities (n_queries, n_block) float32) one shard at a time."""
+    _, q = queries.load_all()
+    sim = similarity_function(queries, database)
+    for ids, block in database.iter_blocks():
+        yield ids, sim(q, block)

@@ -1,0 +1,76 @@
+"""The shared foundation: CLI dispatch, atomic writes, image layout, landmark loading."""
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from mining import atomic, layout
+from mining.cli import STAGES, main
+from mining.errors import UserError
+from mining.landmarks import load_landmarks
+
+
+def test_help_lists_every_stage(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for stage in STAGES:
+        assert stage in out
+
+
+def test_console_script_runs():
+    r = subprocess.run([sys.executable, "-m", "mining", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "mining" in r.stdout
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise RuntimeError("crash")
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
+    atomic.write_text(target, "done")
+    assert target.read_text() == "done"
+
+
+def test_image_layout_is_stable_and_r1m_shaped():
+    p = layout.image_relpath(123456789)
+    key = layout.image_key(123456789)
+    assert p == f"jpg/{key[:3]}/{key}.jpg"
+    assert len(key) == 32 and layout.image_key(123456789) == key
+    assert layout.image_key(1) != layout.image_key(2)
+
+
+def test_load_landmarks_and_rules(tmp_path):
+    gnd = {
+        "imlist": ["a", "b", "c"],
+        "qimlist": ["tower_001", "tower_002", "bridge_001"],
+        "gnd": [
+            {"bbx": [0, 0, 10, 10], "easy": [0], "hard": [2], "junk": [1]},
+            {"bbx": [0, 0, 10, 10], "easy": [], "hard": [], "junk": []},
+            {"bbx": [1, 2, 3, 4], "easy": [1], "hard": [], "junk": [], "landmark": "old_bridge"},
+        ],
+    }
+    (tmp_path / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
+    ds = load_landmarks(tmp_path)
+    assert ds.name == "city"
+    assert ds.landmarks == ["tower", "old_bridge"]
+    assert ds.positives(0) == [0, 2] and ds.positives(1) == []
+    assert ds.image_path("a") == tmp_path / "jpg" / "a.jpg"
+    fp = ds.fingerprint()
+    gnd["gnd"][0]["hard"] = []
+    (tmp_path / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
+    assert load_landmarks(tmp_path).fingerprint() != fp
+
+
+def test_load_landmarks_errors_are_user_errors(tmp_path):
+    with pytest.raises(UserError):
+        load_landmarks(tmp_path / "missing.pkl")
+    (tmp_path / "gnd_x.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(UserError):
+        load_landmarks(tmp_path / "gnd_x.pkl")

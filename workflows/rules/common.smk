@@ -1,0 +1,60 @@
+# Paths and small helpers shared by the rules (no stage logic here).
+import shlex
+from pathlib import Path
+
+WORLD = f"{R}/world"
+LOGS = f"{R}/logs"
+BENCH = f"{R}/benchmarks"
+ENV = "../envs/mining.yaml"
+METHODS = M["methods"]
+SETS = ["queries", "database", "candidates"]
+
+
+def landmarks_gnd():
+    """The landmark ground truth: the demo world's, or the manifest's file."""
+    return f"{WORLD}/landmarks/gnd_demo.pkl" if M["landmarks"] == "demo" else M["landmarks"]
+
+
+def metadata_inputs():
+    return [f"{WORLD}/metadata/yfcc100m_dataset"] if DEMO else M["metadata"]
+
+
+def dask_args():
+    """One config key chooses where fan-out stages run (see manifest `dask`)."""
+    d = M["dask"]
+    if d["cluster"] == "scheduler":
+        return f"--scheduler {shlex.quote(d['scheduler'])}"
+    if d["cluster"] == "slurm":
+        return "--slurm"
+    return ""
+
+
+def decisions_path():
+    return M["review"]["decisions"] or f"{R}/review/decisions.parquet"
+
+
+def review_ready():
+    """Human review gates the rest of the run until the exported decisions exist."""
+    return M["review"]["mode"] == "simulate" or Path(decisions_path()).exists()
+
+
+def final_targets():
+    if review_ready():
+        return [f"{R}/report.html", f"{R}/evaluation/evaluation.json", f"{R}/selected/distractors.txt"]
+    return [f"{R}/scores/review_queue.parquet", f"{R}/review/review.sqlite"]
+
+
+def review_gate_message():
+    if not review_ready():
+        print(
+            "\nThe review queue is ready. Open the review app:\n"
+            f"  mining review serve --db {R}/review/review.sqlite --images {R}/images "
+            f"--landmarks {landmarks_gnd()}\n"
+            "When the review is done, export the decisions and run snakemake again:\n"
+            f"  mining review export --db {R}/review/review.sqlite --out {decisions_path()}\n"
+        )
+
+
+def method_dirs(stores):
+    """DESC/<method> folders from their store.json files (one per method)."""
+    return " ".join(sorted({str(Path(s).parent.parent) for s in stores}))

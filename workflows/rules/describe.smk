@@ -1,0 +1,54 @@
+# Images → descriptors, per method and image set. Methods that learn (whitening, codebooks)
+# learn on candidates only; the landmark sets reuse the candidates store as their model.
+
+
+rule describe_candidates:
+    input:
+        f"{R}/images/summary.json",
+    output:
+        f"{R}/descriptors/{{method}}/candidates/store.json",
+    params:
+        images=subpath(input[0], parent=True),
+        out=subpath(output[0], parent=True),
+        dask=dask_args(),
+        shard=M["describe"]["shard_size"],
+    log:
+        f"{LOGS}/describe/{{method}}_candidates.log",
+    benchmark:
+        f"{BENCH}/describe/{{method}}_candidates.tsv"
+    threads: 8
+    resources:
+        mem_mb=8000,
+        runtime=1440,
+    conda:
+        ENV
+    shell:
+        "mining describe --method {wildcards.method} --images {params.images} --set candidates "
+        "--out {params.out} --workers {threads} --shard-size {params.shard} {params.dask} > {log} 2>&1"
+
+
+rule describe_landmarks:
+    input:
+        gnd=landmarks_gnd(),
+        model=f"{R}/descriptors/{{method}}/candidates/store.json",
+    output:
+        f"{R}/descriptors/{{method}}/{{set}}/store.json",
+    wildcard_constraints:
+        set="queries|database",
+    params:
+        model=subpath(input.model, parent=True),
+        out=subpath(output[0], parent=True),
+        shard=M["describe"]["shard_size"],
+    log:
+        f"{LOGS}/describe/{{method}}_{{set}}.log",
+    benchmark:
+        f"{BENCH}/describe/{{method}}_{{set}}.tsv"
+    threads: 4
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    conda:
+        ENV
+    shell:
+        "mining describe --method {wildcards.method} --images {input.gnd} --set {wildcards.set} "
+        "--model {params.model} --out {params.out} --workers {threads} --shard-size {params.shard} > {log} 2>&1"

@@ -1,0 +1,36 @@
+# Candidates → verified 1024 px images (Dask fan-out; resumable per shard).
+D = M["download"]
+
+
+rule download:
+    input:
+        candidates=f"{R}/candidates/candidates.parquet",
+        world=f"{WORLD}/world.json" if DEMO else [],
+    output:
+        f"{R}/images/summary.json",
+    params:
+        out=subpath(output[0], parent=True),
+        # On the demo world, its Flickr-like server runs for the duration of the download
+        # and `{host}` becomes its address.
+        serve=(lambda w, input: f"mining demo serve {Path(input.world).parent} --port {M['demo']['port']} -- ")
+        if DEMO
+        else "",
+        host=lambda w: "{host}" if DEMO else D["host"],
+        args=(
+            f"--size {D['size']} --per-host-rps {D['per_host_rps']} --shard-size {D['shard_size']} "
+            f"--min-size {D['min_size']} --timeout {D['timeout']}" + (" --tar" if D["tar"] else "")
+        ),
+        dask=dask_args(),
+    log:
+        f"{LOGS}/download.log",
+    benchmark:
+        f"{BENCH}/download.tsv"
+    threads: 8
+    resources:
+        mem_mb=4000,
+        runtime=1440,
+    conda:
+        ENV
+    shell:
+        "{params.serve}mining download {input.candidates} --out {params.out} --host {params.host} "
+        "--workers {threads} {params.args} {params.dask} > {log} 2>&1"

@@ -1,0 +1,58 @@
+# The proof that the set is hard (mAP: none / random N / mined N / all; ablation) and the report.
+E = M["evaluate"]
+
+
+rule evaluate:
+    input:
+        gnd=landmarks_gnd(),
+        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS),
+        scores=f"{R}/scores/scores.parquet",
+        selected=f"{R}/selected/distractors.parquet",
+        decisions=decisions_path(),
+    output:
+        json=f"{R}/evaluation/evaluation.json",
+        table=f"{R}/evaluation/evaluation.md",
+    params:
+        methods=lambda w, input: method_dirs(input.stores),
+        scores=subpath(input.scores, parent=True),
+        selected=subpath(input.selected, parent=True),
+        out=subpath(output.json, parent=True),
+        n=E["n"] or M["select"]["n"],
+        seeds=" ".join(str(s) for s in E["random_seeds"]),
+        setups=" ".join(E["setups"]),
+    log:
+        f"{LOGS}/evaluate.log",
+    benchmark:
+        f"{BENCH}/evaluate.tsv"
+    threads: 4
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    conda:
+        ENV
+    shell:
+        "mining evaluate --landmarks {input.gnd} --descriptors {params.methods} --scores {params.scores} "
+        "--selected {params.selected} --decisions {input.decisions} --n {params.n} "
+        "--random-seeds {params.seeds} --setups {params.setups} --out {params.out} > {log} 2>&1"
+
+
+rule report:
+    input:
+        evaluation=f"{R}/evaluation/evaluation.json",
+        selected=f"{R}/selected/distractors.parquet",
+        images=f"{R}/images/summary.json",
+        candidates=f"{R}/candidates/stats.json",
+        metadata=f"{R}/metadata/stats.json",
+        manifest=MANIFEST_PATH,
+    output:
+        f"{R}/report.html",
+    params:
+        run=subpath(input.metadata, ancestor=2),
+    log:
+        f"{LOGS}/report.log",
+    benchmark:
+        f"{BENCH}/report.tsv"
+    conda:
+        ENV
+    shell:
+        "mining report --run {params.run} --manifest {input.manifest} --out {output} > {log} 2>&1"

@@ -1,0 +1,47 @@
+# YFCC100M metadata → typed Parquet → geofiltered candidates.
+
+
+rule ingest:
+    input:
+        metadata_inputs(),
+    output:
+        f"{R}/metadata/stats.json",
+    params:
+        out=subpath(output[0], parent=True),
+        places=f"--places {M['places']}" if M.get("places") else "",
+    log:
+        f"{LOGS}/ingest.log",
+    benchmark:
+        f"{BENCH}/ingest.tsv"
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=240,
+    conda:
+        ENV
+    shell:
+        "mining ingest {input} {params.places} --out {params.out} > {log} 2>&1"
+
+
+rule geofilter:
+    input:
+        stats=f"{R}/metadata/stats.json",
+        manifest=MANIFEST_PATH,
+    output:
+        candidates=f"{R}/candidates/candidates.parquet",
+        stats=f"{R}/candidates/stats.json",
+    params:
+        metadata=subpath(input.stats, parent=True),
+        out=subpath(output.stats, parent=True),
+    log:
+        f"{LOGS}/geofilter.log",
+    benchmark:
+        f"{BENCH}/geofilter.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    conda:
+        ENV
+    shell:
+        "mining geofilter {params.metadata} --manifest {input.manifest} --out {params.out} > {log} 2>&1"

@@ -1,0 +1,41 @@
+# Review queue → decisions. With a real manifest a person reviews in the app and exports the
+# decisions (the run stops here until they exist); the demo uses simulated reviewers that
+# answer from the world's truth through the same HTTP API.
+
+
+rule review_import:
+    input:
+        f"{R}/scores/review_queue.parquet",
+    output:
+        f"{R}/review/review.sqlite",
+    log:
+        f"{LOGS}/review_import.log",
+    benchmark:
+        f"{BENCH}/review_import.tsv"
+    conda:
+        ENV
+    shell:
+        "mining review import {input} --db {output} > {log} 2>&1"
+
+
+if M["review"]["mode"] == "simulate":
+
+    rule review_simulate:
+        input:
+            db=f"{R}/review/review.sqlite",
+            truth=f"{WORLD}/truth.parquet",
+        output:
+            decisions_path(),
+        params:
+            reviewers=M["review"]["reviewers"],
+            seed=M["demo"]["seed"] if DEMO else 0,
+        log:
+            f"{LOGS}/review_simulate.log",
+        benchmark:
+            f"{BENCH}/review_simulate.tsv"
+        conda:
+            ENV
+        shell:
+            "(mining review simulate --db {input.db} --truth {input.truth} "
+            "--reviewers {params.reviewers} --seed {params.seed} && "
+            "mining review export --db {input.db} --out {output}) > {log} 2>&1"

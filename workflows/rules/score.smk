@@ -1,0 +1,27 @@
+# Descriptors → per-candidate distractor score and the review queue.
+
+
+rule score:
+    input:
+        gnd=landmarks_gnd(),
+        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS),
+    output:
+        scores=f"{R}/scores/scores.parquet",
+        queue=f"{R}/scores/review_queue.parquet",
+    params:
+        methods=lambda w, input: method_dirs(input.stores),
+        out=subpath(output.scores, parent=True),
+        top=M["score"]["review_top"],
+    log:
+        f"{LOGS}/score.log",
+    benchmark:
+        f"{BENCH}/score.tsv"
+    threads: 4
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    conda:
+        ENV
+    shell:
+        "mining score --landmarks {input.gnd} --descriptors {params.methods} --out {params.out} "
+        "--review-top {params.top} > {log} 2>&1"

@@ -1,0 +1,28 @@
+# Scores + decisions → the final distractor set (top N, confirmed landmark images dropped).
+
+
+rule select:
+    input:
+        scores=f"{R}/scores/scores.parquet",
+        decisions=decisions_path(),
+        candidates=f"{R}/candidates/candidates.parquet",
+        gnd=landmarks_gnd(),
+    output:
+        txt=f"{R}/selected/distractors.txt",
+        table=f"{R}/selected/distractors.parquet",
+    params:
+        scores=subpath(input.scores, parent=True),
+        out=subpath(output.txt, parent=True),
+        n=M["select"]["n"],
+        unclear="--drop-unclear" if M["select"]["drop_unclear"] else "",
+    log:
+        f"{LOGS}/select.log",
+    benchmark:
+        f"{BENCH}/select.tsv"
+    resources:
+        mem_mb=4000,
+    conda:
+        ENV
+    shell:
+        "mining select {params.scores} --decisions {input.decisions} --candidates {input.candidates} "
+        "--landmarks {input.gnd} --n {params.n} {params.unclear} --out {params.out} > {log} 2>&1"

@@ -1,0 +1,57 @@
+"""Manifest validation: defaults filled, errors name the key, every shipped manifest valid."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mining import manifest
+from mining.errors import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "manifests").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_manifests_validate(path):
+    m = manifest.load(path)
+    assert m["select"]["n"] >= 1
+    assert m["methods"]
+
+
+def test_defaults_are_filled():
+    m = manifest.load(REPO / "manifests" / "demo.yaml")
+    assert m["download"]["size"] == "b"
+    assert m["dask"]["cluster"] == "local"
+    assert m["evaluate"]["setups"] == ["medium", "hard"]
+
+
+def _demo() -> dict:
+    return yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.update(colour="blue"), ["colour", "unknown"]),
+        (lambda m: m["download"].update(size="x"), ["download.size"]),
+        (lambda m: m.pop("methods"), ["methods"]),
+        (lambda m: m["select"].update(n=-1), ["select.n"]),
+    ],
+)
+def test_errors_name_the_key(edit, words):
+    m = _demo()
+    edit(m)
+    with pytest.raises(UserError) as exc:
+        manifest.validate(m, "x.yaml")
+    for w in words:
+        assert w in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_missing_and_unparsable_files(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        manifest.load(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [unclosed\n")
+    with pytest.raises(UserError, match="YAML"):
+        manifest.load(bad)

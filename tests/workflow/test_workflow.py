@@ -1,0 +1,165 @@
+"""The Snakemake workflow: dry runs of every shipped manifest, lint, bad manifests, and the
+tiny demo world end to end (uninterrupted, and killed-then-resumed with identical outputs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+MANIFESTS = sorted((REPO / "manifests").glob("*.yaml"))
+
+
+def snakemake(workdir: Path, *args: str, manifest: Path | None = None, timeout: int = 1800, **kw):
+    cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
+    if manifest is not None:
+        cmd += ["--config", f"manifest={manifest}"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def _touch_inputs(manifest: Path, workdir: Path) -> None:
+    """Create empty stand-ins for a real manifest's input files, so a dry run can plan it."""
+    m = yaml.safe_load(manifest.read_text())
+    paths = list(m.get("metadata", []))
+    if m.get("landmarks") and m["landmarks"] != "demo":
+        paths.append(m["landmarks"])
+    for p in paths:
+        target = workdir / p
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])
+def test_dry_run_every_shipped_manifest(manifest, tmp_path):
+    _touch_inputs(manifest, tmp_path)
+    r = snakemake(tmp_path, "-n", "--cores", "2", manifest=manifest)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "rule score" in r.stdout or "score" in r.stdout
+
+
+def test_lint_is_clean(tmp_path):
+    r = snakemake(tmp_path, "--lint", manifest=REPO / "manifests" / "demo.yaml")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Lints for rule" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda m: m.update(bogus=1), "bogus"),
+        (lambda m: m["geofilter"]["countries"].append({"code": "XYZ"}), "XYZ"),
+        (lambda m: m["geofilter"]["areas"][0].update(radius_km=-5), "radius"),
+        (lambda m: m["select"].update(n=0), "select.n"),
+    ],
+    ids=["unknown-key", "unknown-country", "negative-radius", "bad-n"],
+)
+def test_bad_manifest_fails_fast_naming_the_key(tmp_path, edit, key):
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    edit(m)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(m))
+    t0 = time.monotonic()
+    r = snakemake(tmp_path, "-n", "--cores", "1", manifest=bad)
+    assert r.returncode != 0
+    assert key in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "results").exists()
+
+
+# ---------------------------------------------------------------- end to end (tiny demo)
+
+OUTPUTS = [
+    "results/demo/selected/distractors.txt",
+    "results/demo/selected/distractors.parquet",
+    "results/demo/evaluation/evaluation.json",
+    "results/demo/report.html",
+]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One uninterrupted run of the default workflow on the tiny demo world."""
+    work = tmp_path_factory.mktemp("demo-run")
+    r = snakemake(work, "--cores", "2", manifest=REPO / "manifests" / "demo.yaml")
+    logs = "".join(p.read_text()[-1500:] for p in sorted((work / "results/demo/logs").rglob("*.log"))) if (
+        work / "results/demo/logs").exists() else ""
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:] + logs
+    return work
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_outputs_exist_and_agree(demo_run):
+    for rel in OUTPUTS:
+        assert (demo_run / rel).is_file(), rel
+    root = demo_run / "results/demo"
+    listed = (root / "selected/distractors.txt").read_text().split()
+    table = pd.read_parquet(root / "selected/distractors.parquet")
+    assert listed == list(table["path"]), "list and table disagree"
+    assert 0 < len(listed) <= 150
+    for rel in listed[:20]:
+        assert (root / "images" / rel).is_file(), rel
+    decisions = pd.read_parquet(root / "review/decisions.parquet")
+    confirmed = set(decisions.loc[decisions["decision"] == "landmark", "photo_id"])
+    assert not confirmed & set(table["photo_id"]), "a confirmed landmark image was selected"
+    evaluation = json.loads((root / "evaluation/evaluation.json").read_text())
+    assert evaluation, "empty evaluation"
+    html = (root / "report.html").read_text()
+    assert "<html" in html.lower() and len(html) > 10_000
+    for log in (root / "logs").rglob("*.log"):
+        assert "Traceback" not in log.read_text(), log
+
+
+def _wait_for(path_glob: str, root: Path, proc: subprocess.Popen, timeout: float) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if list(root.glob(path_glob)):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+def test_killed_then_resumed_run_gives_identical_outputs(demo_run, tmp_path):
+    """SIGKILL the whole workflow in the middle of the fan-out stages, rerun, compare."""
+    work = tmp_path / "resumed"
+    work.mkdir()
+    cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2",
+           "--config", f"manifest={REPO / 'manifests' / 'demo.yaml'}"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+    try:
+        # Kill once the download has written some images (mid-stage).
+        reached = _wait_for("results/demo/images/jpg/*/*.jpg", work, proc, timeout=600)
+        assert reached, "the workflow never reached the download stage"
+        time.sleep(1.0)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (work / OUTPUTS[0]).exists()
+    r = snakemake(work, "--cores", "2", "--rerun-incomplete", manifest=REPO / "manifests" / "demo.yaml")
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    for rel in ("results/demo/selected/distractors.txt", "results/demo/selected/distractors.parquet"):
+        a = (demo_run / rel).read_bytes() if rel.endswith(".txt") else pd.read_parquet(demo_run / rel)
+        b = (work / rel).read_bytes() if rel.endswith(".txt") else pd.read_parquet(work / rel)
+        if isinstance(a, bytes):
+            assert a == b, rel
+        else:
+            pd.testing.assert_frame_equal(a, b)
+    ok_a = sorted(p.name for p in (demo_run / "results/demo/images/jpg").rglob("*.jpg"))
+    ok_b = sorted(p.name for p in (work / "results/demo/images/jpg").rglob("*.jpg"))
+    assert ok_a == ok_b

@@ -1,16 +1,40 @@
-"""CLI for `mining score` (placeholder until its stage lands; see the issue for the contract)."""
+"""CLI for `mining score`: descriptor stores → per-candidate distractor scores + review queue."""
 
 from __future__ import annotations
 
 import argparse
-
-from mining.errors import UserError
+import json
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="(not implemented yet)")
+    p = sub.add_parser(
+        "score",
+        help="score every candidate by the fraction of landmark positives it outranks",
+        description=(
+            "For every method and landmark query, the fraction of the query's positives (Easy ∪ Hard) "
+            "whose similarity is below the candidate's (a tie counts one half), summed over queries and "
+            "methods. Writes OUT/scores.parquet, OUT/review_queue.parquet (top K per landmark), OUT/stats.json."
+        ),
+    )
+    p.add_argument("--landmarks", required=True, type=Path, help="gnd_<name>.pkl or the folder holding it")
+    p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
+                   help="one folder per method holding queries/, database/ and candidates/ stores")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--review-top", type=int, default=2000, metavar="K",
+                   help="candidates per landmark in the review queue (default 2000, as R1M)")
+    p.add_argument("--chunk", type=int, default=32768, metavar="N",
+                   help="candidates per processing chunk (memory vs. overhead; default 32768)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UserError("this stage is not implemented yet")
+    from mining.score import run_score
+
+    stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
+                      chunk=args.chunk, progress=not args.no_progress)
+    summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
+                                     "review_queue_rows")}
+    print(json.dumps(summary))
+    return 0

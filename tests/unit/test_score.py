@@ -1,0 +1,253 @@
+"""`mining score`: the below-positive fraction against a slow, obviously correct reference."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import main
+from mining.descriptors import write_global_shard, write_store_info
+from mining.score import MethodInput, PositiveCounter, Problem, score_candidates
+
+
+# ----------------------------------------------------------------------------- reference
+def ref_frac(s_d: float, positives: list[float]) -> float:
+    less = sum(1 for p in positives if p < s_d)
+    eq = sum(1 for p in positives if p == s_d)
+    return (2 * less + eq) * (1.0 / (2.0 * len(positives)))
+
+
+def reference(problem: Problem, methods: list[dict], review_top: int):
+    """methods: dicts with name, query_index, positive_sims (lists), sims {photo_id: [per row]}."""
+    all_ids = []
+    for m in methods:
+        for pid in m["order"]:
+            if pid not in all_ids:
+                all_ids.append(pid)
+    out = {}
+    for pid in all_ids:
+        total, per_method, missing = 0.0, {}, 0
+        lm = {name: 0.0 for name in problem.landmarks}
+        qc = {}
+        for m in methods:
+            if pid not in m["sims"]:
+                per_method[m["name"]] = None
+                missing += 1
+                continue
+            acc = 0.0
+            for row, qi in enumerate(m["query_index"]):
+                pos = m["positive_sims"][row]
+                if not pos:
+                    continue
+                f = ref_frac(m["sims"][pid][row], pos)
+                acc += f
+                qc[qi] = qc.get(qi, 0.0) + f
+                lm[problem.query_landmark[qi]] += f
+            per_method[m["name"]] = acc
+            total += acc
+        closest = None
+        if total > 0:
+            closest = max(problem.landmarks, key=lambda n: (lm[n], -problem.landmarks.index(n)))
+        out[pid] = dict(score=total, per_method=per_method, missing=missing, closest=closest, lm=lm, qc=qc)
+    queue = {}
+    for li, name in enumerate(problem.landmarks):
+        qs = [i for i, l in enumerate(problem.query_landmark) if l == name]
+        rows = []
+        for pid, r in out.items():
+            if r["lm"][name] > 0:
+                best = max(qs, key=lambda q: (r["qc"].get(q, 0.0), -q))
+                rows.append((-r["lm"][name], pid, best))
+        rows.sort()
+        queue[name] = [(-c, pid, q) for c, pid, q in rows[:review_top]]
+    return out, queue
+
+
+# ----------------------------------------------------------------------------- fixtures
+def random_problem(seed: int, n_cand: int = 60, quantum: float = 0.125):
+    """Quantised similarities (many ties), a query without positives, methods holding
+    different candidate sets in different orders."""
+    rng = np.random.default_rng(seed)
+    problem = Problem(
+        query_names=["tower_001", "tower_002", "bridge_001", "bridge_002", "gate_001"],
+        query_landmark=["tower", "tower", "bridge", "bridge", "gate"],
+        landmarks=["tower", "bridge", "gate"],
+    )
+    n_pos = [5, 1, 7, 0, 3]  # bridge_002 has no positives
+    all_ids = rng.choice(10**9, size=n_cand, replace=False).astype(np.int64)
+    specs = []
+    for mi, name in enumerate(["cnn", "sift", "third"]):
+        keep = rng.random(n_cand) > (0 if mi == 0 else 0.2)
+        ids = all_ids[keep]
+        if mi == 1:
+            ids = ids[::-1]  # order disagrees with the first method: the spilled path
+        rows = rng.permutation(5)[: 5 if mi != 2 else 4]  # third method lacks one query
+        def q(size):
+            return (np.round(rng.uniform(-1, 1, size) / quantum) * quantum).astype(np.float32)
+        pos = [q(n_pos[r]) for r in rows]
+        sims = q((len(rows), len(ids)))
+        specs.append(dict(name=name, query_index=rows, positive_sims=pos, ids=ids, sims=sims))
+    return problem, specs
+
+
+def to_inputs(specs, block: int):
+    out = []
+    for s in specs:
+        def blocks(s=s):
+            for a in range(0, s["sims"].shape[1], block):
+                yield s["sims"][:, a:a + block]
+        out.append(MethodInput(s["name"], s["query_index"], s["positive_sims"], s["ids"], blocks))
+    return out
+
+
+def to_reference(specs):
+    return [dict(name=s["name"], query_index=list(s["query_index"]),
+                 positive_sims=[p.tolist() for p in s["positive_sims"]],
+                 order=s["ids"].tolist(),
+                 sims={int(pid): s["sims"][:, j].tolist() for j, pid in enumerate(s["ids"])})
+            for s in specs]
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("quantum", [0.25, 0.0625])
+def test_positive_counter_matches_brute_force(quantum):
+    rng = np.random.default_rng(1)
+    for size in (1, 2, 5, 40):
+        pos = (np.round(rng.uniform(-1, 1, size) / quantum) * quantum).astype(np.float32)
+        counter = PositiveCounter.build(pos)
+        s = np.concatenate([(np.round(rng.uniform(-1.5, 1.5, 500) / quantum) * quantum),
+                            pos, np.nextafter(pos, 2), np.nextafter(pos, -2), [-1e30, 1e30]]).astype(np.float32)
+        got = counter.count2(s)
+        want = [2 * int((pos < v).sum()) + int((pos == v).sum()) for v in s]
+        assert got.tolist() == want
+    same = PositiveCounter.build(np.full(4, 0.5, np.float32))
+    assert same.count2(np.array([0.4, 0.5, 0.6], np.float32)).tolist() == [0, 4, 8]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_score_matches_reference_and_streaming_equals_in_memory(seed):
+    problem, specs = random_problem(seed)
+    ref, queue = reference(problem, to_reference(specs), review_top=4)
+    results = [score_candidates(problem, to_inputs(specs, block), chunk=chunk, review_top=4)
+               for block, chunk in [(10**6, 10**6), (7, 5), (1, 13), (16, 1)]]
+    first = results[0]
+    assert first.photo_id.tolist() == list(ref)
+    assert first.score.tolist() == [r["score"] for r in ref.values()]
+    for name in ("cnn", "sift", "third"):
+        want = [np.nan if r["per_method"][name] is None else r["per_method"][name] for r in ref.values()]
+        np.testing.assert_array_equal(first.method_scores[name], want)
+    assert first.methods_missing.tolist() == [r["missing"] for r in ref.values()]
+    assert first.methods_missing.max() >= 1 and first.stats["candidates_missing_some_method"] > 0
+    closest = [None if c < 0 else problem.landmarks[c] for c in first.closest_landmark]
+    assert closest == [r["closest"] for r in ref.values()]
+    for lm in problem.landmarks:
+        t = first.review[lm]
+        assert list(zip(t.contrib.tolist(), t.photo_id.tolist(), t.best_query.tolist())) == queue[lm]
+    assert first.review["tower"].photo_id.size == 4
+    assert first.stats["methods"]["sift"]["aligned"] == "spilled"
+    for other in results[1:]:  # streaming in any chunking == in memory, bit for bit
+        np.testing.assert_array_equal(other.photo_id, first.photo_id)
+        np.testing.assert_array_equal(other.score, first.score)
+        np.testing.assert_array_equal(other.closest_landmark, first.closest_landmark)
+        for name in first.method_scores:
+            np.testing.assert_array_equal(other.method_scores[name], first.method_scores[name])
+        for lm in problem.landmarks:
+            np.testing.assert_array_equal(other.review[lm].photo_id, first.review[lm].photo_id)
+            np.testing.assert_array_equal(other.review[lm].contrib, first.review[lm].contrib)
+            np.testing.assert_array_equal(other.review[lm].best_query, first.review[lm].best_query)
+
+
+def test_query_without_positives_contributes_nothing():
+    problem = Problem(["a_001", "b_001"], ["a", "b"], ["a", "b"])
+    ids = np.array([5, 3], np.int64)
+    sims = np.array([[0.9, 0.1], [1.0, 1.0]], np.float32)
+    m = MethodInput("m", np.array([0, 1]), [np.array([0.5], np.float32), np.zeros(0, np.float32)], ids,
+                    lambda: iter([sims]))
+    r = score_candidates(problem, [m], chunk=1, review_top=10)
+    assert r.score.tolist() == [1.0, 0.0]
+    assert r.closest_landmark.tolist() == [0, -1]
+    assert r.review["a"].photo_id.tolist() == [5] and r.review["b"].photo_id.size == 0
+
+
+# ----------------------------------------------------------------------------- CLI on stores
+def make_world(root, rng, n_cand=40, dim=8):
+    """Landmarks + three method stores whose dot products are exact (dyadic vectors)."""
+    imlist = [f"db{i}" for i in range(12)]
+    qimlist = ["tower_001", "tower_002", "bridge_001"]
+    gnd = [{"bbx": [0, 0, 1, 1], "easy": [0, 1, 2], "hard": [3], "junk": [4]},
+           {"bbx": [0, 0, 1, 1], "easy": [], "hard": [], "junk": []},
+           {"bbx": [0, 0, 1, 1], "easy": [5, 6], "hard": [7, 8, 9], "junk": []}]
+    (root / "gnd").mkdir()
+    (root / "gnd" / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
+    vec = lambda n: (rng.integers(-2, 3, size=(n, dim)) / 4).astype(np.float32)  # noqa: E731
+    cand_ids = [str(i) for i in rng.choice(10**8, n_cand, replace=False)]
+    vectors = {}
+    for name in ("cnn", "gem"):
+        d = root / "desc" / name
+        parts = {"queries": (qimlist, vec(3)), "database": (imlist, vec(12)),
+                 "candidates": (cand_ids if name == "cnn" else cand_ids[:-3], vec(n_cand if name == "cnn" else n_cand - 3))}
+        for part, (ids, v) in parts.items():
+            write_store_info(d / part, {"method": name, "kind": "global", "set": part, "dim": dim})
+            half = len(ids) // 2
+            write_global_shard(d / part, "00000", ids[:half], v[:half])
+            write_global_shard(d / part, "00001", ids[half:], v[half:])
+        vectors[name] = parts
+    return root / "gnd", [root / "desc" / "cnn", root / "desc" / "gem"], vectors, gnd
+
+
+def test_cli_on_stores_matches_brute_force(tmp_path):
+    rng = np.random.default_rng(7)
+    gnd_dir, descs, vectors, gnd = make_world(tmp_path, rng)
+    out = tmp_path / "scores"
+    assert main(["score", "--landmarks", str(gnd_dir), "--descriptors", *map(str, descs), "--out", str(out),
+                 "--review-top", "3", "--chunk", "6", "--no-progress"]) == 0
+    scores = pq.read_table(out / "scores.parquet").to_pandas()
+    assert scores.columns.tolist() == ["photo_id", "score", "score_cnn", "score_gem", "closest_landmark",
+                                       "methods_missing"]
+    assert scores.photo_id.is_monotonic_increasing
+    want = {}
+    for name, parts in vectors.items():
+        q, db, (cids, cv) = parts["queries"][1], parts["database"][1], parts["candidates"]
+        for j, cid in enumerate(cids):
+            tot = 0.0
+            for qi, g in enumerate(gnd):
+                pos = [float(q[qi] @ db[p]) for p in sorted(set(g["easy"]) | set(g["hard"]))]
+                if pos:
+                    tot += ref_frac(float(q[qi] @ cv[j]), pos)
+            want.setdefault(int(cid), {})[name] = tot
+    got = scores.set_index("photo_id")
+    for pid, per in want.items():
+        assert got.loc[pid, "score"] == pytest.approx(sum(per.values()), abs=1e-12)
+        assert got.loc[pid, "score_cnn"] == pytest.approx(per["cnn"], abs=1e-12)
+        assert got.loc[pid, "methods_missing"] == (0 if "gem" in per else 1)
+        assert np.isnan(got.loc[pid, "score_gem"]) == ("gem" not in per)
+    queue = pq.read_table(out / "review_queue.parquet").to_pandas()
+    assert set(queue.landmark) <= {"tower", "bridge"}
+    assert queue.groupby("landmark").size().max() <= 3
+    assert (queue.groupby("landmark")["rank"].apply(list).apply(lambda r: r == list(range(1, len(r) + 1)))).all()
+    assert set(queue.best_query) <= {"tower_001", "bridge_001"}  # tower_002 has no positives
+    import json
+
+    stats = json.loads((out / "stats.json").read_text())
+    from mining.landmarks import load_landmarks
+
+    assert stats["landmarks_fingerprint"] == load_landmarks(gnd_dir).fingerprint()
+    assert stats["queries_without_positives"] == 1 and stats["candidates_missing_some_method"] == 3
+    assert stats["methods"]["gem"]["missing"] == 3
+
+
+def test_cli_refuses_bad_inputs(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    gnd_dir, descs, _, _ = make_world(tmp_path, rng)
+    out = tmp_path / "o"
+    assert main(["score", "--landmarks", str(gnd_dir), "--descriptors", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    assert "missing queries/" in capsys.readouterr().err
+    assert main(["score", "--landmarks", str(gnd_dir), "--descriptors", str(descs[0]), str(descs[0]),
+                 "--out", str(out)]) == 2
+    assert "given twice" in capsys.readouterr().err
+    write_global_shard(descs[0] / "candidates", "00002", ["not-a-number"], np.zeros((1, 8), np.float32))
+    assert main(["score", "--landmarks", str(gnd_dir), "--descriptors", str(descs[0]), "--out", str(out)]) == 2
+    assert "not a decimal photo id" in capsys.readouterr().err
+    assert not out.exists() or not (out / "scores.parquet").exists()

@@ -1,16 +1,101 @@
-"""CLI for `mining review` (placeholder until its stage lands; see the issue for the contract)."""
+"""CLI for `mining review`: import a queue, serve the app, export decisions, simulate reviewers."""
 
 from __future__ import annotations
 
 import argparse
-
-from mining.errors import UserError
+import json
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("review", help="(not implemented yet)")
+    p = sub.add_parser(
+        "review", help="manual check of the review queue in a local web app (SQLite-backed)",
+        description="Import the review queue into a SQLite database, serve the review web app, "
+                    "export the reviewers' majority decisions to Parquet.")
+    verbs = p.add_subparsers(dest="review_command", required=True, metavar="ACTION")
+
+    imp = verbs.add_parser("import", help="add a review_queue.parquet to the database (idempotent)")
+    imp.add_argument("queue", help="review_queue.parquet from `mining score`")
+    imp.add_argument("--db", required=True, help="review database (created if absent)")
+
+    srv = verbs.add_parser("serve", help="serve the review app")
+    srv.add_argument("--db", required=True, help="review database")
+    srv.add_argument("--images", required=True, help="download root (ROOT/jpg/<3hex>/<key>.jpg)")
+    srv.add_argument("--landmarks", required=True, help="gnd_<name>.pkl or its folder (query crops)")
+    srv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)")
+    srv.add_argument("--port", type=int, default=8765)
+    srv.add_argument("--token", default=None,
+                     help="required on every request (default: $MINING_REVIEW_TOKEN); "
+                          "mandatory when --host is not loopback")
+
+    exp = verbs.add_parser("export", help="write decisions.parquet (majority of each reviewer's latest vote)")
+    exp.add_argument("--db", required=True)
+    exp.add_argument("--out", required=True, help="decisions.parquet")
+    exp.add_argument("--complete", action="store_true",
+                     help="fail (exit 2) while some queued item has no vote yet")
+
+    sim = verbs.add_parser("simulate", help="demo only: simulated reviewers answer from truth.parquet via the API")
+    sim.add_argument("--db", required=True)
+    sim.add_argument("--truth", required=True, help="the demo world's truth.parquet")
+    sim.add_argument("--images", default=None, help="image root (default: a folder beside the DB; unused)")
+    sim.add_argument("--reviewers", type=int, default=3)
+    sim.add_argument("--error-rate", type=float, default=0.0, help="chance each vote is wrong")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--match", choices=["any", "same"], default="any",
+                     help="y for an image of ANY landmark (default, as R1M) or only the queued one")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UserError("this stage is not implemented yet")
+    from pathlib import Path
+
+    from mining.errors import UserError
+    from mining.review import db
+
+    cmd = args.review_command
+    if cmd == "import":
+        con = db.connect(args.db, create=True)
+        try:
+            r = db.import_queue(con, args.queue)
+        finally:
+            con.close()
+        _report({"rows": r.rows, "added": r.added, "updated": r.updated})
+        return 0
+    if cmd == "export":
+        con = db.connect(args.db)
+        try:
+            if args.complete:
+                _, unvoted = db.export_rows(con)
+                if unvoted:
+                    raise UserError(f"{unvoted} queued item(s) have no vote yet; "
+                                    f"open the app with `mining review serve --db {args.db} ...`")
+            _report(db.export(con, args.out))
+        finally:
+            con.close()
+        return 0
+
+    from mining.review.app import create_app
+
+    if cmd == "serve":
+        from mining.review.server import resolve_token, serve
+
+        token = resolve_token(args.host, args.token)
+        app = create_app(args.db, args.images, args.landmarks, token=token)
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        suffix = f"/?token={token}" if token else "/"
+        print(f"review app: http://{shown}:{args.port}{suffix}  (Ctrl-C to stop)", file=sys.stderr)
+        serve(app, args.host, args.port)
+        return 0
+    if cmd == "simulate":
+        from mining.review.simulate import load_truth, simulate
+
+        truth = load_truth(args.truth)
+        images = Path(args.images) if args.images else Path(args.db).resolve().parent
+        app = create_app(args.db, images, None)
+        _report(simulate(app, truth, args.reviewers, args.error_rate, args.seed, args.match))
+        return 0
+    raise UserError(f"unknown review action {cmd}")  # pragma: no cover - argparse refuses it
+
+
+def _report(obj: dict) -> None:
+    print(json.dumps(obj, sort_keys=True))

@@ -1,0 +1,248 @@
+"""The review web app (FastAPI): a JSON API plus a static single page, no build step, no CDN.
+
+The client never sends a path: images are addressed by item id or query index and mapped to
+files server-side, then resolved and checked to lie under their root (symlinks included).
+Every vote goes to SQLite at once; the browser keeps only the reviewer's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from mining.errors import UserError
+from mining.landmarks import LandmarkDataset, load_landmarks
+from mining.layout import image_key, image_relpath
+from mining.review import db, thumbs
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY = 4096  # a vote is ~60 bytes; anything much larger is refused before parsing
+MAX_PAGE = 500
+TOKEN_HEADER = "x-review-token"
+TOKEN_COOKIE = "review_token"
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path
+    images: Path
+    landmarks: LandmarkDataset | None
+    thumbs: Path
+    token: str | None
+
+
+def thumbs_dir_for(db_path: Path) -> Path:
+    """The thumbnail cache lives beside the database: `review.sqlite` → `review.thumbs/`."""
+    return db_path.with_name(db_path.stem + ".thumbs")
+
+
+def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | None = None,
+               token: str | None = None, thumbs_dir: str | Path | None = None) -> FastAPI:
+    """Build the app; refuses missing inputs up front so `serve` fails before binding a port."""
+    dbp = Path(db_path)
+    db.connect(dbp).close()  # exists and opens
+    root = Path(images)
+    if not root.is_dir():
+        raise UserError(f"{root}: image root not found")
+    ds = load_landmarks(landmarks) if landmarks else None
+    s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), token or None)
+    app = FastAPI(title="mining review", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.settings = s
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Response:
+        """Token (when set) on every request; otherwise only loopback Host headers (DNS rebinding)."""
+        if s.token is not None:
+            given = (request.headers.get(TOKEN_HEADER) or request.query_params.get("token")
+                     or request.cookies.get(TOKEN_COOKIE) or "")
+            auth = request.headers.get("authorization", "")
+            if auth.lower().startswith("bearer "):
+                given = given or auth[7:]
+            if not hmac.compare_digest(given.encode(), s.token.encode()):
+                return JSONResponse({"detail": "missing or wrong token"}, status_code=401)
+        else:
+            if _hostname(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
+                return JSONResponse({"detail": "host not allowed"}, status_code=403)
+        response = await call_next(request)
+        if s.token is not None and request.query_params.get("token") == s.token:
+            # The page URL carries the token once; the cookie then authorises images and API calls.
+            response.set_cookie(TOKEN_COOKIE, s.token, httponly=True, samesite="strict")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response
+
+    def conn() -> Iterator[sqlite3.Connection]:
+        con = db.connect(s.db_path)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def user_error(exc: UserError) -> HTTPException:
+        return HTTPException(status_code=400, detail=str(exc))
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/api/landmarks")
+    def api_landmarks(reviewer: str | None = Query(None, max_length=200),
+                      con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
+        try:
+            overview = db.landmarks_overview(con, reviewer)
+        except UserError as exc:
+            raise user_error(exc) from None
+        queries = _queries_by_landmark(s.landmarks)
+        for lm in overview:
+            lm["queries"] = queries.get(lm["landmark"], [])
+        return {"landmarks": overview, "total": sum(x["total"] for x in overview),
+                "mine": sum(x["mine"] for x in overview)}
+
+    @app.get("/api/items")
+    def api_items(landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0),
+                  limit: int = Query(100, ge=1, le=MAX_PAGE),
+                  reviewer: str | None = Query(None, max_length=200),
+                  con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
+        try:
+            page = db.items_page(con, landmark, offset, limit, reviewer)
+        except UserError as exc:
+            raise user_error(exc) from None
+        if page["total"] == 0:
+            raise HTTPException(404, "unknown landmark")
+        return page
+
+    @app.get("/api/resume")
+    def api_resume(landmark: str = Query(..., max_length=500),
+                   reviewer: str | None = Query(None, max_length=200),
+                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
+        try:
+            return {"landmark": landmark, "position": db.first_open(con, landmark, reviewer)}
+        except UserError as exc:
+            raise user_error(exc) from None
+
+    @app.post("/api/votes")
+    async def api_vote(request: Request) -> dict[str, Any]:
+        body = await _json_body(request)
+        item, value, reviewer = body.get("item_id"), body.get("vote"), body.get("reviewer")
+        if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > 2**62:
+            raise HTTPException(422, "item_id must be a non-negative integer")
+        if value not in db.VOTES:
+            raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
+
+        def work() -> dict[str, Any]:
+            con = db.connect(s.db_path)
+            try:
+                return db.vote(con, item, reviewer, value)
+            finally:
+                con.close()
+        try:
+            return await run_in_threadpool(work)
+        except db.NotFound:
+            raise HTTPException(404, "unknown item") from None
+        except UserError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    @app.post("/api/undo")
+    async def api_undo(request: Request) -> dict[str, Any]:
+        body = await _json_body(request)
+
+        def work() -> dict[str, Any]:
+            con = db.connect(s.db_path)
+            try:
+                done = db.undo(con, body.get("reviewer"))
+                if done is None:
+                    return {"undone": None}
+                lm, pos = db.position_of(con, done["item_id"]) or ("", 0)
+                return {"undone": {**done, "landmark": lm, "position": pos}}
+            finally:
+                con.close()
+        try:
+            return await run_in_threadpool(work)
+        except UserError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    @app.get("/thumb/{item_id}")
+    def thumb(item_id: int, con: sqlite3.Connection = Depends(conn)) -> FileResponse:
+        src, pid = _item_image(con, item_id)
+        out = thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src)
+        return FileResponse(out, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+    @app.get("/image/{item_id}")
+    def image(item_id: int, con: sqlite3.Connection = Depends(conn)) -> FileResponse:
+        src, _ = _item_image(con, item_id)
+        return FileResponse(src, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+    @app.get("/query/{index}")
+    def query_crop(index: int, full: bool = False) -> FileResponse:
+        ds = s.landmarks
+        if ds is None or not 0 <= index < len(ds.qimlist):
+            raise HTTPException(404, "unknown query")
+        src = thumbs.inside(ds.image_root, ds.image_path(ds.qimlist[index]))
+        if src is None:
+            raise HTTPException(404, "query image not found")
+        bbox = ds.bbox(index) if ds.gnd[index].get("bbx") is not None else None
+        tag = hashlib.sha256(json.dumps([ds.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
+        out = thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox)
+        return FileResponse(out, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+    def _item_image(con: sqlite3.Connection, item_id: int) -> tuple[Path, int]:
+        pid = db.photo_of(con, item_id)
+        if pid is None:
+            raise HTTPException(404, "unknown item")
+        src = thumbs.inside(s.images, s.images / image_relpath(pid))
+        if src is None:
+            raise HTTPException(404, "image not found under the image root")
+        return src, pid
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _hostname(host: str) -> str:
+    """The Host header without its port (`[::1]:8765` → `[::1]`)."""
+    if host.startswith("["):
+        return host.split("]")[0] + "]"
+    return host.rsplit(":", 1)[0]
+
+
+def _queries_by_landmark(ds: LandmarkDataset | None) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    if ds is None:
+        return out
+    for i, name in enumerate(ds.qimlist):
+        out.setdefault(ds.query_landmark(i), []).append({"index": i, "name": name})
+    return out
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    """A small JSON object, or 413/415/400; read in chunks so a huge body is never held."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        # Also blocks cross-site "simple" form posts, which cannot set this type without CORS.
+        raise HTTPException(415, "send application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise HTTPException(413, "request body too large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPException(413, "request body too large")
+        chunks.append(chunk)
+    try:
+        data = json.loads(b"".join(chunks) or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(400, "body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise HTTPException(400, "body must be a JSON object")
+    return data

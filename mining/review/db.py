@@ -1,0 +1,362 @@
+"""The review database: SQLite in WAL mode, so several reviewers can vote at once.
+
+Votes are an append-only log (`votes`): a decision is a row, an undo is a row that names the
+vote it retracts. `current` caches each reviewer's effective (latest, not undone) vote per
+item, updated in the same transaction, so the UI and progress queries stay fast; the log is
+the source of truth and `replay_current` can rebuild the cache from it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from mining.errors import UserError
+
+VOTES = ("y", "n", "u")  # shows the landmark / does not / unclear
+DECISION = {"y": "landmark", "n": "not_landmark", "u": "unclear"}
+MAX_NAME = 64
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY,
+    landmark TEXT NOT NULL,
+    photo_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    score REAL,
+    total_score REAL,
+    best_query TEXT,
+    UNIQUE (landmark, photo_id)
+);
+CREATE INDEX IF NOT EXISTS items_by_rank ON items (landmark, rank, id);
+CREATE TABLE IF NOT EXISTS reviewers (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS votes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id INTEGER NOT NULL REFERENCES items (id),
+    reviewer_id INTEGER NOT NULL REFERENCES reviewers (id),
+    vote TEXT NOT NULL CHECK (vote IN ('y', 'n', 'u', 'undo')),
+    undoes INTEGER REFERENCES votes (id),
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS votes_by_reviewer ON votes (reviewer_id, id);
+CREATE INDEX IF NOT EXISTS votes_by_item ON votes (item_id, reviewer_id, id);
+CREATE UNIQUE INDEX IF NOT EXISTS votes_undoes ON votes (undoes);
+CREATE TABLE IF NOT EXISTS current (
+    item_id INTEGER NOT NULL REFERENCES items (id),
+    reviewer_id INTEGER NOT NULL REFERENCES reviewers (id),
+    vote_id INTEGER NOT NULL REFERENCES votes (id),
+    vote TEXT NOT NULL,
+    PRIMARY KEY (item_id, reviewer_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id);
+"""
+
+
+def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
+    """One connection per thread/request; WAL + busy_timeout so concurrent writers wait, not fail."""
+    p = Path(path)
+    if not create and not p.is_file():
+        raise UserError(f"{p}: review database not found (run `mining review import` first)")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
+    con.execute("PRAGMA busy_timeout = 30000")
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA synchronous = NORMAL")
+    con.execute("PRAGMA foreign_keys = ON")
+    if create:
+        con.executescript(SCHEMA)
+    return con
+
+
+class _Tx:
+    """`BEGIN IMMEDIATE` … COMMIT/ROLLBACK: take the write lock up front, so no upgrade deadlocks."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.con.execute("BEGIN IMMEDIATE")
+        return self.con
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+# ---------------------------------------------------------------- import
+
+QUEUE_REQUIRED = ("landmark", "photo_id", "rank")
+QUEUE_OPTIONAL = ("score", "total_score", "best_query")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    rows: int
+    added: int
+    updated: int
+
+
+def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
+    """Add a review queue's rows; existing (landmark, photo_id) keep their votes, get new rank/score."""
+    import pyarrow.parquet as pq
+
+    p = Path(queue)
+    if not p.exists():
+        raise UserError(f"{p}: review queue not found")
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:  # noqa: BLE001 - any read failure is the user's file
+        raise UserError(f"{p}: not a readable Parquet file ({exc})") from None
+    missing = [c for c in QUEUE_REQUIRED if c not in table.column_names]
+    if missing:
+        raise UserError(f"{p}: review queue lacks column(s) {', '.join(missing)}")
+    cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
+            if c in table.column_names}
+    n = table.num_rows
+    rows = []
+    for i in range(n):
+        lm, pid, rank = cols["landmark"][i], cols["photo_id"][i], cols["rank"][i]
+        if lm is None or pid is None or rank is None:
+            raise UserError(f"{p}: row {i} has a null landmark, photo_id or rank")
+        rows.append((str(lm), int(pid), int(rank), *(
+            cols[c][i] if c in cols else None for c in QUEUE_OPTIONAL)))
+    with _Tx(con):
+        before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+        changes_before = con.total_changes
+        con.executemany(
+            """INSERT INTO items (landmark, photo_id, rank, score, total_score, best_query)
+               VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (landmark, photo_id) DO UPDATE SET
+                 rank = excluded.rank, score = excluded.score,
+                 total_score = excluded.total_score, best_query = excluded.best_query
+               WHERE items.rank IS NOT excluded.rank OR items.score IS NOT excluded.score
+                 OR items.total_score IS NOT excluded.total_score
+                 OR items.best_query IS NOT excluded.best_query""",
+            rows,
+        )
+        changed = con.total_changes - changes_before
+        added = con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
+    return ImportResult(rows=n, added=added, updated=changed - added)
+
+
+# ---------------------------------------------------------------- reviewers and votes
+
+
+def clean_name(name: Any) -> str:
+    """Reviewer names are short printable text; anything else is refused."""
+    if not isinstance(name, str):
+        raise UserError("reviewer name must be text")
+    name = " ".join(name.split())
+    if not name or len(name) > MAX_NAME or not name.isprintable():
+        raise UserError(f"reviewer name must be 1–{MAX_NAME} printable characters")
+    return name
+
+
+def reviewer_id(con: sqlite3.Connection, name: str, *, create: bool) -> int | None:
+    name = clean_name(name)
+    row = con.execute("SELECT id FROM reviewers WHERE name = ?", (name,)).fetchone()
+    if row:
+        return int(row[0])
+    if not create:
+        return None
+    con.execute("INSERT OR IGNORE INTO reviewers (name, created) VALUES (?, ?)", (name, time.time()))
+    return int(con.execute("SELECT id FROM reviewers WHERE name = ?", (name,)).fetchone()[0])
+
+
+class NotFound(LookupError):
+    """An item id that is not in the database (the API answers 404)."""
+
+
+def vote(con: sqlite3.Connection, item_id: int, reviewer: str, value: str) -> dict[str, Any]:
+    """Append a vote; it becomes the reviewer's effective vote on the item."""
+    if value not in VOTES:
+        raise UserError(f"vote must be one of {', '.join(VOTES)}")
+    name = clean_name(reviewer)
+    with _Tx(con):
+        if con.execute("SELECT 1 FROM items WHERE id = ?", (item_id,)).fetchone() is None:
+            raise NotFound(item_id)
+        rid = reviewer_id(con, name, create=True)
+        cur = con.execute(
+            "INSERT INTO votes (item_id, reviewer_id, vote, created) VALUES (?, ?, ?, ?)",
+            (item_id, rid, value, time.time()))
+        con.execute(
+            "INSERT OR REPLACE INTO current (item_id, reviewer_id, vote_id, vote) VALUES (?, ?, ?, ?)",
+            (item_id, rid, cur.lastrowid, value))
+    return {"item_id": item_id, "vote": value}
+
+
+def _effective(con: sqlite3.Connection, item_id: int, rid: int) -> tuple[int, str] | None:
+    """Latest vote of a reviewer on an item that no undo row retracts."""
+    row = con.execute(
+        """SELECT v.id, v.vote FROM votes v
+           WHERE v.item_id = ? AND v.reviewer_id = ? AND v.vote != 'undo'
+             AND NOT EXISTS (SELECT 1 FROM votes u WHERE u.undoes = v.id)
+           ORDER BY v.id DESC LIMIT 1""", (item_id, rid)).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def undo(con: sqlite3.Connection, reviewer: str) -> dict[str, Any] | None:
+    """Retract the reviewer's most recent standing vote; the one before it (if any) applies again."""
+    name = clean_name(reviewer)
+    with _Tx(con):
+        rid = reviewer_id(con, name, create=False)
+        if rid is None:
+            return None
+        row = con.execute(
+            """SELECT v.id, v.item_id FROM votes v
+               WHERE v.reviewer_id = ? AND v.vote != 'undo'
+                 AND NOT EXISTS (SELECT 1 FROM votes u WHERE u.undoes = v.id)
+               ORDER BY v.id DESC LIMIT 1""", (rid,)).fetchone()
+        if row is None:
+            return None
+        vote_id, item_id = int(row[0]), int(row[1])
+        con.execute(
+            "INSERT INTO votes (item_id, reviewer_id, vote, undoes, created) VALUES (?, ?, 'undo', ?, ?)",
+            (item_id, rid, vote_id, time.time()))
+        eff = _effective(con, item_id, rid)
+        if eff is None:
+            con.execute("DELETE FROM current WHERE item_id = ? AND reviewer_id = ?", (item_id, rid))
+        else:
+            con.execute(
+                "INSERT OR REPLACE INTO current (item_id, reviewer_id, vote_id, vote) VALUES (?, ?, ?, ?)",
+                (item_id, rid, eff[0], eff[1]))
+    return {"item_id": item_id, "vote": eff[1] if eff else None}
+
+
+def replay_current(con: sqlite3.Connection) -> dict[tuple[int, int], str]:
+    """Effective votes recomputed from the log alone (to check or rebuild the `current` cache)."""
+    state: dict[tuple[int, int], list[tuple[int, str]]] = {}
+    undone: set[int] = set()
+    rows = con.execute("SELECT id, item_id, reviewer_id, vote, undoes FROM votes ORDER BY id").fetchall()
+    for _vid, _item, _rid, v, undoes in rows:
+        if v == "undo":
+            undone.add(int(undoes))
+    for vid, item, rid, v, _undoes in rows:
+        if v != "undo" and vid not in undone:
+            state.setdefault((item, rid), []).append((vid, v))
+    return {k: max(v)[1] for k, v in state.items()}
+
+
+def current_votes(con: sqlite3.Connection) -> dict[tuple[int, int], str]:
+    return {(int(i), int(r)): str(v) for i, r, v in
+            con.execute("SELECT item_id, reviewer_id, vote FROM current")}
+
+
+# ---------------------------------------------------------------- queries for the UI
+
+
+def landmarks_overview(con: sqlite3.Connection, reviewer: str | None) -> list[dict[str, Any]]:
+    """Per landmark: queued items, items this reviewer decided, items anyone decided."""
+    rid = reviewer_id(con, reviewer, create=False) if reviewer else None
+    rows = con.execute(
+        """SELECT i.landmark, COUNT(*),
+                  SUM(EXISTS (SELECT 1 FROM current c WHERE c.item_id = i.id AND c.reviewer_id = ?)),
+                  SUM(EXISTS (SELECT 1 FROM current c WHERE c.item_id = i.id)), MIN(i.id)
+           FROM items i GROUP BY i.landmark ORDER BY MIN(i.id)""",
+        (rid if rid is not None else -1,)).fetchall()
+    return [{"landmark": lm, "total": int(t), "mine": int(m), "any": int(a)} for lm, t, m, a, _ in rows]
+
+
+def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int,
+               reviewer: str | None) -> dict[str, Any]:
+    """One page of a landmark's queue in rank order, with this reviewer's votes."""
+    rid = reviewer_id(con, reviewer, create=False) if reviewer else None
+    total = con.execute("SELECT COUNT(*) FROM items WHERE landmark = ?", (landmark,)).fetchone()[0]
+    rows = con.execute(
+        """SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
+                  (SELECT COUNT(*) FROM current a WHERE a.item_id = i.id)
+           FROM items i LEFT JOIN current c ON c.item_id = i.id AND c.reviewer_id = ?
+           WHERE i.landmark = ? ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
+        (rid if rid is not None else -1, landmark, limit, offset)).fetchall()
+    items = [{"id": r[0], "photo_id": str(r[1]), "rank": r[2], "score": r[3], "best_query": r[4],
+              "vote": r[5], "n_votes": r[6]} for r in rows]
+    return {"landmark": landmark, "total": int(total), "offset": offset, "items": items}
+
+
+def first_open(con: sqlite3.Connection, landmark: str, reviewer: str | None) -> int:
+    """Position (0-based, rank order) of the reviewer's first undecided item; `total` when done."""
+    rid = reviewer_id(con, reviewer, create=False) if reviewer else None
+    row = con.execute(
+        """SELECT pos FROM (
+             SELECT i.id, ROW_NUMBER() OVER (ORDER BY i.rank, i.id) - 1 AS pos
+             FROM items i WHERE i.landmark = ?) p
+           WHERE NOT EXISTS (SELECT 1 FROM current c WHERE c.item_id = p.id AND c.reviewer_id = ?)
+           ORDER BY pos LIMIT 1""", (landmark, rid if rid is not None else -1)).fetchone()
+    if row is not None:
+        return int(row[0])
+    return int(con.execute("SELECT COUNT(*) FROM items WHERE landmark = ?", (landmark,)).fetchone()[0])
+
+
+def position_of(con: sqlite3.Connection, item_id: int) -> tuple[str, int] | None:
+    """(landmark, 0-based position in rank order) of an item, so undo can jump to it."""
+    row = con.execute("SELECT landmark, rank, id FROM items WHERE id = ?", (item_id,)).fetchone()
+    if row is None:
+        return None
+    pos = con.execute(
+        "SELECT COUNT(*) FROM items WHERE landmark = ? AND (rank < ? OR (rank = ? AND id < ?))",
+        (row[0], row[1], row[1], row[2])).fetchone()[0]
+    return str(row[0]), int(pos)
+
+
+def photo_of(con: sqlite3.Connection, item_id: int) -> int | None:
+    row = con.execute("SELECT photo_id FROM items WHERE id = ?", (item_id,)).fetchone()
+    return int(row[0]) if row else None
+
+
+# ---------------------------------------------------------------- export
+
+
+def majority(votes: Iterable[str]) -> str:
+    """Majority of the reviewers' votes; a tie for the most votes is `unclear`."""
+    counts = Counter(votes).most_common()
+    if not counts:
+        raise ValueError("no votes")
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return "unclear"
+    return DECISION[counts[0][0]]
+
+
+def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
+    """Decision rows for every item with at least one vote, and the number of items without."""
+    con.execute("BEGIN")  # one read snapshot, even while reviewers keep voting
+    try:
+        rows = con.execute(
+            """SELECT i.landmark, i.photo_id, i.rank, r.name, c.vote
+               FROM current c JOIN items i ON i.id = c.item_id JOIN reviewers r ON r.id = c.reviewer_id
+               ORDER BY i.landmark, i.rank, i.id, r.name""").fetchall()
+        total = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    finally:
+        con.execute("COMMIT")
+    grouped: dict[tuple[str, int], dict[str, Any]] = {}
+    for lm, pid, rank, name, v in rows:
+        g = grouped.setdefault((lm, pid), {"landmark": lm, "photo_id": int(pid), "rank": int(rank), "votes": {}})
+        g["votes"][name] = v
+    out = []
+    for g in grouped.values():
+        out.append({**g, "votes": json.dumps(g["votes"], sort_keys=True, ensure_ascii=False),
+                    "n_votes": len(g["votes"]), "decision": majority(g["votes"].values())})
+    return out, int(total) - len(out)
+
+
+def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
+    """Write decisions.parquet (docs/formats.md); items nobody voted on are left out."""
+    import pyarrow as pa
+
+    from mining.atomic import write_parquet
+
+    rows, unvoted = export_rows(con)
+    schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
+                        ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    write_parquet(out, table)
+    counts = Counter(r["decision"] for r in rows)
+    return {"rows": len(rows), "unvoted": unvoted, "votes": sum(r["n_votes"] for r in rows),
+            **{d: counts.get(d, 0) for d in DECISION.values()}}

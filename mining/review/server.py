@@ -1,0 +1,69 @@
+"""Running the review app with uvicorn: the host/token policy and an in-process server.
+
+Loopback needs no token (only this machine can connect, and the app refuses foreign Host
+headers); any other interface exposes votes and images to the network, so it needs a token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import threading
+import time
+from typing import Any, Iterator
+
+from mining.errors import UserError
+
+TOKEN_ENV = "MINING_REVIEW_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_token(host: str, token: str | None) -> str | None:
+    """The token to require: --token, else $MINING_REVIEW_TOKEN; mandatory off loopback."""
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is not None and len(token) < 8:
+        raise UserError("the review token must be at least 8 characters")
+    if token is None and not is_loopback(host):
+        raise UserError(f"serving on {host} needs a token: pass --token T or set {TOKEN_ENV}")
+    return token
+
+
+def serve(app: Any, host: str, port: int) -> None:
+    """Run until interrupted (the CLI's `serve`)."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, lifespan="off")
+
+
+@contextlib.contextmanager
+def running(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """A real uvicorn server on a free port in a background thread; yields its base URL."""
+    import uvicorn
+
+    # port=0 lets the OS pick a free port; read it back from the listening socket. (Passing a
+    # pre-bound socket via `sockets=` makes every keep-alive request ~40 ms slower.)
+    config = uvicorn.Config(app, host=host, port=0, log_level="warning", access_log=False,
+                            lifespan="off", timeout_keep_alive=30)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("review server did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,280 @@
+// mining review: keyboard-first grid of queued candidates. All votes live on the server;
+// the browser keeps only the reviewer's name (localStorage).
+"use strict";
+(() => {
+  const PAGE = 100;
+  const $ = (id) => document.getElementById(id);
+  const st = { name: localStorage.getItem("mining-review-name") || "", landmarks: [], lm: null,
+               offset: 0, total: 0, items: [], cursor: 0, busy: false };
+
+  // The token (if any) arrives once in the URL; the server answers with a cookie, so hide it.
+  if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname);
+
+  async function api(path, opts = {}) {
+    const init = { credentials: "same-origin", ...opts };
+    if (opts.body !== undefined) {
+      init.method = "POST"; init.headers = { "Content-Type": "application/json" };
+      init.body = JSON.stringify(opts.body);
+    }
+    const r = await fetch(path, init);
+    if (!r.ok) {
+      let msg = r.statusText;
+      try { msg = (await r.json()).detail || msg; } catch (e) { /* not JSON */ }
+      throw new Error(`${r.status} ${msg}`);
+    }
+    return r.json();
+  }
+  const q = (o) => new URLSearchParams(o).toString();
+
+  function toast(msg) {
+    const t = $("toast"); t.textContent = msg; t.classList.add("show");
+    clearTimeout(toast.timer); toast.timer = setTimeout(() => t.classList.remove("show"), 4000);
+  }
+
+  // ---------------------------------------------------------------- landmarks and progress
+  async function loadLandmarks() {
+    const data = await api("/api/landmarks?" + q({ reviewer: st.name }));
+    st.landmarks = data.landmarks;
+    const sel = $("landmark");
+    const keep = st.lm;
+    sel.innerHTML = "";
+    for (const lm of st.landmarks) {
+      const o = document.createElement("option");
+      o.value = lm.landmark;
+      o.textContent = `${lm.landmark}  (${lm.mine}/${lm.total})${lm.mine >= lm.total ? " ✓" : ""}`;
+      sel.appendChild(o);
+    }
+    if (keep) sel.value = keep;
+    const pct = data.total ? (100 * data.mine / data.total) : 0;
+    $("all-progress").textContent = `all: ${data.mine} / ${data.total} (${pct.toFixed(1)}%)`;
+    $("all-bar").style.width = pct + "%";
+    showLandmarkProgress();
+    return data;
+  }
+
+  function showLandmarkProgress() {
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    if (!lm) return;
+    $("lm-progress").textContent = `this landmark: ${lm.mine} / ${lm.total}`;
+    $("lm-bar").style.width = (lm.total ? 100 * lm.mine / lm.total : 0) + "%";
+  }
+
+  function showQueries() {
+    const box = $("queries"); box.innerHTML = "";
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    if (!lm || !lm.queries.length) { box.innerHTML = '<p class="hint">no query images</p>'; return; }
+    for (const qu of lm.queries) {
+      const img = document.createElement("img");
+      img.src = `/query/${qu.index}`; img.alt = qu.name; img.title = qu.name; img.loading = "lazy";
+      img.addEventListener("click", () => openViewer(`/query/${qu.index}?full=1`, `query ${qu.name}`));
+      box.appendChild(img);
+    }
+  }
+
+  async function selectLandmark(name, position) {
+    st.lm = name; $("landmark").value = name;
+    if (position === undefined) {
+      position = (await api("/api/resume?" + q({ landmark: name, reviewer: st.name }))).position;
+    }
+    showLandmarkProgress(); showQueries();
+    await loadPage(Math.floor(position / PAGE) * PAGE, position);
+  }
+
+  // ---------------------------------------------------------------- the grid
+  async function loadPage(offset, position) {
+    const data = await api("/api/items?" + q({ landmark: st.lm, offset, limit: PAGE, reviewer: st.name }));
+    st.offset = offset; st.total = data.total; st.items = data.items;
+    st.cursor = Math.max(0, Math.min(st.items.length - 1, (position ?? offset) - offset));
+    render();
+  }
+
+  function render() {
+    const grid = $("grid"); grid.innerHTML = "";
+    if (!st.items.length) { grid.innerHTML = '<div class="empty">nothing queued</div>'; return; }
+    st.items.forEach((it, i) => {
+      const tile = document.createElement("div");
+      tile.className = "tile"; tile.dataset.index = i; tile.dataset.itemId = it.id;
+      const img = document.createElement("img");
+      img.loading = "lazy"; img.src = `/thumb/${it.id}`; img.alt = `candidate ${it.photo_id}`;
+      img.width = 256; img.height = 256;
+      const badge = document.createElement("span"); badge.className = "badge";
+      const meta = document.createElement("div"); meta.className = "meta";
+      const label = document.createElement("span"); label.textContent = `#${it.rank}`;
+      label.title = `photo ${it.photo_id}, score ${it.score ?? "?"}`;
+      const btns = document.createElement("span"); btns.className = "btns";
+      for (const v of ["y", "n", "u"]) {
+        const b = document.createElement("button"); b.type = "button"; b.textContent = v; b.dataset.vote = v;
+        b.title = { y: "shows the landmark", n: "does not", u: "unclear" }[v];
+        b.addEventListener("click", (e) => { e.stopPropagation(); st.cursor = i; castVote(v); });
+        btns.appendChild(b);
+      }
+      meta.append(label, btns);
+      tile.append(img, badge, meta);
+      tile.addEventListener("click", () => { st.cursor = i; paintCursor(); });
+      tile.addEventListener("dblclick", () => { st.cursor = i; paintCursor(); openLarge(); });
+      grid.appendChild(tile);
+      paintTile(i);
+    });
+    const end = st.offset + st.items.length;
+    $("range").textContent = `${st.offset + 1}–${end} of ${st.total}`;
+    $("prev").disabled = st.offset === 0; $("next").disabled = end >= st.total;
+    paintCursor();
+  }
+
+  function paintTile(i) {
+    const tile = $("grid").children[i]; const it = st.items[i];
+    if (!tile || !it) return;
+    tile.classList.remove("vote-y", "vote-n", "vote-u");
+    if (it.vote) tile.classList.add("vote-" + it.vote);
+    tile.dataset.vote = it.vote || "";
+    tile.querySelector(".badge").textContent = it.vote ? { y: "landmark", n: "no", u: "unclear" }[it.vote] : "";
+  }
+
+  function paintCursor() {
+    for (const t of $("grid").querySelectorAll(".tile.cursor")) t.classList.remove("cursor");
+    const tile = $("grid").children[st.cursor];
+    if (tile && tile.classList) {
+      tile.classList.add("cursor");
+      tile.scrollIntoView({ block: "nearest" });
+    }
+    if (!$("viewer").hidden) openLarge();
+  }
+
+  function columns() {
+    const tiles = $("grid").children;
+    if (tiles.length < 2) return 1;
+    const top = tiles[0].offsetTop; let n = 0;
+    while (n < tiles.length && tiles[n].offsetTop === top) n++;
+    return Math.max(1, n);
+  }
+
+  async function move(delta) {
+    const target = st.offset + st.cursor + delta;
+    if (target < 0 || target >= st.total) return;
+    if (target < st.offset || target >= st.offset + st.items.length) {
+      await loadPage(Math.floor(target / PAGE) * PAGE, target);
+    } else { st.cursor = target - st.offset; paintCursor(); }
+  }
+
+  // ---------------------------------------------------------------- votes
+  async function castVote(v) {
+    const it = st.items[st.cursor];
+    if (!it || st.busy) return;
+    st.busy = true;
+    try {
+      await api("/api/votes", { body: { item_id: it.id, vote: v, reviewer: st.name } });
+      const wasOpen = !it.vote; it.vote = v; paintTile(st.cursor);
+      if (wasOpen) bump(st.lm, 1);
+      await move(1);
+    } catch (e) { toast("vote not saved: " + e.message); }
+    finally { st.busy = false; }
+  }
+
+  function bump(landmark, d) {
+    const lm = st.landmarks.find((x) => x.landmark === landmark);
+    if (lm) { lm.mine += d; }
+    const mine = st.landmarks.reduce((a, x) => a + x.mine, 0);
+    const total = st.landmarks.reduce((a, x) => a + x.total, 0);
+    const pct = total ? 100 * mine / total : 0;
+    $("all-progress").textContent = `all: ${mine} / ${total} (${pct.toFixed(1)}%)`;
+    $("all-bar").style.width = pct + "%";
+    const opt = [...$("landmark").options].find((o) => o.value === landmark);
+    if (opt && lm) opt.textContent = `${lm.landmark}  (${lm.mine}/${lm.total})${lm.mine >= lm.total ? " ✓" : ""}`;
+    showLandmarkProgress();
+  }
+
+  async function undo() {
+    if (st.busy) return;
+    st.busy = true;
+    try {
+      const r = await api("/api/undo", { body: { reviewer: st.name } });
+      if (!r.undone) { toast("nothing to undo"); return; }
+      await loadLandmarks();
+      const u = r.undone;
+      if (u.landmark !== st.lm) { await selectLandmark(u.landmark, u.position); }
+      else { await loadPage(Math.floor(u.position / PAGE) * PAGE, u.position); }
+    } catch (e) { toast("undo failed: " + e.message); }
+    finally { st.busy = false; }
+  }
+
+  // ---------------------------------------------------------------- large view
+  function openViewer(src, caption) {
+    $("viewer-img").src = src; $("viewer-cap").textContent = caption; $("viewer").hidden = false;
+  }
+  function openLarge() {
+    const it = st.items[st.cursor];
+    if (!it) return;
+    const vote = it.vote ? ` · your vote: ${it.vote}` : "";
+    openViewer(`/image/${it.id}`, `#${it.rank} · photo ${it.photo_id}${vote} — y / n / u to decide, Enter to close`);
+  }
+  const closeOverlays = () => { $("viewer").hidden = true; $("help").hidden = true; };
+  $("viewer").addEventListener("click", closeOverlays);
+  $("help").addEventListener("click", closeOverlays);
+  $("help-btn").addEventListener("click", () => { $("help").hidden = false; });
+
+  // ---------------------------------------------------------------- keyboard
+  document.addEventListener("keydown", (e) => {
+    if (!$("name-dialog").hidden || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.target && (e.target.tagName === "INPUT" || e.target.tagName === "SELECT")) {
+      if (e.key !== "Escape") return;
+    }
+    const k = e.key;
+    let handled = true;
+    if (k === "y" || k === "n" || k === "u") castVote(k);
+    else if (k === "z") undo();
+    else if (k === "ArrowRight") move(1);
+    else if (k === "ArrowLeft") move(-1);
+    else if (k === "ArrowDown") move(columns());
+    else if (k === "ArrowUp") move(-columns());
+    else if (k === "Enter" || k === " ") { if ($("viewer").hidden) openLarge(); else closeOverlays(); }
+    else if (k === "Escape") closeOverlays();
+    else if (k === "PageDown") nextPage(1);
+    else if (k === "PageUp") nextPage(-1);
+    else if (k === "]" || k === "[") switchBy(k === "]" ? 1 : -1);
+    else if (k === "?") $("help").hidden = false;
+    else handled = false;
+    if (handled) e.preventDefault();
+  });
+
+  function nextPage(d) {
+    const off = st.offset + d * PAGE;
+    if (off >= 0 && off < st.total) loadPage(off, off);
+  }
+  function switchBy(d) {
+    const i = st.landmarks.findIndex((x) => x.landmark === st.lm);
+    const j = i + d;
+    if (j >= 0 && j < st.landmarks.length) selectLandmark(st.landmarks[j].landmark);
+  }
+  $("prev").addEventListener("click", () => nextPage(-1));
+  $("next").addEventListener("click", () => nextPage(1));
+  $("landmark").addEventListener("change", (e) => { selectLandmark(e.target.value); e.target.blur(); });
+
+  // ---------------------------------------------------------------- reviewer name
+  function askName() {
+    $("name-input").value = st.name; $("name-dialog").hidden = false; $("name-input").focus();
+  }
+  $("name-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = $("name-input").value.trim().replace(/\s+/g, " ");
+    if (!name) return;
+    st.name = name; localStorage.setItem("mining-review-name", name);
+    $("name-dialog").hidden = true;
+    start();
+  });
+  $("rename").addEventListener("click", askName);
+
+  async function start() {
+    $("who").textContent = st.name;
+    try {
+      await loadLandmarks();
+      if (!st.landmarks.length) { $("grid").innerHTML = '<div class="empty">the review queue is empty</div>'; return; }
+      // Resume: the first landmark this reviewer has not finished, at its first undecided item.
+      const open = st.landmarks.find((x) => x.mine < x.total) || st.landmarks[0];
+      await selectLandmark(open.landmark);
+      $("grid").focus();
+      document.body.dataset.ready = "1";
+    } catch (e) { toast("could not load: " + e.message); }
+  }
+
+  if (st.name) start(); else askName();
+})();

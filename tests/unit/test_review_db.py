@@ -1,0 +1,145 @@
+"""Review database: idempotent import, append-only votes with undo, majority export."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from review_world import make_world
+
+from mining.cli import main
+from mining.errors import UserError
+from mining.review import db
+
+
+@pytest.fixture
+def world(tmp_path):
+    w = make_world(tmp_path)
+    con = db.connect(w["db"], create=True)
+    db.import_queue(con, w["queue"])
+    yield w, con
+    con.close()
+
+
+def item_id(con, landmark, rank):
+    return con.execute("SELECT id FROM items WHERE landmark = ? AND rank = ?", (landmark, rank)).fetchone()[0]
+
+
+def test_import_is_idempotent_and_keeps_votes(world, tmp_path):
+    w, con = world
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    again = db.import_queue(con, w["queue"])
+    assert (again.rows, again.added, again.updated) == (12, 0, 0)
+    first = item_id(con, "tower", 1)
+    db.vote(con, first, "ann", "y")
+    # A newer queue: one old item re-ranked, one new item; old decisions stay.
+    new = tmp_path / "q2.parquet"
+    pq.write_table(pa.Table.from_pylist([
+        {"landmark": "tower", "photo_id": 10000, "rank": 3, "score": 1.0},
+        {"landmark": "tower", "photo_id": 99, "rank": 7, "score": 0.5},
+    ]), new)
+    r = db.import_queue(con, new)
+    assert (r.rows, r.added, r.updated) == (2, 1, 1)
+    assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 13
+    assert con.execute("SELECT rank FROM items WHERE id = ?", (first,)).fetchone()[0] == 3
+    assert db.current_votes(con) == {(first, 1): "y"}
+
+
+def test_import_rejects_bad_queues(tmp_path):
+    con = db.connect(tmp_path / "r.sqlite", create=True)
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"landmark": ["a"], "rank": [1]}), bad)
+    with pytest.raises(UserError, match="photo_id"):
+        db.import_queue(con, bad)
+    (tmp_path / "junk.parquet").write_text("nope")
+    with pytest.raises(UserError, match="Parquet"):
+        db.import_queue(con, tmp_path / "junk.parquet")
+    with pytest.raises(UserError, match="not found"):
+        db.import_queue(con, tmp_path / "missing.parquet")
+    with pytest.raises(UserError, match="not found"):
+        db.connect(tmp_path / "absent.sqlite")
+
+
+def test_votes_undo_walks_back_through_the_log(world):
+    w, con = world
+    a, b = item_id(con, "tower", 1), item_id(con, "tower", 2)
+    db.vote(con, a, "ann", "y")
+    db.vote(con, b, "ann", "n")
+    db.vote(con, a, "ann", "u")          # changes her mind on a
+    db.vote(con, a, "bob", "n")
+    assert db.current_votes(con) == {(a, 1): "u", (b, 1): "n", (a, 2): "n"}
+    assert db.undo(con, "ann") == {"item_id": a, "vote": "y"}      # her earlier y applies again
+    assert db.undo(con, "ann") == {"item_id": b, "vote": None}
+    assert db.undo(con, "ann") == {"item_id": a, "vote": None}
+    assert db.undo(con, "ann") is None
+    assert db.undo(con, "nobody") is None
+    assert db.current_votes(con) == {(a, 2): "n"}
+    # Append-only: 4 votes + 3 undos, and the cache equals a replay of the log.
+    assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 7
+    assert db.current_votes(con) == db.replay_current(con)
+
+
+def test_vote_validation(world):
+    w, con = world
+    with pytest.raises(db.NotFound):
+        db.vote(con, 10**9, "ann", "y")
+    with pytest.raises(UserError):
+        db.vote(con, 1, "ann", "maybe")
+    for bad in ("", "   ", "x" * 65, "a\x00b", None, 5):
+        with pytest.raises(UserError):
+            db.vote(con, 1, bad, "y")
+    assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 0
+    assert con.execute("SELECT COUNT(*) FROM reviewers").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("votes,expected", [
+    (["y"], "landmark"), (["n", "n", "y"], "not_landmark"), (["y", "n"], "unclear"),
+    (["y", "n", "u"], "unclear"), (["u"], "unclear"), (["y", "y", "u"], "landmark"),
+    (["y", "y", "n", "n", "u"], "unclear"),
+])
+def test_majority(votes, expected):
+    assert db.majority(votes) == expected
+
+
+def test_progress_resume_and_export(world, tmp_path):
+    w, con = world
+    ids = [item_id(con, "tower", r) for r in range(1, 7)]
+    db.vote(con, ids[0], "ann", "y")
+    db.vote(con, ids[1], "ann", "n")
+    db.vote(con, ids[3], "ann", "n")
+    db.vote(con, ids[0], "bob", "n")
+    db.vote(con, ids[0], "cy", "n")
+    db.vote(con, ids[1], "bob", "u")
+    assert db.first_open(con, "tower", "ann") == 2
+    assert db.first_open(con, "tower", "dan") == 0       # unknown reviewer: start at the top
+    assert db.first_open(con, "bridge", "ann") == 0
+    ov = {x["landmark"]: x for x in db.landmarks_overview(con, "ann")}
+    assert ov["tower"] == {"landmark": "tower", "total": 6, "mine": 3, "any": 3}
+    page = db.items_page(con, "tower", 1, 2, "bob")
+    assert [i["rank"] for i in page["items"]] == [2, 3] and page["total"] == 6
+    assert [i["vote"] for i in page["items"]] == ["u", None]
+    assert [i["n_votes"] for i in page["items"]] == [2, 0]
+
+    out = tmp_path / "decisions.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 0
+    t = pq.read_table(out).to_pylist()
+    got = {r["photo_id"]: r for r in t}
+    assert len(t) == 3                                   # unvoted items are left out
+    assert json.loads(got[10000]["votes"]) == {"ann": "y", "bob": "n", "cy": "n"}
+    assert (got[10000]["n_votes"], got[10000]["decision"]) == (3, "not_landmark")
+    assert got[10001]["decision"] == "unclear"           # n vs u: tie
+    assert got[10003]["decision"] == "not_landmark"
+    assert all(r["landmark"] == "tower" for r in t)
+    # --complete refuses while items are open
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(tmp_path / "x.parquet"),
+                 "--complete"]) == 2
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_cli_import_is_idempotent(tmp_path, capsys):
+    w = make_world(tmp_path)
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 12
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    assert json.loads(capsys.readouterr().out) == {"added": 0, "rows": 12, "updated": 0}
+    assert main(["review", "import", str(tmp_path / "nope.parquet"), "--db", str(w["db"])]) == 2

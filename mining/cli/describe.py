@@ -1,16 +1,60 @@
-"""CLI for `mining describe` (placeholder until its stage lands; see the issue for the contract)."""
+"""CLI for `mining describe`: image set -> descriptor store for one retrieval method."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from mining.errors import UserError
 
+# CLI option -> method parameter (None = the method's default, or the --model store's value)
+_PARAMS = {
+    "max_side": "max_side", "scales": "scales", "no_whiten": "whiten", "whiten_dim": "whiten_dim",
+    "model_file": "model_file", "device": "device", "max_features": "max_features",
+    "codebook_size": "codebook_size", "vocabulary": "vocabulary", "vlad_dim": "dim",
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("describe", help="(not implemented yet)")
+    p = sub.add_parser(
+        "describe", help="describe an image set with a retrieval method (sharded, resumable, Dask)",
+        description="Describe landmark queries (bbox crops), the landmark database, or downloaded candidates "
+                    "with one retrieval method; writes a descriptor store. Methods that learn (whitening, "
+                    "codebooks) learn on candidates; describe landmark sets with --model CANDIDATE_STORE.")
+    p.add_argument("--method", required=True, help="cnn-gem, rsift-asmk, rsift-vlad, or a plug-in module:Class")
+    p.add_argument("--images", required=True, help="landmark dataset (gnd_*.pkl or its folder) or a download folder")
+    p.add_argument("--set", required=True, dest="image_set", choices=["queries", "database", "candidates"])
+    p.add_argument("--out", required=True, help="descriptor store folder to write (resumed if present)")
+    p.add_argument("--model", help="candidates store of the same method, whose learned state and settings to reuse")
+    p.add_argument("--workers", type=int, default=2,
+                   help="Dask LocalCluster worker processes (default 2; 0 = in this process, no Dask)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a LocalCluster)")
+    p.add_argument("--shard-size", type=int, default=1000, help="images per shard (the unit of resume; default 1000)")
+    p.add_argument("--fit-images", type=int, default=2000, help="candidates sampled for learning (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the learning sample and k-means")
+    g = p.add_argument_group("method settings (default: the method's; landmark sets take the --model store's)")
+    g.add_argument("--max-side", type=int, help="long side in px images are decoded to (cnn-gem 768, SIFT 1024)")
+    g.add_argument("--scales", type=lambda s: [float(x) for x in s.split(",")], help="cnn-gem scales, e.g. 1,0.7071")
+    g.add_argument("--no-whiten", action="store_const", const=False, help="cnn-gem: no PCA-whitening")
+    g.add_argument("--whiten-dim", type=int, help="cnn-gem: whitened dimension (default 512)")
+    g.add_argument("--model-file", help="cnn-gem: TorchScript model (image tensor -> feature map or vector)")
+    g.add_argument("--device", help="cnn-gem: auto (GPU if present), cpu, cuda, cuda:1 ...")
+    g.add_argument("--max-features", type=int, help="SIFT methods: keypoints kept per image (default 1000)")
+    g.add_argument("--codebook-size", type=int, help="rsift-asmk: visual words (default 512)")
+    g.add_argument("--vocabulary", type=int, help="rsift-vlad: k-means words (default 64)")
+    g.add_argument("--vlad-dim", type=int, help="rsift-vlad: PCA-whitened dimension (default 512)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UserError("this stage is not implemented yet")
+    from mining.describe import describe
+
+    if args.workers < 0:
+        raise UserError("--workers must be >= 0")
+    params = {key: getattr(args, opt) for opt, key in _PARAMS.items() if getattr(args, opt) is not None}
+    info = describe(args.method, args.images, args.image_set, args.out, params=params, model=args.model,
+                    workers=args.workers, scheduler=args.scheduler, shard_size=args.shard_size,
+                    fit_images=args.fit_images, seed=args.seed, progress=not args.quiet)
+    print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
+    return 0

@@ -1,0 +1,348 @@
+"""The describe stage: an image set -> a descriptor store, per method, sharded and resumable.
+
+Image sets: `queries` (landmark query images cropped to their bbox; only the crop is
+described), `database` (the landmark imlist), `candidates` (a download folder; the usable
+images are those whose latest status row is `ok`). Methods that learn (whitening,
+codebooks) learn on a seeded sample of *candidates* only and keep the state in the
+candidates store (`model.npz`); landmark sets reuse it through `model`, so nothing is ever
+learned on the benchmark's own images.
+
+Shards are independent Dask tasks; a shard is done when its `.ids.parquet` exists (its
+payload and failure list are written before it), so an interrupted run resumes where it
+stopped. An image that cannot be decoded is recorded in `failures.parquet` and skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mining import atomic, descriptors, layout
+from mining.errors import UserError
+from mining.landmarks import load_landmarks
+from mining.methods.base import GLOBAL, Method, get_method
+
+log = logging.getLogger(__name__)
+
+SETS = ("queries", "database", "candidates")
+MODEL_FILE = "model.npz"
+PREFETCH = 4  # images decoded ahead of the one being described (decode overlaps compute)
+
+
+@dataclass(frozen=True)
+class ImageItem:
+    """One image to describe: its store id, file, and the query bbox (x1, y1, x2, y2) if any."""
+
+    id: str
+    path: str
+    bbox: tuple[float, float, float, float] | None = None
+
+
+# ---- image sets ------------------------------------------------------------------------
+def usable_photo_ids(images: Path) -> list[int]:
+    """Photo ids whose latest download status row is `ok`, ascending."""
+    status_dir = images / "status"
+    files = sorted(status_dir.glob("*.parquet"))
+    if not files:
+        raise UserError(f"{images}: no status/*.parquet (expected a `mining download` output folder)")
+    latest: dict[int, str] = {}
+    for f in files:
+        t = pq.read_table(f, columns=["photo_id", "status"])
+        for pid, st in zip(t.column("photo_id").to_pylist(), t.column("status").to_pylist()):
+            latest[int(pid)] = str(st)
+    return sorted(pid for pid, st in latest.items() if st == "ok")
+
+
+def list_items(images: str | Path, image_set: str) -> list[ImageItem]:
+    """The images of a set, in store order (qimlist / imlist order, or ascending photo id)."""
+    if image_set not in SETS:
+        raise UserError(f"--set must be one of {', '.join(SETS)}, not {image_set!r}")
+    root = Path(images)
+    if image_set == "candidates":
+        return [ImageItem(str(pid), str(root / layout.image_relpath(pid))) for pid in usable_photo_ids(root)]
+    ds = load_landmarks(root)
+    if image_set == "queries":
+        return [ImageItem(q, str(ds.image_path(q)), ds.bbox(i)) for i, q in enumerate(ds.qimlist)]
+    return [ImageItem(n, str(ds.image_path(n))) for n in ds.imlist]
+
+
+def load_image(path: str | Path, max_side: int, mode: str = "RGB",
+               bbox: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    """Decode an image with its long side scaled down to `max_side`, then crop `bbox`.
+
+    The bbox is in original pixels; the crop is taken from the scaled image, so a query crop
+    has the same scale as the database images (as revisitop does). JPEGs are decoded with
+    Pillow's `draft` (DCT scaling), several times faster than a full decode then resize.
+    """
+    from PIL import Image
+
+    with Image.open(path) as im:
+        w, h = im.size
+        s = min(1.0, max_side / max(w, h))
+        tw, th = max(1, round(w * s)), max(1, round(h * s))
+        if im.format == "JPEG" and s < 1.0:
+            im.draft(mode, (tw, th))
+        im = im.convert(mode)
+        if im.size != (tw, th):
+            im = im.resize((tw, th), Image.Resampling.BILINEAR)
+    if bbox is not None:
+        x1, y1, x2, y2 = (v * s for v in bbox)
+        x1, y1 = max(0, int(math.floor(x1))), max(0, int(math.floor(y1)))
+        x2, y2 = min(tw, int(math.ceil(x2))), min(th, int(math.ceil(y2)))
+        if x2 - x1 < 8 or y2 - y1 < 8:
+            raise ValueError(f"query bbox {bbox} is empty or tiny after clipping to the image")
+        im = im.crop((x1, y1, x2, y2))
+    return np.asarray(im)
+
+
+def iter_decoded(items: Sequence[ImageItem], max_side: int, mode: str,
+                 threads: int = 2) -> Iterator[tuple[ImageItem, np.ndarray | None, str | None]]:
+    """(item, image or None, error or None) in order, decoding a few images ahead in threads."""
+    def job(it: ImageItem) -> tuple[np.ndarray | None, str | None]:
+        try:
+            return load_image(it.path, max_side, mode, it.bbox), None
+        except Exception as exc:  # noqa: BLE001 - any undecodable file is recorded, never fatal
+            return None, f"{type(exc).__name__}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque = deque()
+        it = iter(items)
+        for item in it:
+            pending.append((item, pool.submit(job, item)))
+            if len(pending) >= PREFETCH:
+                break
+        while pending:
+            item, fut = pending.popleft()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(job, nxt)))
+            img, err = fut.result()
+            yield item, img, err
+
+
+# ---- one shard (runs in a Dask worker) -------------------------------------------------
+@lru_cache(maxsize=8)
+def _cached_method(spec_json: str) -> Method:
+    spec = json.loads(spec_json)
+    if spec.get("threads"):
+        try:
+            import torch
+
+            torch.set_num_threads(int(spec["threads"]))
+        except ImportError:  # pragma: no cover - torch is a dependency
+            pass
+        import cv2
+
+        cv2.setNumThreads(int(spec["threads"]))
+    method = get_method(spec["method"], spec["params"], query=spec["query"])
+    if spec.get("state"):
+        with np.load(spec["state"]) as z:
+            method.set_state({k: z[k] for k in z.files})
+    return method
+
+
+def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str) -> tuple[int, int]:
+    """Describe one shard and write it (payload, failures, then the ids marker)."""
+    method = _cached_method(spec_json)
+    ids: list[str] = []
+    payloads: list[Any] = []
+    failures: list[dict[str, str]] = []
+    for item, img, err in iter_decoded(items, method.max_side, method.mode):
+        if err is None:
+            try:
+                payloads.append(method.describe(img))
+                ids.append(item.id)
+                continue
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one bad image never stops the stage
+                err = f"{type(exc).__name__}: {exc}"
+        failures.append({"id": item.id, "path": item.path, "error": err})
+    shards = Path(out) / "shards"
+    shards.mkdir(parents=True, exist_ok=True)
+    atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(failures))
+    if method.kind == GLOBAL:
+        vecs = np.stack(payloads) if payloads else np.zeros((0, method.dim()), np.float32)
+        descriptors.write_global_shard(out, shard, ids, vecs)
+    else:
+        method.write_payloads(shards, shard, payloads)
+        descriptors.write_ids(out, shard, ids)
+    return len(ids), len(failures)
+
+
+def fit_features_chunk(items: list[ImageItem], spec_json: str) -> list[np.ndarray]:
+    """Raw training features of a chunk of sample images (undecodable ones are skipped)."""
+    method = _cached_method(spec_json)
+    return [method.fit_features(img) for _, img, err in iter_decoded(items, method.max_side, method.mode) if err is None]
+
+
+def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
+    cols = ("id", "path", "error")
+    return pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in cols})
+
+
+# ---- running tasks: Dask (LocalCluster or a scheduler) or in-process -------------------
+@contextlib.contextmanager
+def task_runner(workers: int, scheduler: str | None) -> Iterator[Callable[[Callable[..., Any], list[tuple]], Iterator[Any]]]:
+    """Yield `run(fn, arglist)` that yields results as tasks finish."""
+    if not scheduler and workers <= 0:
+        yield lambda fn, arglist: (fn(*a) for a in arglist)
+        return
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    with contextlib.ExitStack() as stack:
+        if scheduler:
+            client = stack.enter_context(Client(scheduler))
+        else:
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                       dashboard_address=None, silence_logs=logging.WARNING))
+            client = stack.enter_context(Client(cluster))
+
+        def run(fn: Callable[..., Any], arglist: list[tuple]) -> Iterator[Any]:
+            futures = [client.submit(fn, *a, pure=False) for a in arglist]
+            for fut in as_completed(futures):
+                yield fut.result()
+
+        yield run
+
+
+# ---- the stage -------------------------------------------------------------------------
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _file_sha(path: Path) -> str:
+    return _sha(path.read_bytes())
+
+
+def describe(method_name: str, images: str | Path, image_set: str, out: str | Path, *,
+             params: dict[str, Any] | None = None, model: str | Path | None = None,
+             workers: int = 0, scheduler: str | None = None, shard_size: int = 1000,
+             fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    """Describe an image set into the store `out`; returns the store info (also in store.json)."""
+    from tqdm import tqdm
+
+    out = Path(out)
+    if shard_size < 1:
+        raise UserError("--shard-size must be at least 1")
+    params = {k: v for k, v in (params or {}).items() if v is not None}
+    state_path: Path | None = None
+    model_info: dict[str, Any] | None = None
+    if model is not None:
+        mstore = descriptors.open_store(model)
+        if mstore.method != method_name:
+            raise UserError(f"--model {model} is a {mstore.method!r} store, not {method_name!r}")
+        base = dict(mstore.info.get("params", {}))
+        clash = {k: v for k, v in params.items() if k in base and base[k] != v}
+        if clash:
+            raise UserError(f"options {sorted(clash)} differ from the --model store's; landmark sets must be "
+                            "described with the candidates' settings")
+        params = base
+        if (Path(model) / MODEL_FILE).is_file():
+            state_path = (Path(model) / MODEL_FILE).resolve()
+            model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
+    method = get_method(method_name, params, query=image_set == "queries")
+    params = method.params  # defaults filled in: recorded, and reused by landmark sets
+    items = list_items(images, image_set)
+    if not items:
+        raise UserError(f"{images}: no images in set {image_set!r}")
+
+    if method.learns and state_path is None:
+        if image_set != "candidates":
+            raise UserError(f"method {method_name} learns on candidates: describe the candidates first and pass "
+                            "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
+        state_path = (out / MODEL_FILE).resolve()
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if (workers > 0 and not scheduler) else 0
+    ids_hash = _sha("\n".join(i.id for i in items).encode())
+    info: dict[str, Any] = {
+        "method": method_name, "kind": method.kind, "set": image_set, "params": params,
+        "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": ids_hash,
+        "fit_images": fit_images if method.learns and model is None else None, "seed": seed,
+    }
+    if image_set != "candidates":
+        info["landmarks_fingerprint"] = load_landmarks(images).fingerprint()
+    _check_resumable(out, info)
+    out.mkdir(parents=True, exist_ok=True)
+    descriptors.write_store_info(out, {**info, "complete": False})
+
+    with task_runner(workers, scheduler) as run:
+        if method.learns and model is None and not state_path.is_file():
+            spec = json.dumps({"method": method_name, "params": params, "query": False, "state": None, "threads": threads})
+            rng = np.random.default_rng(seed)
+            sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
+            chunks = [(sample[i:i + 50], spec) for i in range(0, len(sample), 50)]
+            feats: list[np.ndarray] = []
+            bar = tqdm(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
+            for res in run(fit_features_chunk, chunks):
+                feats.extend(res)
+                bar.update(50)
+            bar.close()
+            state = method.fit(feats, seed=seed)
+            with atomic.atomic_path(state_path) as tmp:
+                with open(tmp, "wb") as f:
+                    np.savez(f, **state)
+        if state_path is not None:
+            model_info = model_info or {"store": str(out.resolve()), "sha256": _file_sha(state_path)}
+        spec = json.dumps({"method": method_name, "params": params, "query": image_set == "queries",
+                           "state": str(state_path) if state_path else None, "threads": threads})
+        shards = [(f"{i // shard_size:05d}", items[i:i + shard_size]) for i in range(0, len(items), shard_size)]
+        todo = [(str(out), name, chunk, spec) for name, chunk in shards
+                if not (out / "shards" / f"{name}.ids.parquet").is_file()]
+        bar = tqdm(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
+                   desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
+        for n_ok, n_fail in run(describe_shard, todo):
+            bar.update(n_ok + n_fail)
+        bar.close()
+
+    failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
+    failed = pa.concat_tables(failures) if failures else _failure_table([])
+    atomic.write_parquet(out / "failures.parquet", failed)
+    store = descriptors.open_store(out)
+    count = len(store.ids())
+    dim = method.dim()
+    if method.kind == GLOBAL and shards:
+        dim = int(np.load(out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
+    info.update({"model": model_info, "count": count, "failed": failed.num_rows, "dim": dim,
+                 "shards": len(shards), "complete": True})
+    descriptors.write_store_info(out, info)
+    if failed.num_rows:
+        log.warning("%d image(s) could not be described; see %s", failed.num_rows, out / "failures.parquet")
+    return info
+
+
+def _check_resumable(out: Path, info: dict[str, Any]) -> None:
+    """Refuse to resume into a store made with other settings (its shards would not match)."""
+    meta = out / "store.json"
+    if not meta.is_file():
+        if (out / "shards").is_dir() and any((out / "shards").iterdir()):
+            raise UserError(f"{out}: has shards but no store.json; delete it or choose another --out")
+        return
+    old = json.loads(meta.read_text())
+    keys = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
+    diff = [k for k in keys if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
+    if diff:
+        raise UserError(f"{out}: existing store was made with different {', '.join(diff)}; "
+                        "delete it or choose another --out")
+
+
+def read_failures(out: str | Path) -> list[dict[str, str]]:
+    """Failure rows of a store (id, path, error)."""
+    return pq.read_table(Path(out) / "failures.parquet").to_pylist()
+
+
+__all__ = ["ImageItem", "SETS", "describe", "describe_shard", "iter_decoded", "list_items", "load_image",
+           "read_failures", "usable_photo_ids"]

@@ -1,0 +1,41 @@
+"""RootSIFT local features (Arandjelović & Zisserman 2012), shared by the SIFT-based methods.
+
+OpenCV SIFT keeps the `max_features` strongest keypoints (a cap bounds time and memory on
+busy images); each descriptor is L1-normalised and square-rooted, so that the Euclidean
+distance between RootSIFTs is the Hellinger kernel between SIFTs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+
+@lru_cache(maxsize=4)
+def _sift(max_features: int):  # noqa: ANN202 - cv2 type
+    import cv2
+
+    return cv2.SIFT_create(nfeatures=int(max_features))
+
+
+def rootsift(gray: np.ndarray, max_features: int = 1000) -> np.ndarray:
+    """(n, 128) float32 RootSIFT descriptors of a uint8 gray image; (0, 128) when none."""
+    if gray.ndim == 3:
+        import cv2
+
+        gray = cv2.cvtColor(gray, cv2.COLOR_RGB2GRAY)
+    _, des = _sift(max_features).detectAndCompute(np.ascontiguousarray(gray), None)
+    if des is None or len(des) == 0:
+        return np.zeros((0, 128), np.float32)
+    des = des[:max_features].astype(np.float32)
+    des /= np.maximum(des.sum(1, keepdims=True), 1e-12)
+    return np.sqrt(des)
+
+
+def sample_rows(features: list[np.ndarray], max_rows: int, seed: int) -> np.ndarray:
+    """At most `max_rows` rows drawn uniformly from the stacked features (for codebook training)."""
+    x = np.concatenate([f for f in features if len(f)]) if any(len(f) for f in features) else np.zeros((0, 128), np.float32)
+    if len(x) > max_rows:
+        x = x[np.random.default_rng(seed).choice(len(x), max_rows, replace=False)]
+    return np.ascontiguousarray(x, np.float32)

@@ -1,0 +1,119 @@
+"""Retrieval-method plug-ins: each one finds a transformed copy before unrelated images."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mining.errors import UserError
+from mining.methods import get_method
+from mining.methods.base import apply_pca_whitening, fit_pca_whitening
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scenes import gray, scene, transformed  # noqa: E402
+
+SMALL = {
+    "cnn-gem": {"max_side": 160, "scales": [1.0], "whiten_dim": 16},
+    "rsift-asmk": {"codebook_size": 64, "max_features": 400},
+    "rsift-vlad": {"vocabulary": 16, "dim": 24, "max_features": 400},
+}
+
+
+def _prep(method, img):
+    from PIL import Image
+
+    im = Image.fromarray(img).convert(method.mode)
+    s = min(1.0, method.max_side / max(im.size))
+    im = im.resize((max(1, round(im.width * s)), max(1, round(im.height * s))))
+    return np.asarray(im)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_transformed_copy_beats_unrelated_images(name):
+    db_method = get_method(name, SMALL[name])
+    q_method = get_method(name, SMALL[name], query=True)
+    train = [scene(100 + i) for i in range(24)]
+    if db_method.learns:
+        state = db_method.fit([db_method.fit_features(_prep(db_method, t)) for t in train])
+        q_method.set_state(state)
+    originals = [scene(s) for s in range(6)]
+    db = [db_method.describe(_prep(db_method, o)) for o in originals]
+    db_payload = db_method.concat_payloads([_block(db_method, [p]) for p in db], {}) if db_method.kind != "global" else np.stack(db)
+    for i in (0, 3):
+        q = q_method.describe(_prep(q_method, transformed(originals[i], seed=i)))
+        qp = q_method.concat_payloads([_block(q_method, [q])], {}) if q_method.kind != "global" else q[None]
+        sims = db_method.similarity(qp, db_payload, {"params": db_method.params})[0]
+        assert sims.dtype == np.float32 and sims.shape == (6,)
+        others = np.delete(sims, i)
+        assert sims[i] > others.max(), (name, i, sims)
+
+
+def _block(method, payloads):
+    """A payload round-tripped through the method's own shard file format."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        method.write_payloads(Path(d), "00000", payloads)
+        return method.load_payload(Path(d), "00000", {})
+
+
+def test_lite0_backbone_loads_every_checkpoint_key_strictly():
+    import torch
+
+    from mining.methods.cnn_gem import build_lite0, lite0_weights_path
+
+    net = build_lite0()  # load_state_dict(strict=True) inside
+    ckpt = torch.load(lite0_weights_path(), map_location="cpu", weights_only=True)
+    assert len(ckpt) == 296 and set(net.state_dict()) == set(ckpt)
+    with torch.inference_mode():
+        fmap = net(torch.zeros(1, 3, 97, 131))
+    assert fmap.shape == (1, 1280, 4, 5)  # TF "same" padding: ceil(97/32), ceil(131/32)
+
+
+def test_asmk_kernel_matches_the_asmk_package_inverted_file():
+    from asmk import inverted_file
+    from asmk.functional import asmk_kernel
+
+    m = get_method("rsift-asmk", SMALL["rsift-asmk"])
+    q = get_method("rsift-asmk", SMALL["rsift-asmk"], query=True)
+    train = [gray(scene(200 + i)) for i in range(10)]
+    q.set_state(m.fit([m.fit_features(t) for t in train]))
+    db = [m.describe(gray(scene(s))) for s in range(5)]
+    qs = [q.describe(gray(transformed(scene(s)))) for s in (0, 2)]
+    ours = m.similarity(_block(q, qs), _block(m, db), {"params": m.params})
+    ivf = inverted_file.IVF.initialize_empty(codebook_size=64, use_idf=False)
+    words = np.concatenate([w for w, _ in db])
+    bits = np.concatenate([b for _, b in db]).view(np.uint32)  # asmk's packing
+    imids = np.concatenate([np.full(len(w), i) for i, (w, _) in enumerate(db)])
+    ivf.add(bits, words, imids)
+    kern = m._asmk()[1]
+    for row, (w, b) in enumerate(qs):
+        ranks, scores = ivf.search(b.view(np.uint32), w, topk=None,
+                                   similarity_func=lambda *x: kern.similarity(*x, alpha=3.0, similarity_threshold=0.0))
+        ref = np.zeros(5)
+        ref[ranks] = scores
+        np.testing.assert_allclose(ours[row], ref, rtol=1e-4, atol=1e-6)
+    assert asmk_kernel is not None
+
+
+def test_pca_whitening_decorrelates_training_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 8)) @ rng.normal(size=(8, 8)) + 3.0
+    st = fit_pca_whitening(x, 8, shrink=0.0)
+    z = (x - st["pca_mean"]) @ st["pca_proj"]
+    np.testing.assert_allclose(np.cov(z.T), np.eye(8), atol=1e-3)
+    y = apply_pca_whitening(x[:5], st)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=1), 1.0, rtol=1e-5)
+    assert fit_pca_whitening(x[:5], 8)["pca_proj"].shape == (8, 4)  # capped by the sample
+
+
+def test_unknown_method_and_parameter_are_user_errors():
+    with pytest.raises(UserError, match="unknown method"):
+        get_method("nope")
+    with pytest.raises(UserError, match="unknown parameter"):
+        get_method("cnn-gem", {"codebook_size": 3})
+    with pytest.raises(UserError, match="codebook missing"):
+        get_method("rsift-asmk").describe(gray(scene(1)))

@@ -1,0 +1,205 @@
+"""The distractor experiment is exact: equal to ranking everything and running revisitop's loop."""
+
+import json
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import main
+from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
+from mining.evaluate.experiment import columns_of, evaluate_columns, load_method, setup_base, top_n
+from mining.evaluate.protocols import setup_gnd
+from mining.evaluate.reference import compute_map_loop
+from mining.landmarks import load_landmarks
+
+DIM = 16
+
+
+def _unit(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _store(path, method, set_, ids, vecs, shard_size=50):
+    write_store_info(path, {"method": method, "kind": "global", "set": set_, "dim": DIM})
+    for s in range(0, len(ids), shard_size):
+        write_global_shard(path, f"{s // shard_size:05d}", ids[s : s + shard_size], vecs[s : s + shard_size])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Landmarks (6 queries, one without positives), 2 methods, 240 candidates incl. exact ties."""
+    root = tmp_path_factory.mktemp("eval")
+    rng = np.random.default_rng(7)
+    ndb, nq, ncand = 60, 6, 240
+    imlist = [f"db_{i:03d}" for i in range(ndb)]
+    qimlist = [f"lm{q % 3}_{q:03d}" for q in range(nq)]
+    gnd = []
+    for q in range(nq):
+        items = rng.permutation(ndb)
+        if q == 5:
+            gnd.append({"bbx": [0, 0, 5, 5], "easy": [], "hard": [], "junk": items[:3].tolist()})
+            continue
+        gnd.append({"bbx": [0, 0, 5, 5], "easy": items[:5].tolist(), "hard": items[5:11].tolist(), "junk": items[11:15].tolist()})
+    (root / "lm").mkdir()
+    (root / "lm" / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
+    cand_ids = [str(1000 + 7 * i) for i in range(ncand)]
+    for method, seed in (("gem", 1), ("sift", 2)):
+        r = np.random.default_rng(seed)
+        centres = _unit(r.normal(size=(3, DIM)))
+        qv = _unit(centres[[q % 3 for q in range(nq)]] + 0.3 * r.normal(size=(nq, DIM)))
+        dbv = _unit(centres[r.integers(0, 3, ndb)] + 0.8 * r.normal(size=(ndb, DIM)))
+        for q in range(5):  # positives close to their query
+            for p in gnd[q]["easy"] + gnd[q]["hard"]:
+                dbv[p] = _unit(qv[q][None] + 0.9 * r.normal(size=(1, DIM)))[0]
+        cv = _unit(centres[r.integers(0, 3, ncand)] + 0.9 * r.normal(size=(ncand, DIM)))
+        cv[:10] = dbv[gnd[0]["easy"][0]]  # exact ties with a positive: the landmark image must rank first
+        keep_db = [i for i in r.permutation(ndb) if i != gnd[1]["hard"][0]]  # one positive never described
+        d = root / "desc" / method
+        _store(d / "queries", method, "queries", qimlist, qv)
+        _store(d / "database", method, "database", [imlist[i] for i in keep_db], dbv[keep_db], shard_size=25)
+        _store(d / "candidates", method, "candidates", cand_ids, cv)
+    return root
+
+
+def brute_force(method_dir, ds, photo_ids, setup):
+    """Rank database + distractors for every query with a stable sort; revisitop's loop."""
+    q_store, db_store, c_store = (open_store(method_dir / p) for p in ("queries", "database", "candidates"))
+    ndb = len(ds.imlist)
+    sims = np.full((len(ds.qimlist), ndb), -np.inf, np.float32)
+    present = np.zeros(ndb, bool)
+    for ids, s in iter_similarities(q_store, db_store):
+        idx = [ds.imlist.index(i) for i in ids]
+        sims[:, idx] = s
+        present[idx] = True
+    cand = {}
+    for ids, s in iter_similarities(q_store, c_store):
+        for j, i in enumerate(ids):
+            cand[int(i)] = s[:, j]
+    dsims = np.stack([cand[int(p)] for p in photo_ids], axis=1) if len(photo_ids) else np.zeros((len(ds.qimlist), 0), np.float32)
+    keys = np.concatenate([np.flatnonzero(present), ndb + np.arange(len(photo_ids))])
+    allsims = np.concatenate([sims[:, present], dsims], axis=1)
+    ranks = keys[np.argsort(-allsims, axis=1, kind="stable")].T
+    return compute_map_loop(ranks, setup_gnd(ds.gnd, setup), [1, 5, 10])
+
+
+@pytest.mark.parametrize("setup", ["easy", "medium", "hard"])
+def test_exact_against_brute_force_ranking(world, setup):
+    ds = load_landmarks(world / "lm")
+    for method in ("gem", "sift"):
+        md = load_method(world / "desc" / method, ds)
+        base = setup_base(md, ds.gnd, setup)
+        rng = np.random.default_rng(3)
+        for photo_ids in (np.zeros(0, np.int64), md.cand_ids[:10], rng.choice(md.cand_ids, 90, replace=False), md.cand_ids):
+            got = evaluate_columns(md, base, columns_of(md, photo_ids))
+            ref = brute_force(world / "desc" / method, ds, photo_ids, setup)
+            assert got["mAP"] == pytest.approx(ref[0], abs=1e-12)
+            assert [got["mP@1"], got["mP@5"], got["mP@10"]] == pytest.approx(list(ref[2]), abs=1e-12)
+
+
+def test_distractors_only_lower_map_and_absent_ids_are_ignored(world):
+    ds = load_landmarks(world / "lm")
+    md = load_method(world / "desc" / "gem", ds)
+    base = setup_base(md, ds.gnd, "medium")
+    none = evaluate_columns(md, base, columns_of(md, np.zeros(0, np.int64)))["mAP"]
+    some = evaluate_columns(md, base, columns_of(md, md.cand_ids[:50]))["mAP"]
+    alls = evaluate_columns(md, base, columns_of(md, md.cand_ids))["mAP"]
+    assert alls <= some <= none and alls < none
+    with_unknown = columns_of(md, np.array([5, 1000, 999999], np.int64))
+    assert md.cand_ids[with_unknown].tolist() == [1000]
+
+
+def test_top_n_tie_break_is_score_desc_then_photo_id():
+    ids = np.array([9, 3, 5, 7])
+    assert top_n(ids, np.array([1.0, 2.0, 2.0, 0.5]), 3).tolist() == [3, 5, 9]
+    assert top_n(ids, np.ones(4), 10).tolist() == [3, 5, 7, 9]
+
+
+def _run_inputs(world, tmp_path):
+    """Scores that really measure distraction (positives beaten), a selection and decisions."""
+    ds = load_landmarks(world / "lm")
+    per_method = {}
+    for method in ("gem", "sift"):
+        md = load_method(world / "desc" / method, ds)
+        score = np.zeros(md.cand_ids.size)
+        for q in range(len(ds.qimlist)):
+            t = md.thresholds[q]
+            if t.size:
+                score += md.buckets[q].astype(float) / t.size
+        per_method[method] = dict(zip(md.cand_ids.tolist(), score))
+    ids = np.array(sorted(per_method["gem"]), np.int64)
+    cols = {f"score_{m}": np.array([per_method[m][i] for i in ids]) for m in per_method}
+    total = sum(cols.values())
+    scores = tmp_path / "scores"
+    scores.mkdir()
+    pq.write_table(pa.table({"photo_id": ids, "score": total, **cols}), scores / "scores.parquet")
+    (scores / "stats.json").write_text(json.dumps({"landmarks_fingerprint": ds.fingerprint()}))
+    landmark_ids = ids[np.argsort(-total)][:3]  # the three best-scoring ones "show a landmark"
+    pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": np.append(landmark_ids, ids[-1]),
+                             "decision": ["landmark"] * 3 + ["not_landmark"]}), tmp_path / "decisions.parquet")
+    keep = ~np.isin(ids, landmark_ids)
+    order = np.lexsort((ids[keep], -total[keep]))[:40]
+    sel = tmp_path / "selected"
+    sel.mkdir()
+    pq.write_table(pa.table({"photo_id": ids[keep][order], "score": total[keep][order]}), sel / "distractors.parquet")
+    return ds, ids, landmark_ids, ids[keep][order]
+
+
+def test_cli_writes_json_and_table_and_mined_is_harder(world, tmp_path):
+    ds, ids, landmark_ids, selected = _run_inputs(world, tmp_path)
+    out = tmp_path / "eval"
+    rc = main(["evaluate", "--landmarks", str(world / "lm" / "gnd_city.pkl"),
+               "--descriptors", str(world / "desc" / "gem"), str(world / "desc" / "sift"),
+               "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
+               "--decisions", str(tmp_path / "decisions.parquet"), "--out", str(out),
+               "--random-seeds", "0", "1", "2", "--setups", "medium", "hard"])
+    assert rc == 0
+    rep = json.loads((out / "evaluation.json").read_text())
+    assert rep["n"] == 40 and rep["pool"] == len(ids) - 3 and rep["methods"] == ["gem", "sift"]
+    for m in ("gem", "sift"):
+        for s in ("medium", "hard"):
+            r = rep["results"][m][s]
+            assert r["mined"]["mAP"] < r["random"]["mAP"] < r["none"]["mAP"]
+            assert r["all"]["mAP"] <= r["mined"]["mAP"]
+            assert r["random"]["mAP_std"] > 0
+            assert set(rep["ablation"][m][s]) == {"gem", "sift"}
+            curve = rep["curve"][m][s]
+            assert curve["sizes"][0] == 0 and curve["sizes"][-1] == 40
+            assert curve["mined"][0] == pytest.approx(r["none"]["mAP"]) and curve["mined"][-1] == pytest.approx(r["mined"]["mAP"])
+    # the mined set of the JSON is exactly brute force with the selected ids
+    ref = brute_force(world / "desc" / "gem", ds, selected, "hard")
+    assert rep["results"]["gem"]["hard"]["mined"]["mAP"] == pytest.approx(ref[0])
+    # random and all never include a confirmed landmark image: all == brute force without them
+    pool = np.setdiff1d(ids, landmark_ids)
+    ref_all = brute_force(world / "desc" / "sift", ds, pool, "medium")
+    assert rep["results"]["sift"]["medium"]["all"]["mAP"] == pytest.approx(ref_all[0])
+    table = (out / "evaluation.md").read_text()
+    assert "| gem | mined 40 |" in table and "without sift" in table
+
+
+def test_cli_n_larger_than_candidates_means_all(world, tmp_path):
+    _, ids, _, _ = _run_inputs(world, tmp_path)
+    out = tmp_path / "eval"
+    rc = main(["evaluate", "--landmarks", str(world / "lm"), "--descriptors", str(world / "desc" / "gem"),
+               "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
+               "--decisions", str(tmp_path / "decisions.parquet"), "--out", str(out), "--n", "100000",
+               "--random-seeds", "4", "--setups", "easy"])
+    assert rc == 0
+    rep = json.loads((out / "evaluation.json").read_text())
+    r = rep["results"]["gem"]["easy"]
+    assert rep["n"] == len(ids) - 3 and rep["mined_source"].startswith("reselected")
+    assert r["mined"]["mAP"] == pytest.approx(r["all"]["mAP"]) == pytest.approx(r["random"]["mAP"])
+
+
+def test_cli_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
+    _run_inputs(world, tmp_path)
+    base = ["evaluate", "--landmarks", str(world / "lm"), "--descriptors", str(world / "desc" / "gem"),
+            "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"), "--out", str(tmp_path / "o")]
+    assert main(base + ["--setups", "medium", "extreme"]) == 2
+    assert main(base[:5] + ["--scores", str(tmp_path / "nowhere")] + base[7:]) == 2
+    (tmp_path / "scores" / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "0" * 16}))
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert "extreme" in err and "not found" in err and "other landmarks" in err

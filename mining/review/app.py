@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -28,6 +29,7 @@ from mining.review import db, thumbs
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 4096  # a vote is ~60 bytes; anything much larger is refused before parsing
 MAX_PAGE = 500
+MAX_ID = 2**62  # SQLite integers are 64-bit; larger ids are refused as 422, not a 500
 TOKEN_HEADER = "x-review-token"
 TOKEN_COOKIE = "review_token"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -110,7 +112,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                 "mine": sum(x["mine"] for x in overview)}
 
     @app.get("/api/items")
-    def api_items(landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0),
+    def api_items(landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0, le=MAX_ID),
                   limit: int = Query(100, ge=1, le=MAX_PAGE),
                   reviewer: str | None = Query(None, max_length=200),
                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
@@ -135,7 +137,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     async def api_vote(request: Request) -> dict[str, Any]:
         body = await _json_body(request)
         item, value, reviewer = body.get("item_id"), body.get("vote"), body.get("reviewer")
-        if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > 2**62:
+        if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > MAX_ID:
             raise HTTPException(422, "item_id must be a non-negative integer")
         if value not in db.VOTES:
             raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
@@ -173,18 +175,18 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             raise HTTPException(422, str(exc)) from None
 
     @app.get("/thumb/{item_id}")
-    def thumb(item_id: int, con: sqlite3.Connection = Depends(conn)) -> FileResponse:
+    def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
         src, pid = _item_image(con, item_id)
         out = thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src)
         return FileResponse(out, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
     @app.get("/image/{item_id}")
-    def image(item_id: int, con: sqlite3.Connection = Depends(conn)) -> FileResponse:
+    def image(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
         src, _ = _item_image(con, item_id)
         return FileResponse(src, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
     @app.get("/query/{index}")
-    def query_crop(index: int, full: bool = False) -> FileResponse:
+    def query_crop(index: int = PathParam(ge=0, le=MAX_ID), full: bool = False) -> FileResponse:
         ds = s.landmarks
         if ds is None or not 0 <= index < len(ds.qimlist):
             raise HTTPException(404, "unknown query")

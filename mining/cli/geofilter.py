@@ -1,16 +1,31 @@
-"""CLI for `mining geofilter` (placeholder until its stage lands; see the issue for the contract)."""
+"""CLI for `mining geofilter`: metadata Parquet + manifest → candidates.parquet + stats.json."""
 
 from __future__ import annotations
 
 import argparse
-
-from mining.errors import UserError
+import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("geofilter", help="(not implemented yet)")
+    p = sub.add_parser(
+        "geofilter",
+        help="keep the metadata rows that may become distractors (countries, areas, licence, sample)",
+        description=(
+            "Filter a metadata dataset (the output of `mining ingest`) with the `geofilter:` section "
+            "of a manifest; write OUT/candidates.parquet and OUT/stats.json (rows_in, rows_out, "
+            "excluded per reason). The manifest is validated before any data is read."
+        ),
+    )
+    p.add_argument("metadata", metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file)")
+    p.add_argument("--manifest", required=True, metavar="M.yaml", help="run manifest with a geofilter: section")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UserError("this stage is not implemented yet")
+    from mining import geofilter
+
+    stats = geofilter.run(args.metadata, args.manifest, args.out, progress=not args.no_progress)
+    print(json.dumps(stats, sort_keys=True))
+    return 0

@@ -1,0 +1,291 @@
+"""The `geofilter:` section of a run manifest: load, validate, and turn into a typed recipe.
+
+Everything here runs before any metadata is read, so a typo costs seconds, not an hour of
+filtering. Errors name the manifest file, line and key path (e.g. `geofilter.areas[0].center`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mining.errors import UserError
+
+SECTION = "geofilter"
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class CountryRule:
+    code: str
+    include_dependencies: bool
+
+
+@dataclass(frozen=True)
+class CircleArea:
+    name: str
+    lat: float
+    lon: float
+    radius_km: float
+
+
+@dataclass(frozen=True)
+class BBoxArea:
+    name: str
+    min_lon: float
+    min_lat: float
+    max_lon: float
+    max_lat: float
+
+
+@dataclass(frozen=True)
+class GeoJSONArea:
+    name: str
+    path: Path
+
+
+Area = CircleArea | BBoxArea | GeoJSONArea
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated geofilter recipe (defaults filled in)."""
+
+    countries: tuple[CountryRule, ...] = ()
+    areas: tuple[Area, ...] = ()
+    licenses: tuple[str, ...] | None = None
+    photos_only: bool = True
+    require_geotag: bool = True
+    min_accuracy: int | None = None
+    sample_n: int | None = None
+    sample_seed: int = 0
+    shoreline_buffer_km: float = 1.5
+    source: str = field(default="<manifest>", compare=False)
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON schema of the section (shipped in the package, reused by the workflow)."""
+    text = resources.files("mining").joinpath("schemas/geofilter.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _line_index(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    """Map every key path of a composed YAML document to its 1-based line number."""
+    if isinstance(node, yaml.MappingNode):
+        for knode, vnode in node.value:
+            sub = path + (str(knode.value),)
+            out[sub] = knode.start_mark.line + 1
+            _line_index(vnode, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            sub = path + (i,)
+            out[sub] = item.start_mark.line + 1
+            _line_index(item, sub, out)
+
+
+def format_path(path: Path_) -> str:
+    """`('geofilter', 'areas', 0, 'center')` → `geofilter.areas[0].center`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class _Where:
+    """Builds error messages that point at a manifest line and key path."""
+
+    def __init__(self, source: str, lines: dict[Path_, int]):
+        self.source, self.lines = source, lines
+
+    def error(self, path: Path_, message: str) -> UserError:
+        line = None
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.lines:
+                line = self.lines[path[:n]]
+                break
+        at = f"{self.source} line {line}" if line else self.source
+        return UserError(f"manifest {at}: {format_path(path)}: {message}")
+
+
+def read_manifest(path: str | Path) -> tuple[dict[str, Any], dict[Path_, int]]:
+    """Parse a manifest YAML file; return the document and its key-path → line index."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read manifest {p}: {exc.strerror or exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"manifest {p}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    lines: dict[Path_, int] = {}
+    if node is not None:
+        _line_index(node, (), lines)
+    return doc, lines
+
+
+# Coordinates --------------------------------------------------------------------------
+
+_NUM = r"\d+(?:\.\d+)?"
+_DMS = rf"{_NUM}\s*°\s*(?:{_NUM}\s*['′]\s*(?:{_NUM}\s*(?:\"|″|'')\s*)?)?"
+_COMP = rf"(?:{_DMS}|{_NUM}\s*°?\s*)"
+_HEMI_RE = re.compile(rf"^\s*(?P<lat>{_COMP})(?P<ns>[NSns])\s*,?\s*(?P<lon>{_COMP})(?P<ew>[EWew])\s*$")
+_DEC_RE = re.compile(rf"^\s*(?P<lat>[-+]?{_NUM})\s*,\s*(?P<lon>[-+]?{_NUM})\s*$")
+_PARTS_RE = re.compile(_NUM)
+
+
+def _dms_ok(text: str, limit: float) -> bool:
+    """Degrees within the limit, minutes and seconds below 60 (geopy would silently wrap)."""
+    nums = [float(x) for x in _PARTS_RE.findall(text)]
+    return nums[0] <= limit and all(x < 60 for x in nums[1:])
+
+
+def parse_coordinate(value: Any) -> tuple[float, float]:
+    """(lat, lon) from `[lat, lon]`, `"36.17, -115.14"` or `"36.17 N, 115.14 W"` (geopy parses).
+
+    geopy's Point accepts much more, and some of it wrongly (space-separated DMS such as
+    "36 10 12 N 115 8 24 W" becomes 8, -24; out-of-range longitudes wrap), so the string
+    is first checked against the unambiguous forms; anything else is a ValueError.
+    """
+    from geopy.point import Point
+
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise ValueError("expected [latitude, longitude] as two numbers")
+        lat, lon = float(value[0]), float(value[1])
+    elif isinstance(value, str):
+        hemi = _HEMI_RE.match(value)
+        dec = _DEC_RE.match(value)
+        if hemi:
+            if not (_dms_ok(hemi["lat"], 90) and _dms_ok(hemi["lon"], 180)):
+                raise ValueError(f"coordinate out of range: {value!r}")
+        elif not dec:
+            raise ValueError(
+                f"cannot parse coordinate {value!r}: write latitude first, e.g. \"36.17 N, 115.14 W\", "
+                "\"36°10'12\\\" N, 115°8'24\\\" W\" or \"36.17, -115.14\" (decimals need the comma; "
+                "degrees-minutes-seconds need the ° ' \" marks)"
+            )
+        if dec:  # plain decimals: no parser needed (geopy would wrap out-of-range values)
+            lat, lon = float(dec["lat"]), float(dec["lon"])
+        else:
+            try:
+                lat, lon = tuple(Point(value))[:2]
+            except ValueError as exc:
+                raise ValueError(f"cannot parse coordinate {value!r}: {exc}") from None
+    else:
+        raise ValueError("expected [latitude, longitude] or a string such as \"36.17 N, 115.14 W\"")
+    if not -90 <= lat <= 90:
+        raise ValueError(f"latitude {lat} outside [-90, 90] (latitude comes first)")
+    if not -180 <= lon <= 180:
+        raise ValueError(f"longitude {lon} outside [-180, 180]")
+    return lat, lon
+
+
+# Validation ---------------------------------------------------------------------------
+
+
+def _schema_error(where: _Where, err: Any) -> UserError:
+    path: Path_ = (SECTION,) + tuple(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set(err.schema.get("properties", {}))
+        extra = sorted(str(k) for k in err.instance if k not in allowed)
+        key = extra[0] if extra else "?"
+        return where.error(path + (key,), f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+    if err.validator == "oneOf" and path[-2:-1] == ("areas",):
+        return where.error(path, "an area needs exactly one of: center (with radius_km), bbox, geojson")
+    if err.validator == "oneOf" and path[-1:] == ("center",):
+        return where.error(path, "expected [latitude, longitude] or a string such as \"36.17 N, 115.14 W\"")
+    return where.error(path, err.message)
+
+
+def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[Path_, int] | None = None,
+                  base_dir: Path | None = None, known_codes: Any = None) -> Recipe:
+    """Validate a `geofilter:` mapping and build the Recipe; raise UserError naming the key.
+
+    `known_codes(code) -> bool` checks country codes (the Natural Earth table), so that an
+    unknown code is rejected here, before any data is read.
+    """
+    from jsonschema import Draft202012Validator
+
+    where = _Where(source, lines or {})
+    if section is None:
+        section = {}
+    validator = Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(section), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise _schema_error(where, errors[0])
+
+    countries = []
+    seen: set[str] = set()
+    for i, c in enumerate(section.get("countries", [])):
+        code = c["code"].upper()
+        if known_codes is not None and not known_codes(code):
+            raise where.error((SECTION, "countries", i, "code"),
+                              f"unknown country code {c['code']!r} (ISO 3166 alpha-3 as in Natural Earth ADM0_A3, e.g. GBR, FRA)")
+        if code in seen:
+            raise where.error((SECTION, "countries", i, "code"), f"country {code} is listed twice")
+        seen.add(code)
+        countries.append(CountryRule(code, bool(c["include_dependencies"])))
+
+    areas: list[Area] = []
+    names: set[str] = set()
+    for i, a in enumerate(section.get("areas", [])):
+        name = a["name"]
+        if name in names:
+            raise where.error((SECTION, "areas", i, "name"), f"area name {name!r} is used twice")
+        names.add(name)
+        if "center" in a:
+            try:
+                lat, lon = parse_coordinate(a["center"])
+            except ValueError as exc:
+                raise where.error((SECTION, "areas", i, "center"), str(exc)) from None
+            areas.append(CircleArea(name, lat, lon, float(a["radius_km"])))
+        elif "bbox" in a:
+            x0, y0, x1, y1 = (float(v) for v in a["bbox"])
+            if not (-180 <= x0 <= 180 and -180 <= x1 <= 180 and -90 <= y0 <= y1 <= 90):
+                raise where.error((SECTION, "areas", i, "bbox"),
+                                  "expected [min_lon, min_lat, max_lon, max_lat] in degrees, min_lat <= max_lat")
+            areas.append(BBoxArea(name, x0, y0, x1, y1))
+        else:
+            p = Path(a["geojson"])
+            if not p.is_absolute() and base_dir is not None:
+                p = base_dir / p
+            if not p.is_file():
+                raise where.error((SECTION, "areas", i, "geojson"), f"GeoJSON file not found: {p}")
+            areas.append(GeoJSONArea(name, p))
+
+    sample = section.get("sample")
+    return Recipe(
+        countries=tuple(countries),
+        areas=tuple(areas),
+        licenses=tuple(section["licenses"]) if "licenses" in section else None,
+        photos_only=section.get("photos_only", True),
+        require_geotag=section.get("require_geotag", True),
+        min_accuracy=section.get("min_accuracy"),
+        sample_n=sample["n"] if sample else None,
+        sample_seed=sample.get("seed", 0) if sample else 0,
+        shoreline_buffer_km=float(section.get("shoreline_buffer_km", 1.5)),
+        source=source,
+    )
+
+
+def load_recipe(path: str | Path, known_codes: Any = None) -> Recipe:
+    """Read a manifest file and validate its `geofilter:` section (other top-level keys are
+    other stages' business and are ignored)."""
+    p = Path(path)
+    doc, lines = read_manifest(p)
+    if not isinstance(doc, dict):
+        raise UserError(f"manifest {p}: expected a mapping with a {SECTION}: section")
+    if SECTION not in doc:
+        raise UserError(f"manifest {p}: no {SECTION}: section")
+    return parse_section(doc[SECTION], source=str(p), lines=lines, base_dir=p.parent, known_codes=known_codes)

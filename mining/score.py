@@ -19,9 +19,12 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -121,14 +124,19 @@ class TopK:
     photo_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     best_query: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    def merge(self, contrib: np.ndarray, photo_id: np.ndarray, best_query: np.ndarray) -> None:
-        keep = contrib > 0  # a candidate below every positive is not worth a reviewer's look
-        if self.k and keep.sum() > self.k:
+    def merge(self, contrib: np.ndarray, photo_id: np.ndarray, best_query: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Merge one chunk; `best_query(columns)` names the best query of the kept columns only."""
+        floor = self.contrib[-1] if self.k and self.contrib.size >= self.k else 0.0
+        # a candidate below every positive is not worth a reviewer's look: contribution > 0
+        keep = np.flatnonzero(contrib >= floor) if floor > 0 else np.flatnonzero(contrib > 0)
+        if self.k and keep.size > self.k:
             threshold = np.partition(contrib[keep], -self.k)[-self.k]
-            keep &= contrib >= threshold
+            keep = keep[contrib[keep] >= threshold]
+        if not keep.size:
+            return
         c = np.concatenate([self.contrib, contrib[keep]])
         p = np.concatenate([self.photo_id, photo_id[keep]])
-        q = np.concatenate([self.best_query, best_query[keep]])
+        q = np.concatenate([self.best_query, best_query(keep)])
         order = np.lexsort((p, -c))[: self.k]
         self.contrib, self.photo_id, self.best_query = c[order], p[order], q[order]
 
@@ -201,6 +209,7 @@ def score_candidates(
     chunk: int = DEFAULT_CHUNK,
     review_top: int = DEFAULT_REVIEW_TOP,
     progress: bool = False,
+    threads: int | None = None,
 ) -> ScoreResult:
     """Stream every candidate of every method through the score; see the module docstring."""
     import pandas as pd
@@ -245,7 +254,8 @@ def score_candidates(
     lm_queries = [np.flatnonzero(q_landmark == li) for li in range(n_l)]
     t_prep = time.perf_counter() - t0
 
-    with tempfile.TemporaryDirectory(prefix="mining-score-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="mining-score-"))
         readers = []
         for m, counters, pos, consistent in prepared:
             if consistent:
@@ -258,6 +268,9 @@ def score_candidates(
         for h, (_, _, pos, _) in zip(has, prepared):
             h[pos] = True
 
+        n_threads = max(1, min(threads or os.cpu_count() or 1, 8))
+        pool = ThreadPoolExecutor(n_threads)  # numpy releases the GIL
+        stack.callback(pool.shutdown)
         bar = tqdm(total=n, unit="cand", desc="score", disable=not progress, mininterval=2)
         for a in range(0, n, chunk):
             b = min(n, a + chunk)
@@ -275,17 +288,17 @@ def score_candidates(
                     sims = readers[mi].take(cols.size)
                 else:
                     sims = readers[mi][a:b][cols].T
+                sims = np.ascontiguousarray(sims)
                 full = cols.size == w
-                acc = np.zeros(cols.size)
-                for row, qi, counter, inv in counters:
-                    f = counter.count2(np.ascontiguousarray(sims[row])) * inv
-                    acc += f
-                    if full:
-                        q_contrib[qi] += f
-                        lm_contrib[q_landmark[qi]] += f
-                    else:
-                        q_contrib[qi, cols] += f
-                        lm_contrib[q_landmark[qi], cols] += f
+                # threads over column slices: every number is per column, so the split
+                # cannot change a single bit of the result
+                cuts = np.linspace(0, cols.size, n_threads + 1).astype(int)
+                parts = pool.map(
+                    lambda s0, s1, sims=sims, cols=cols, full=full, counters=counters: _count_columns(
+                        sims[:, s0:s1], counters, slice(s0, s1) if full else cols[s0:s1],
+                        q_contrib, lm_contrib, q_landmark),
+                    cuts[:-1], cuts[1:])
+                acc = np.concatenate(list(parts))
                 method_scores[m.name][a + cols] = acc
                 total[cols] += acc
             score[a:b] = total
@@ -296,8 +309,8 @@ def score_candidates(
                 qs = lm_queries[li]
                 if not qs.size:
                     continue
-                best_q = qs[np.argmax(q_contrib[qs], axis=0)]
-                review[lm].merge(lm_contrib[li], pid, best_q)
+                review[lm].merge(lm_contrib[li], pid,
+                                 lambda cols, qs=qs: qs[np.argmax(q_contrib[np.ix_(qs, cols)], axis=0)])
             bar.update(w)
         bar.close()
 
@@ -311,6 +324,20 @@ def score_candidates(
         "seconds": {"prepare": round(t_prep, 3), "total": round(t_total, 3)},
     }
     return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats)
+
+
+def _count_columns(sims: np.ndarray, counters: list, target: slice | np.ndarray, q_contrib: np.ndarray,
+                   lm_contrib: np.ndarray, q_landmark: np.ndarray) -> np.ndarray:
+    """One method's fractions for some columns of a chunk, added to the per-query and
+    per-landmark sums at `target`; returns the method's score of those columns."""
+    acc = np.zeros(sims.shape[1])
+    f = np.empty(sims.shape[1])
+    for row, qi, counter, inv in counters:
+        np.multiply(counter.count2(sims[row]), inv, out=f)
+        acc += f
+        q_contrib[qi, target] += f
+        lm_contrib[q_landmark[qi], target] += f
+    return acc
 
 
 # ----------------------------------------------------------------------------- stores → inputs

@@ -5,7 +5,7 @@
   const PAGE = 100;
   const $ = (id) => document.getElementById(id);
   const st = { name: localStorage.getItem("mining-review-name") || "", landmarks: [], lm: null,
-               offset: 0, total: 0, items: [], cursor: 0, busy: false };
+               offset: 0, total: 0, items: [], cursor: 0 };
 
   // The token (if any) arrives once in the URL; the server answers with a cookie, so hide it.
   if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname);
@@ -105,7 +105,9 @@
       for (const v of ["y", "n", "u"]) {
         const b = document.createElement("button"); b.type = "button"; b.textContent = v; b.dataset.vote = v;
         b.title = { y: "shows the landmark", n: "does not", u: "unclear" }[v];
-        b.addEventListener("click", (e) => { e.stopPropagation(); st.cursor = i; castVote(v); });
+        b.addEventListener("click", (e) => {
+          e.stopPropagation(); enqueue(() => { st.cursor = i; return castVote(v); });
+        });
         btns.appendChild(b);
       }
       meta.append(label, btns);
@@ -157,17 +159,25 @@
   }
 
   // ---------------------------------------------------------------- votes
+  // Keys are handled strictly in order (a fast reviewer types ahead of the network).
+  let chain = Promise.resolve();
+  let pending = 0;  // exposed as body[data-pending] so a test (or a curious user) sees the backlog
+  const enqueue = (fn) => {
+    document.body.dataset.pending = String(++pending);
+    chain = chain.then(fn).catch((e) => toast(e.message))
+      .finally(() => { document.body.dataset.pending = String(--pending); });
+    return chain;
+  };
+
   async function castVote(v) {
     const it = st.items[st.cursor];
-    if (!it || st.busy) return;
-    st.busy = true;
+    if (!it) return;
     try {
       await api("/api/votes", { body: { item_id: it.id, vote: v, reviewer: st.name } });
       const wasOpen = !it.vote; it.vote = v; paintTile(st.cursor);
       if (wasOpen) bump(st.lm, 1);
       await move(1);
     } catch (e) { toast("vote not saved: " + e.message); }
-    finally { st.busy = false; }
   }
 
   function bump(landmark, d) {
@@ -184,8 +194,6 @@
   }
 
   async function undo() {
-    if (st.busy) return;
-    st.busy = true;
     try {
       const r = await api("/api/undo", { body: { reviewer: st.name } });
       if (!r.undone) { toast("nothing to undo"); return; }
@@ -194,7 +202,6 @@
       if (u.landmark !== st.lm) { await selectLandmark(u.landmark, u.position); }
       else { await loadPage(Math.floor(u.position / PAGE) * PAGE, u.position); }
     } catch (e) { toast("undo failed: " + e.message); }
-    finally { st.busy = false; }
   }
 
   // ---------------------------------------------------------------- large view
@@ -220,17 +227,17 @@
     }
     const k = e.key;
     let handled = true;
-    if (k === "y" || k === "n" || k === "u") castVote(k);
-    else if (k === "z") undo();
-    else if (k === "ArrowRight") move(1);
-    else if (k === "ArrowLeft") move(-1);
-    else if (k === "ArrowDown") move(columns());
-    else if (k === "ArrowUp") move(-columns());
-    else if (k === "Enter" || k === " ") { if ($("viewer").hidden) openLarge(); else closeOverlays(); }
+    if (k === "y" || k === "n" || k === "u") enqueue(() => castVote(k));
+    else if (k === "z") enqueue(undo);
+    else if (k === "ArrowRight") enqueue(() => move(1));
+    else if (k === "ArrowLeft") enqueue(() => move(-1));
+    else if (k === "ArrowDown") { const c = columns(); enqueue(() => move(c)); }
+    else if (k === "ArrowUp") { const c = columns(); enqueue(() => move(-c)); }
+    else if (k === "Enter" || k === " ") enqueue(() => { if ($("viewer").hidden) openLarge(); else closeOverlays(); });
     else if (k === "Escape") closeOverlays();
-    else if (k === "PageDown") nextPage(1);
-    else if (k === "PageUp") nextPage(-1);
-    else if (k === "]" || k === "[") switchBy(k === "]" ? 1 : -1);
+    else if (k === "PageDown") enqueue(() => nextPage(1));
+    else if (k === "PageUp") enqueue(() => nextPage(-1));
+    else if (k === "]" || k === "[") enqueue(() => switchBy(k === "]" ? 1 : -1));
     else if (k === "?") $("help").hidden = false;
     else handled = false;
     if (handled) e.preventDefault();
@@ -238,16 +245,18 @@
 
   function nextPage(d) {
     const off = st.offset + d * PAGE;
-    if (off >= 0 && off < st.total) loadPage(off, off);
+    if (off >= 0 && off < st.total) return loadPage(off, off);
   }
   function switchBy(d) {
     const i = st.landmarks.findIndex((x) => x.landmark === st.lm);
     const j = i + d;
-    if (j >= 0 && j < st.landmarks.length) selectLandmark(st.landmarks[j].landmark);
+    if (j >= 0 && j < st.landmarks.length) return selectLandmark(st.landmarks[j].landmark);
   }
-  $("prev").addEventListener("click", () => nextPage(-1));
-  $("next").addEventListener("click", () => nextPage(1));
-  $("landmark").addEventListener("change", (e) => { selectLandmark(e.target.value); e.target.blur(); });
+  $("prev").addEventListener("click", () => enqueue(() => nextPage(-1)));
+  $("next").addEventListener("click", () => enqueue(() => nextPage(1)));
+  $("landmark").addEventListener("change", (e) => {
+    const name = e.target.value; e.target.blur(); enqueue(() => selectLandmark(name));
+  });
 
   // ---------------------------------------------------------------- reviewer name
   function askName() {
@@ -272,7 +281,7 @@
       const open = st.landmarks.find((x) => x.mine < x.total) || st.landmarks[0];
       await selectLandmark(open.landmark);
       $("grid").focus();
-      document.body.dataset.ready = "1";
+      document.body.dataset.ready = "1";  // tests wait for this
     } catch (e) { toast("could not load: " + e.message); }
   }
 

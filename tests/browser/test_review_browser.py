@@ -1,0 +1,116 @@
+"""The review page in real headless Chromium: name, keyboard review, undo, reload, export."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from review_world import make_world  # noqa: E402
+
+from mining.cli import main  # noqa: E402
+from mining.review.app import create_app  # noqa: E402
+from mining.review.server import running  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} missing: `apt-get install chromium` (make browser-deps)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+def tile_votes(page):
+    return page.eval_on_selector_all("#grid .tile", "ts => ts.map(t => t.dataset.vote)")
+
+
+def cursor(page):
+    return page.eval_on_selector("#grid .tile.cursor", "t => Number(t.dataset.index)")
+
+
+def settle(page):
+    page.wait_for_function("document.body.dataset.pending === '0'")
+
+
+def test_review_with_the_keyboard(tmp_path, browser):
+    w = make_world(tmp_path, per_landmark=18)
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    app = create_app(w["db"], w["images"], w["landmarks"])
+    with running(app) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 820})
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/")
+        page.fill("#name-input", "alice")
+        page.press("#name-input", "Enter")
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.text_content("#who") == "alice"
+        assert page.input_value("#landmark") == "tower"
+        assert len(page.query_selector_all("#grid .tile")) == 18
+        assert len(page.query_selector_all("#queries img")) == 2
+        assert cursor(page) == 0
+
+        for key in ("y", "n", "u"):
+            page.keyboard.press(key)
+        settle(page)
+        assert tile_votes(page)[:4] == ["y", "n", "u", ""] and cursor(page) == 3
+        page.keyboard.press("z")                       # undo the "u" on the third tile
+        settle(page)
+        assert tile_votes(page)[:4] == ["y", "n", "", ""] and cursor(page) == 2
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("n")                       # fourth tile
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        settle(page)
+        assert cursor(page) == 2
+        page.keyboard.press("Enter")                   # large view of the third tile
+        settle(page)
+        assert page.is_visible("#viewer")
+        page.wait_for_function("document.getElementById('viewer-img').naturalWidth > 0")
+        page.keyboard.press("Enter")
+        settle(page)
+        assert not page.is_visible("#viewer")
+        assert "3 / 18" in page.text_content("#lm-progress")
+        assert "3 / 36" in page.text_content("#all-progress")
+
+        page.reload()                                  # name and votes survive; resume at first open
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.is_hidden("#name-dialog")
+        assert tile_votes(page)[:5] == ["y", "n", "", "n", ""]
+        assert cursor(page) == 2
+        page.wait_for_function(
+            "[...document.querySelectorAll('#grid img')].slice(0, 6).every(i => i.complete && i.naturalWidth > 0)")
+        shots = [REPO / "test-artifacts" / "review.png", REPO / "docs" / "review-screenshot.png"]
+        shots[0].parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(shots[0]))
+        shutil.copyfile(shots[0], shots[1])
+
+        page.select_option("#landmark", "bridge")      # landmark switcher
+        settle(page)
+        assert all(v == "" for v in tile_votes(page)) and cursor(page) == 0
+        page.keyboard.press("y")
+        settle(page)
+        assert errors == []
+        ctx.close()
+
+    out = tmp_path / "decisions.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 0
+    rows = {(r["landmark"], r["rank"]): r for r in pq.read_table(out).to_pylist()}
+    assert sorted(rows) == [("bridge", 1), ("tower", 1), ("tower", 2), ("tower", 4)]
+    assert json.loads(rows[("tower", 1)]["votes"]) == {"alice": "y"}
+    assert [rows[k]["decision"] for k in sorted(rows)] == ["landmark", "landmark", "not_landmark", "not_landmark"]

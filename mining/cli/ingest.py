@@ -1,16 +1,62 @@
-"""CLI for `mining ingest` (placeholder until its stage lands; see the issue for the contract)."""
+"""CLI for `mining ingest`: parse arguments, call `mining.ingest.ingest`, print a summary."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from mining.errors import UserError
+DESCRIPTION = """\
+Read YFCC100M `yfcc100m_dataset` files and write a typed Parquet dataset to --out:
+  OUT/part-NNNNN.parquet  one row per good input row (schema: docs/formats.md)
+  OUT/quarantine.tsv      file, line, reason, raw line of every rejected row
+  OUT/stats.json          rows_in, rows_out, rows_rejected, rejected {reason: count}, per file
+Both layouts are accepted (25 fields with line number and hash; the 23-field Webscope
+files without them), plain, .bz2 or .gz, told apart automatically. Rows with the wrong
+field count, an unparsable photo id, bad coordinates or broken encoding are quarantined,
+never dropped silently: rows_in == rows_out + rows_rejected. Memory stays bounded
+whatever the input size. Rerunning on unchanged inputs does nothing (use --force).
+"""
+
+EPILOG = """\
+examples:
+  mining ingest yfcc100m_dataset.bz2 --out work/metadata
+  mining ingest yfcc100m_dataset-{0..9}.bz2 --places yfcc100m_places.bz2 --out work/metadata
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="(not implemented yet)")
+    p = sub.add_parser(
+        "ingest", help="YFCC100M metadata files -> typed Parquet dataset (+ quarantine, stats)",
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="yfcc100m_dataset file(s): plain, .bz2 or .gz; read in the order given")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
+    p.add_argument("--places", type=Path, metavar="FILE",
+                   help="yfcc100m_places file for the same rows, in the same order: "
+                        "adds place_country and place_locality")
+    p.add_argument("--rows-per-part", type=int, default=1_000_000, metavar="N",
+                   help="rows per Parquet part file (default: %(default)s)")
+    p.add_argument("--compression", default="snappy", choices=["snappy", "zstd", "lz4", "gzip", "none"],
+                   help="Parquet compression (default: %(default)s)")
+    p.add_argument("--block-size-mb", type=int, default=16, metavar="MB",
+                   help="input read in blocks of this size; must exceed the longest line (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="rebuild even if --out is complete for these inputs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UserError("this stage is not implemented yet")
+    import sys
+
+    from mining.ingest import ingest
+
+    stats = ingest(
+        args.paths, args.out, places=args.places, rows_per_part=args.rows_per_part,
+        block_size=args.block_size_mb << 20, compression=args.compression, force=args.force,
+        progress=not args.quiet,
+    )
+    rejected = ", ".join(f"{k}={v}" for k, v in stats["rejected"].items() if v) or "none"
+    print(f"ingest: {stats['rows_in']} rows in, {stats['rows_out']} out, "
+          f"{stats['rows_rejected']} rejected ({rejected}) -> {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,302 @@
+"""`mining ingest`: YFCC100M `yfcc100m_dataset` files → a typed Parquet dataset.
+
+Output folder (see docs/formats.md): `part-NNNNN.parquet`, `quarantine.tsv` (file, line,
+reason, raw line of every rejected row) and `stats.json` (written last: its presence means
+the folder is complete). Everything is first written to a hidden staging folder inside OUT
+and moved into place at the end, so OUT never mixes two runs; rerunning on unchanged inputs
+is a no-op.
+
+Memory stays bounded: files are read in blocks of `block_size` bytes, at most a few blocks
+are in flight (parsed on a worker thread while the previous one is written), and the
+places file is merged in a sliding window.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mining import __version__, atomic
+from mining.errors import UserError
+from mining.ingest.yfcc import (
+    PLACE_FIELDS,
+    REASONS,
+    SCHEMA,
+    detect_layout,
+    iter_blocks,
+    open_stream,
+    parse_block,
+    sniff_compression,
+)
+
+__all__ = ["ingest", "open_dataset", "output_schema", "REASONS", "SCHEMA"]
+
+log = logging.getLogger(__name__)
+
+QUARANTINE_HEADER = b"file\tline\treason\traw_line\n"
+_STAGING_PREFIX = ".ingest-staging-"
+
+
+def output_schema(with_places: bool) -> pa.Schema:
+    """The Parquet schema `ingest` writes (place columns only with `--places`)."""
+    return pa.schema(list(SCHEMA) + ([pa.field(n, t) for n, t in PLACE_FIELDS] if with_places else []))
+
+
+def open_dataset(folder: str | os.PathLike[str]) -> "pyarrow.dataset.Dataset":
+    """The ingested rows of an ingest output folder, in input order, as a pyarrow dataset.
+
+    Use this (or the `part-*.parquet` glob) rather than `pyarrow.dataset.dataset(folder)`:
+    the folder also holds stats.json and quarantine.tsv, which are not Parquet.
+    """
+    import pyarrow.dataset
+
+    folder = Path(folder)
+    if not (folder / "stats.json").exists():
+        raise UserError(f"not a complete ingest output (no stats.json): {folder}")
+    parts = sorted(str(p) for p in folder.glob("part-*.parquet"))
+    return pyarrow.dataset.dataset(parts, format="parquet")
+
+
+def _check_input(path: Path, what: str) -> None:
+    """Fail early, in one line, on a file that cannot be read (before anything is written)."""
+    if not path.exists():
+        raise UserError(f"{what} not found: {path}")
+    if not path.is_file():
+        raise UserError(f"{what} is not a file: {path}")
+    try:
+        stream, raw = open_stream(path)
+        try:
+            stream.read(1)
+        finally:
+            stream.close()
+            raw.close()
+    except PermissionError:
+        raise UserError(f"{what} is not readable (permission denied): {path}") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{what} cannot be read ({sniff_compression(path) or 'plain'}): {path}: {exc}") from None
+
+
+def _fingerprint(paths: list[Path], places: Path | None, rows_per_part: int, compression: str) -> dict[str, Any]:
+    """What the output depends on: a rerun with the same fingerprint has nothing to do."""
+    def one(p: Path) -> dict[str, Any]:
+        st = p.stat()
+        return {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+    return {
+        "inputs": [one(p) for p in paths],
+        "places": one(places) if places else None,
+        "rows_per_part": rows_per_part,
+        "compression": compression,
+        "version": __version__,
+    }
+
+
+class _PartWriter:
+    """Parquet parts of at most `rows_per_part` rows: part-00000.parquet, part-00001.parquet, ..."""
+
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_part: int, compression: str):
+        self.folder, self.schema, self.rows_per_part, self.compression = folder, schema, rows_per_part, compression
+        self.parts: list[Path] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._rows = 0
+
+    def _open(self) -> None:
+        path = self.folder / f"part-{len(self.parts):05d}.parquet"
+        self.parts.append(path)
+        self._writer = pq.ParquetWriter(path, self.schema, compression=self.compression)
+        self._rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        while table.num_rows:
+            if self._writer is None or self._rows >= self.rows_per_part:
+                self.close()
+                self._open()
+            take = min(table.num_rows, self.rows_per_part - self._rows)
+            assert self._writer is not None
+            self._writer.write_table(table.slice(0, take))
+            self._rows += take
+            table = table.slice(take)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def finish(self) -> list[Path]:
+        if not self.parts:  # no rows at all: still a readable, typed (empty) dataset
+            self._open()
+        self.close()
+        return self.parts
+
+
+def _empty_counts() -> dict[str, int]:
+    return {r: 0 for r in REASONS}
+
+
+def _publish(staging: Path, out: Path, stats: dict[str, Any]) -> None:
+    """Replace OUT's previous output by the staged one; stats.json goes last (= complete)."""
+    (out / "stats.json").unlink(missing_ok=True)
+    for old in out.glob("part-*.parquet"):
+        old.unlink()
+    (out / "quarantine.tsv").unlink(missing_ok=True)
+    for new in sorted(staging.iterdir()):
+        os.replace(new, out / new.name)
+    atomic.write_json(out / "stats.json", stats)
+    staging.rmdir()
+
+
+def ingest(
+    paths: Iterable[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    places: str | os.PathLike[str] | None = None,
+    *,
+    rows_per_part: int = 1_000_000,
+    block_size: int = 16 << 20,
+    compression: str = "snappy",
+    force: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Ingest YFCC100M dataset files (plain/.bz2/.gz, 25- or 23-field) into OUT; return the stats.
+
+    `places`: the `yfcc100m_places` file covering the same rows in the same order.
+    `force`: rebuild even if OUT is complete for the same inputs.
+    """
+    from tqdm import tqdm
+
+    files = [Path(p) for p in paths]
+    if not files:
+        raise UserError("no input files given")
+    for f in files:
+        _check_input(f, "input file")
+    places_path = Path(places) if places is not None else None
+    if places_path is not None:
+        _check_input(places_path, "places file")
+    if rows_per_part < 1:
+        raise UserError(f"rows per part must be positive, got {rows_per_part}")
+
+    out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output is not a folder: {out_dir}")
+    fingerprint = _fingerprint(files, places_path, rows_per_part, compression)
+    stats_path = out_dir / "stats.json"
+    if stats_path.exists() and not force:
+        import json
+
+        try:
+            previous = json.loads(stats_path.read_text())
+        except ValueError:
+            previous = {}
+        if previous.get("fingerprint") == fingerprint:
+            log.info("ingest: %s is already complete for these inputs; nothing to do", out_dir)
+            return previous
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
+    staging.mkdir()
+    try:
+        stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress, tqdm)
+        stats["fingerprint"] = fingerprint
+        _publish(staging, out_dir, stats)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return stats
+
+
+def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,
+         block_size: int, compression: str, progress: bool, tqdm: Any) -> dict[str, Any]:
+    from mining.ingest.places import PlacesJoin
+
+    t0 = time.perf_counter()
+    schema = output_schema(places_path is not None)
+    writer = _PartWriter(staging, schema, rows_per_part, compression)
+    joiner = PlacesJoin(places_path) if places_path is not None else None
+    total_rejected = _empty_counts()
+    per_file: list[dict[str, Any]] = []
+    bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
+               desc="ingest", disable=not progress)
+    try:
+        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(max_workers=2) as pool:
+            quarantine.write(QUARANTINE_HEADER)
+            for f in files:
+                nfields = detect_layout(f)
+                fstats: dict[str, Any] = {
+                    "path": str(f), "fields": nfields, "compression": sniff_compression(f) or "none",
+                    "rows_in": 0, "rows_out": 0, "rows_rejected": 0, "rejected": _empty_counts(),
+                }
+                label = str(f).encode("utf-8", "surrogateescape")
+                stream, raw = open_stream(f)
+                pending: collections.deque[Future[Any]] = collections.deque()
+                line, seen = 1, 0
+
+                def drain(block_future: Future[Any]) -> None:
+                    block = block_future.result()
+                    table = block.table
+                    if joiner is not None:
+                        country, locality = joiner.lookup(table.column("photo_id").combine_chunks())
+                        table = table.append_column(PLACE_FIELDS[0][0], country).append_column(PLACE_FIELDS[1][0], locality)
+                    writer.write(table)
+                    for number, reason, text in block.rejects:
+                        quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, number, reason.encode(), text))
+                        fstats["rejected"][reason] += 1
+                    fstats["rows_in"] += block.lines
+                    fstats["rows_out"] += table.num_rows
+                    fstats["rows_rejected"] += len(block.rejects)
+
+                try:
+                    for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
+                        data = bytes(data)
+                        pending.append(pool.submit(parse_block, data, nfields, line))
+                        line += data.count(b"\n")
+                        pos = raw.tell()
+                        bar.update(pos - seen)
+                        seen = pos
+                        while len(pending) > 2:
+                            drain(pending.popleft())
+                    while pending:
+                        drain(pending.popleft())
+                finally:
+                    for fut in pending:
+                        fut.cancel()
+                    stream.close()
+                    raw.close()
+                bar.update(f.stat().st_size - seen)
+                assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
+                for reason, n in fstats["rejected"].items():
+                    total_rejected[reason] += n
+                per_file.append(fstats)
+        parts = writer.finish()
+    finally:
+        bar.close()
+        writer.close()
+        if joiner is not None:
+            joiner.close()
+
+    rows_in = sum(s["rows_in"] for s in per_file)
+    rows_out = sum(s["rows_out"] for s in per_file)
+    rows_rejected = sum(s["rows_rejected"] for s in per_file)
+    stats: dict[str, Any] = {
+        "rows_in": rows_in,
+        "rows_out": rows_out,
+        "rows_rejected": rows_rejected,
+        "rejected": total_rejected,
+        "files": per_file,
+        "parts": [p.name for p in parts],
+        "columns": schema.names,
+        "elapsed_s": round(time.perf_counter() - t0, 3),
+    }
+    if joiner is not None:
+        stats["places"] = {"path": str(places_path), "rows_matched": joiner.matched,
+                           "lines_skipped": joiner.skipped}
+    return stats

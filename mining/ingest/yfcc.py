@@ -1,0 +1,383 @@
+"""YFCC100M `yfcc100m_dataset` rows → typed Arrow tables, one block of lines at a time.
+
+Splitting is done by `pyarrow.csv` (C++, multi-threaded); conversions and checks are
+vectorised `pyarrow.compute`/numpy over whole columns. The CSV reader does not report the
+line number of a row it skips, but the quarantine needs it: the skipped rows' texts are
+found in the block (C-speed `bytes.find`/`count`), and the kept rows' numbers follow from
+those. Blocks where that cannot work (a skipped row with invalid UTF-8, stray CRs) take an
+exact but slower path that splits every line with `split_pattern`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv  # noqa: F401  (pa.csv)
+
+from mining.errors import UserError
+from mining.ingest.formdecode import form_decode, to_utf8
+
+# Field order of the current release (25 fields); the older Webscope files lack the first
+# (line number) and the third (photo hash). Longitude comes before latitude.
+FIELDS_25 = [
+    "line_number", "photo_id", "photo_hash", "user_nsid", "user_nickname", "date_taken",
+    "date_uploaded", "capture_device", "title", "description", "user_tags", "machine_tags",
+    "longitude", "latitude", "accuracy", "page_url", "download_url", "license_name",
+    "license_url", "server_id", "farm_id", "secret", "secret_original", "extension", "marker",
+]
+FIELDS_23 = [f for f in FIELDS_25 if f not in ("line_number", "photo_hash")]
+LAYOUTS = {25: FIELDS_25, 23: FIELDS_23}
+
+SCHEMA = pa.schema([
+    ("photo_id", pa.int64()),
+    ("photo_hash", pa.string()),
+    ("user_nsid", pa.string()),
+    ("user_nickname", pa.string()),
+    ("date_taken", pa.string()),
+    ("date_uploaded", pa.int64()),
+    ("capture_device", pa.string()),
+    ("title", pa.string()),
+    ("description", pa.string()),
+    ("user_tags", pa.list_(pa.string())),
+    ("machine_tags", pa.list_(pa.string())),
+    ("longitude", pa.float64()),
+    ("latitude", pa.float64()),
+    ("accuracy", pa.int8()),
+    ("page_url", pa.string()),
+    ("download_url", pa.string()),
+    ("license_name", pa.string()),
+    ("license_url", pa.string()),
+    ("server_id", pa.int32()),
+    ("farm_id", pa.int32()),
+    ("secret", pa.string()),
+    ("secret_original", pa.string()),
+    ("extension", pa.string()),
+    ("marker", pa.int8()),
+])
+PLACE_FIELDS = [("place_country", pa.string()), ("place_locality", pa.string())]
+
+DECODED_TEXT = {"user_nickname", "capture_device", "title", "description"}
+TAG_LISTS = {"user_tags", "machine_tags"}
+
+# Reject reasons, in the order they are checked: a row gets the first that applies.
+WRONG_FIELD_COUNT = "wrong_field_count"
+BAD_PHOTO_ID = "bad_photo_id"
+BAD_COORDINATES = "bad_coordinates"  # unparsable, or only one of longitude/latitude
+LATITUDE_OUT_OF_RANGE = "latitude_out_of_range"
+LONGITUDE_OUT_OF_RANGE = "longitude_out_of_range"
+BAD_ENCODING = "bad_encoding"  # invalid UTF-8 or a bad %-escape
+BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, ids, marker)
+REASONS = [
+    WRONG_FIELD_COUNT, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
+    LONGITUDE_OUT_OF_RANGE, BAD_ENCODING, BAD_NUMBER,
+]
+
+_INT_RE = r"^[+-]?[0-9]{1,18}$"
+_FLOAT_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
+_NL, _TAB, _CR = 10, 9, 13
+_INT_RANGE = {pa.int8(): (-128, 127), pa.int32(): (-(2**31), 2**31 - 1), pa.int64(): (None, None)}
+
+
+def sniff_compression(path: Path) -> str | None:
+    """'bz2', 'gzip' or None, from the file's magic bytes (names like `dataset-0` lack suffixes)."""
+    with open(path, "rb") as f:
+        head = f.read(3)
+    if head.startswith(b"BZh"):
+        return "bz2"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    return None
+
+
+def open_stream(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
+    """(decompressed stream, raw file): the raw file's position drives the progress bar."""
+    raw = pa.OSFile(str(path), "rb")
+    codec = sniff_compression(path)
+    return (pa.CompressedInputStream(raw, codec) if codec else raw), raw
+
+
+def iter_blocks(
+    stream: pa.NativeFile, block_size: int, max_line: int
+) -> Iterator[bytearray]:
+    """Yield chunks of whole lines (each ends with a newline), about `block_size` bytes each."""
+    leftover = b""
+    while True:
+        chunk = stream.read(block_size)
+        if not chunk:
+            break
+        data = leftover + chunk if leftover else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) > max_line:
+                raise UserError(f"a line is longer than {max_line} bytes (not a YFCC100M dataset file?)")
+            leftover = data
+            continue
+        yield bytearray(data[: cut + 1])
+        leftover = data[cut + 1 :]
+    if leftover:
+        yield bytearray(leftover + b"\n")
+
+
+def detect_layout(path: Path, sample_bytes: int = 1 << 20) -> int:
+    """25 or 23: the field count most lines at the start of the file have (25 if none)."""
+    stream, raw = open_stream(path)
+    try:
+        head = stream.read(sample_bytes)
+    finally:
+        stream.close()
+        raw.close()
+    lines = head.split(b"\n")[:-1] if b"\n" in head else [head]
+    counts = {23: 0, 25: 0}
+    for line in lines[:1000]:
+        n = line.count(b"\t") + 1
+        if n in counts:
+            counts[n] += 1
+    return 23 if counts[23] > counts[25] else 25
+
+
+@dataclass
+class Block:
+    """A parsed block: the good rows as a table, and the rejected rows' (line, reason, raw)."""
+
+    table: pa.Table
+    rejects: list[tuple[int, str, bytes]] = field(default_factory=list)
+    lines: int = 0
+
+
+def _parse_ints(col: pa.Array, typ: pa.DataType, nullable: bool) -> tuple[pa.Array, np.ndarray]:
+    """Integers with nulls for empty values (if nullable); bad = unparsable or out of range."""
+    empty = pc.equal(pc.binary_length(col), 0)
+    src = pc.if_else(empty, pa.scalar(None, col.type), col) if nullable else col
+    try:
+        ints = pc.cast(src, pa.int64())
+        bad = np.zeros(len(col), dtype=bool)
+    except pa.ArrowInvalid:
+        ok = pc.and_(pc.match_substring_regex(col, _INT_RE), pc.invert(empty))
+        bad = ~ok.to_numpy(zero_copy_only=False)
+        if nullable:
+            bad &= ~empty.to_numpy(zero_copy_only=False)
+        ints = pc.cast(pc.if_else(ok, col, pa.scalar(None, col.type)), pa.int64())
+    lo, hi = _INT_RANGE[typ]
+    if lo is not None:
+        out_of = pc.or_(pc.less(ints, lo), pc.greater(ints, hi)).fill_null(False)
+        oor = out_of.to_numpy(zero_copy_only=False)
+        if oor.any():
+            bad |= oor
+            ints = pc.if_else(out_of, pa.scalar(None, pa.int64()), ints)
+        ints = pc.cast(ints, typ)
+    return ints, bad
+
+
+def _parse_floats(col: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """(float64 with nulls for empty values, present mask, unparsable mask)."""
+    empty = pc.equal(pc.binary_length(col), 0)
+    present = ~empty.to_numpy(zero_copy_only=False)
+    src = pc.if_else(empty, pa.scalar(None, col.type), col)
+    try:
+        vals = pc.cast(src, pa.float64())
+        bad = np.zeros(len(col), dtype=bool)
+    except pa.ArrowInvalid:
+        ok = pc.match_substring_regex(col, _FLOAT_RE)
+        bad = present & ~ok.to_numpy(zero_copy_only=False)
+        vals = pc.cast(pc.if_else(ok, col, pa.scalar(None, col.type)), pa.float64())
+    return vals, present, bad
+
+
+def _split_tags(col: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Comma-separated, form-encoded tags → list<string> (split first, then decode)."""
+    n = len(col)
+    split = pc.split_pattern(col, ",")
+    counts = pc.list_value_length(split).to_numpy(zero_copy_only=False)
+    empty = pc.equal(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(split)
+    if empty.any():  # "" is no tags, not one empty tag
+        values = values.filter(pa.array(np.repeat(~empty, counts)))
+        counts = np.where(empty, 0, counts)
+    decoded, bad_esc = form_decode(values)
+    text, bad_utf = to_utf8(decoded)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+    bad_values = bad_esc | bad_utf
+    bad = np.zeros(n, dtype=bool)
+    if bad_values.any():
+        bad[np.repeat(np.arange(n), counts)[bad_values]] = True
+    return pa.ListArray.from_arrays(pa.array(offsets), text), bad
+
+
+def _exact_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int]:
+    """Slow path: split every line with numpy/`split_pattern`; exact for any bytes.
+
+    Returns (raw binary columns of the rows with the right field count, [(line index,
+    raw line)] of the others, number of lines).
+    """
+    buf = np.frombuffer(data, dtype=np.uint8).copy()
+    nl = np.flatnonzero(buf == _NL)
+    buf[nl] = _TAB  # the newline becomes a separator: every line gets one extra, empty field
+    offsets = np.concatenate(([0], nl + 1)).astype(np.int32)
+    lines = pa.Array.from_buffers(pa.binary(), len(nl), [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    split = pc.split_pattern(lines, "\t")
+    counts = pc.list_value_length(split).to_numpy(zero_copy_only=False)
+    right = counts == nfields + 1
+    good = np.flatnonzero(right)
+    starts = split.offsets.to_numpy()[good]
+    raw = {name: split.values.take(pa.array(starts + j)) for j, name in enumerate(LAYOUTS[nfields])}
+    wrong = [(int(i), data[offsets[i] : offsets[i + 1] - 1]) for i in np.flatnonzero(~right)]
+    return raw, wrong, len(nl)
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether a whole block is valid UTF-8 (Arrow's SIMD validation, zero-copy)."""
+    one = pa.Array.from_buffers(
+        pa.binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int32)), pa.py_buffer(data)]
+    )
+    try:
+        one.cast(pa.string())
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
+    """Fast path: `pyarrow.csv` splits; None when the block needs the exact path."""
+    if b"\r" in data or not _is_utf8(data):
+        return None  # the CSV reader would split at a lone CR; its skip handler needs UTF-8
+    names = LAYOUTS[nfields]
+    skipped: list[str] = []
+
+    def on_invalid(row: pa.csv.InvalidRow) -> str:
+        skipped.append(row.text)
+        return "skip"
+
+    try:
+        table = pa.csv.read_csv(
+            pa.BufferReader(data),
+            read_options=pa.csv.ReadOptions(column_names=names, block_size=1 << 20),
+            parse_options=pa.csv.ParseOptions(
+                delimiter="\t", quote_char=False, escape_char=False, newlines_in_values=False,
+                ignore_empty_lines=False, invalid_row_handler=on_invalid,
+            ),
+            convert_options=pa.csv.ConvertOptions(
+                column_types={n: pa.binary() for n in names}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None  # a skipped row the handler could not see (invalid UTF-8)
+    nlines = data.count(b"\n")
+    if table.num_rows + len(skipped) != nlines:
+        return None
+    wrong: list[tuple[int, bytes]] = []
+    if skipped:
+        # find each skipped line; it is a whole line, so search for it between newlines
+        hay = b"\n" + data
+        used: set[int] = set()
+        cursor = 0
+        for text in skipped:
+            needle = b"\n" + text.encode("utf-8") + b"\n"
+            pos = hay.find(needle, cursor)
+            while pos in used:
+                pos = hay.find(needle, pos + 1)
+            if pos < 0:
+                pos = hay.find(needle)
+                while pos in used and pos >= 0:
+                    pos = hay.find(needle, pos + 1)
+                if pos < 0:
+                    return None
+            used.add(pos)
+            cursor = pos + 1
+        line_idx, last, count = [], 0, 0
+        for pos in sorted(used):  # pos is where the line starts in `data`
+            count += data.count(b"\n", last, pos)
+            last = pos
+            line_idx.append((count, data[pos : data.find(b"\n", pos)]))
+        wrong = line_idx
+    raw = {name: table.column(name).combine_chunks() for name in names}
+    if table.num_rows and pc.min(pc.binary_length(raw["photo_id"])).as_py() == 0:
+        # an empty line comes out as a row of empty fields: let the exact path tell them apart
+        empty = pc.equal(pc.binary_length(raw[names[0]]), 0)
+        for name in names[1:]:
+            empty = pc.and_(empty, pc.equal(pc.binary_length(raw[name]), 0))
+        if pc.any(empty).as_py():
+            return None
+    return raw, wrong, nlines
+def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok)."""
+    reason = np.full(n, -1, dtype=np.int8)
+
+    def flag(mask: np.ndarray, why: str) -> None:
+        reason[(reason < 0) & mask] = REASONS.index(why)
+
+    cols: dict[str, pa.Array] = {}
+    cols["photo_id"], bad = _parse_ints(raw["photo_id"], pa.int64(), nullable=False)
+    flag(bad, BAD_PHOTO_ID)
+
+    lon, lon_present, lon_bad = _parse_floats(raw["longitude"])
+    lat, lat_present, lat_bad = _parse_floats(raw["latitude"])
+    flag(lon_bad | lat_bad | (lon_present != lat_present), BAD_COORDINATES)
+    lat_np = lat.to_numpy(zero_copy_only=False)
+    lon_np = lon.to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        flag(lat_present & ~(np.abs(lat_np) <= 90.0), LATITUDE_OUT_OF_RANGE)
+        flag(lon_present & ~(np.abs(lon_np) <= 180.0), LONGITUDE_OUT_OF_RANGE)
+    cols["longitude"], cols["latitude"] = lon, lat
+
+    for name in SCHEMA.names:
+        if name in cols:
+            continue
+        if name not in raw:  # photo_hash of the 23-field layout
+            cols[name] = pa.nulls(n, SCHEMA.field(name).type)
+            continue
+        col = raw[name]
+        typ = SCHEMA.field(name).type
+        if name in TAG_LISTS:
+            cols[name], bad = _split_tags(col)
+            flag(bad, BAD_ENCODING)
+        elif pa.types.is_string(typ):
+            bad = np.zeros(n, dtype=bool)
+            if name in DECODED_TEXT:
+                col, bad = form_decode(col)
+            cols[name], bad_utf = to_utf8(col)
+            flag(bad | bad_utf, BAD_ENCODING)
+        else:
+            cols[name], bad = _parse_ints(col, typ, nullable=True)
+            flag(bad, BAD_NUMBER)
+    return cols, reason
+
+
+def parse_block(data: bytes, nfields: int, first_line: int) -> Block:
+    """Parse one block of whole lines (each ending with a newline) of an `nfields` file.
+
+    `first_line` is the 1-based line number of the block's first line in its file.
+    """
+    if b"\r\n" in data:  # CRLF line ends (a lone CR stays part of its line)
+        data = data.replace(b"\r\n", b"\n")
+    split = _fast_split(data, nfields)
+    if split is None:
+        split = _exact_split(data, nfields)
+    raw, wrong, nlines = split
+    n = len(raw["photo_id"])
+    cols, reason = _convert(raw, n)
+    table = pa.table([cols[name] for name in SCHEMA.names], schema=SCHEMA)
+    rejects = [(i, WRONG_FIELD_COUNT, text) for i, text in wrong]
+    bad_rows = np.flatnonzero(reason >= 0)
+    if len(bad_rows):
+        table = table.filter(pa.array(reason < 0))
+        # line index of kept row k = k + number of wrong-count lines before it
+        wrong_idx = np.array([i for i, _ in wrong], dtype=np.int64)
+        before = wrong_idx - np.arange(len(wrong_idx))  # kept rows before each wrong line
+        line_idx = bad_rows + np.searchsorted(before, bad_rows, side="right")
+        take = pa.array(bad_rows)
+        texts = pc.binary_join_element_wise(
+            *[raw[name].take(take) for name in LAYOUTS[nfields]],
+            pa.scalar(b"\t", pa.binary()),
+        ).to_pylist()
+        rejects.extend(
+            (int(i), REASONS[reason[k]], t) for i, k, t in zip(line_idx, bad_rows, texts)
+        )
+        rejects.sort(key=lambda r: r[0])
+    out = [(first_line + i, why, text) for i, why, text in rejects]
+    return Block(table=table, rejects=out, lines=nlines)

@@ -1,0 +1,276 @@
+"""`mining ingest`: real YFCC100M rows round-trip; every reject reason lands in the quarantine."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote_plus
+
+import pyarrow as pa
+import pytest
+
+from mining.errors import UserError
+from mining.ingest import ingest, open_dataset, output_schema
+from mining.ingest import yfcc
+from mining.ingest.formdecode import form_decode, to_utf8
+from mining.ingest.synthetic import write_synthetic
+
+SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "yfcc100m_sample" / \
+    "yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
+
+
+@pytest.fixture(scope="module")
+def sample_lines() -> list[bytes]:
+    if not SAMPLE.exists():  # the shared data folder sits beside the checkout
+        pytest.fail(f"real sample rows missing: {SAMPLE}")
+    return SAMPLE.read_bytes().splitlines()
+
+
+def to_25(lines: list[bytes]) -> list[bytes]:
+    """The 25-field layout of 23-field rows: line number first, a hash after the photo id."""
+    out = []
+    for i, line in enumerate(lines):
+        f = line.split(b"\t")
+        out.append(b"\t".join([str(i).encode(), f[0], b"%032x" % (i + 1), *f[1:]]))
+    return out
+
+
+def read(out: Path) -> list[dict]:
+    return open_dataset(out).to_table().to_pylist()
+
+
+def quarantine(out: Path) -> list[list[bytes]]:
+    lines = (out / "quarantine.tsv").read_bytes().splitlines()
+    assert lines[0] == b"file\tline\treason\traw_line"
+    return [line.split(b"\t", 3) for line in lines[1:]]
+
+
+def check_real_rows(rows: list[dict]) -> None:
+    assert [r["photo_id"] for r in rows] == [7088065, 343224206, 6325727670, 10642543105]
+    gnome, muppet, fog, album = rows
+    assert gnome["title"] == "Gnome"
+    assert gnome["description"] == "This gnome just appeared three stories up at school one day."
+    assert gnome["user_tags"] == ["2005", "bushschool", "gnome", "prank", "washington"]
+    assert gnome["machine_tags"] == []
+    assert (gnome["longitude"], gnome["latitude"], gnome["accuracy"]) == (-122.288368, 47.622562, 15)
+    assert gnome["license_name"] == "Attribution-NonCommercial License"
+    assert gnome["license_url"] == "http://creativecommons.org/licenses/by-nc/2.0/"
+    assert (gnome["server_id"], gnome["farm_id"], gnome["secret"], gnome["extension"], gnome["marker"]) == \
+        (8, 1, "65c9d45e09", "jpg", 0)
+    assert gnome["capture_device"] == "SONY CLIE" and gnome["date_uploaded"] == 1111467388
+    assert muppet["description"] == "" and muppet["user_tags"] == [] and muppet["title"] == "Team Muppet Show"
+    assert fog["user_nickname"] == "Indigo Skies Photography"
+    assert fog["description"].startswith("This scene greeted me on the way to work yesterday morning.\n\nI hope")
+    assert "power lines!" in fog["description"] and "converted to B&W." in fog["description"]
+    assert "b&w" in fog["user_tags"] and "black and white" in fog["user_tags"] and len(fog["user_tags"]) == 20
+    assert (fog["secret"], fog["secret_original"]) == ("5192fe3be9", "8ed1387833")
+    assert fog["latitude"] == -37.155665 and fog["longitude"] == 144.87957
+    assert album["date_taken"] == "4501-01-01 00:00:00.0"  # junk dates are kept as they are
+    assert album["capture_device"] == "Couragent, Inc. Flip-Pal 100C"
+    assert album["user_tags"] == ["album g", "carte de visite", "gsv", "johnstone o'shannessy & co",
+                                  "melbourne", "victoria"]
+    assert album["description"].startswith("Photographer: Johnstone O'Shannessy, 3 Bourke St, Melbourne\n\n")
+    assert "(86 in all)" in album["description"]
+
+
+def test_real_23_field_rows_round_trip(tmp_path):
+    stats = ingest([SAMPLE], tmp_path / "out", progress=False)
+    assert stats["rows_in"] == 4 and stats["rows_out"] == 4 and stats["rows_rejected"] == 0
+    assert stats["files"][0]["fields"] == 23
+    table = open_dataset(tmp_path / "out").to_table()
+    assert table.schema.equals(output_schema(False))
+    rows = table.to_pylist()
+    check_real_rows(rows)
+    assert all(r["photo_hash"] is None for r in rows)
+
+
+@pytest.mark.parametrize("suffix", ["", ".bz2", ".gz", ".gz-without-suffix"])
+def test_25_field_layout_and_compression(tmp_path, sample_lines, suffix):
+    data = b"\n".join(to_25(sample_lines)) + b"\n"
+    if suffix.startswith(".gz"):
+        data = gzip.compress(data)
+    elif suffix == ".bz2":
+        data = bz2.compress(data)
+    path = tmp_path / ("yfcc100m_dataset" + (suffix if suffix in (".bz2", ".gz") else ""))
+    path.write_bytes(data)
+    stats = ingest([path], tmp_path / "out", progress=False)
+    assert stats["files"][0]["fields"] == 25 and stats["rows_out"] == 4
+    rows = read(tmp_path / "out")
+    check_real_rows(rows)
+    assert [r["photo_hash"] for r in rows] == ["%032x" % (i + 1) for i in range(4)]
+
+
+def test_every_reject_reason_with_its_line_number(tmp_path, sample_lines):
+    good = sample_lines[0].split(b"\t")
+
+    def row(**changes: bytes) -> bytes:
+        f = list(good)
+        for name, value in changes.items():
+            f[yfcc.FIELDS_23.index(name)] = value
+        return b"\t".join(f)
+
+    planted = [  # (line, reason, raw)
+        (2, "wrong_field_count", b"\t".join(good[:-1])),
+        (3, "wrong_field_count", b"\t".join([*good, b"extra"])),
+        (4, "bad_photo_id", row(photo_id=b"70880x5")),
+        (5, "bad_photo_id", row(photo_id=b"")),
+        (6, "latitude_out_of_range", row(latitude=b"91.5")),
+        (7, "longitude_out_of_range", row(longitude=b"-180.25")),
+        (8, "bad_coordinates", row(latitude=b"47.6N")),
+        (9, "bad_coordinates", row(latitude=b"")),
+        (10, "bad_encoding", row(title=b"bad+%G1+escape")),
+        (11, "bad_encoding", row(description=b"caf%C3")),  # a valid escape of invalid UTF-8
+        (12, "bad_encoding", row(user_tags=b"ok,%ZZ")),
+        (13, "bad_number", row(accuracy=b"street")),
+        (14, "bad_number", row(marker=b"1000")),
+        (15, "wrong_field_count", b""),
+    ]
+    lines = [sample_lines[0]] + [raw for _, _, raw in planted] + sample_lines[1:]
+    path = tmp_path / "in.tsv"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    stats = ingest([path], tmp_path / "out", progress=False)
+    assert stats["rows_in"] == len(lines) == stats["rows_out"] + stats["rows_rejected"]
+    assert stats["rows_out"] == 4
+    got = quarantine(tmp_path / "out")
+    assert [(int(n), r.decode(), raw) for _, n, r, raw in got] == planted
+    assert {f for f, _, _, _ in got} == {str(path).encode()}
+    expected = {r: 0 for r in yfcc.REASONS}
+    for _, reason, _ in planted:
+        expected[reason] += 1
+    assert stats["rejected"] == expected
+    check_real_rows(read(tmp_path / "out"))
+
+
+def test_invalid_utf8_and_crlf_take_the_exact_path_with_the_same_answers(tmp_path, sample_lines):
+    lines = [sample_lines[0], b"\xff\xfe\tshort", sample_lines[1], sample_lines[2].replace(b"Sunlight", b"Sun\xc3light"),
+             sample_lines[3]]
+    path = tmp_path / "in.tsv"
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    assert yfcc._fast_split(path.read_bytes(), 23) is None
+    stats = ingest([path], tmp_path / "out", progress=False)
+    got = [(int(n), r) for _, n, r, _ in quarantine(tmp_path / "out")]
+    assert got == [(2, b"wrong_field_count"), (4, b"bad_encoding")]
+    assert stats["rows_out"] == 3 and stats["rows_in"] == 5
+
+
+def test_fast_and_exact_split_agree(tmp_path):
+    path = tmp_path / "s.tsv"
+    write_synthetic(path, 3000, seed=3, nfields=25, malformed=0.2)
+    data = path.read_bytes()
+    fast, exact = yfcc._fast_split(data, 25), yfcc._exact_split(data, 25)
+    assert fast is not None
+    assert fast[1] == exact[1] and fast[2] == exact[2] == 3000
+    for name in yfcc.FIELDS_25:
+        assert fast[0][name].equals(exact[0][name])
+
+
+def test_many_files_blocks_and_parts_match_what_was_planted(tmp_path):
+    a, b, c = tmp_path / "a.tsv", tmp_path / "b.tsv.gz", tmp_path / "c.bz2"
+    plants = [write_synthetic(a, 2500, seed=1, nfields=25, malformed=0.1, first_id=10_000),
+              write_synthetic(b, 1500, seed=2, nfields=23, malformed=0.1, first_id=20_000),
+              write_synthetic(c, 700, seed=4, nfields=23, malformed=0.0, first_id=30_000)]
+    # small blocks and parts: many blocks per file, rows split over several parts
+    stats = ingest([a, b, c], tmp_path / "out", rows_per_part=1000, block_size=64 << 10, progress=False)
+    assert stats["rows_in"] == 4700 == stats["rows_out"] + stats["rows_rejected"]
+    for fstats, planted, fields in zip(stats["files"], plants, [25, 23, 23]):
+        assert fstats["fields"] == fields
+        assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
+        assert {k: v for k, v in fstats["rejected"].items() if v} == planted
+    assert len(stats["parts"]) == -(-stats["rows_out"] // 1000)
+    assert sorted(p.name for p in (tmp_path / "out").glob("part-*.parquet")) == stats["parts"]
+    rows = read(tmp_path / "out")
+    ids = [r["photo_id"] for r in rows]
+    assert len(ids) == stats["rows_out"] and ids == sorted(ids)  # input order kept
+    q = quarantine(tmp_path / "out")
+    assert len(q) == stats["rows_rejected"]
+    per_file = {f: sorted(int(n) for ff, n, _, _ in q if ff == f) for f in {x[0] for x in q}}
+    for name, numbers in per_file.items():  # each rejected line holds its planted row
+        text = Path(name.decode()).read_bytes()
+        opener = gzip.decompress if name.endswith(b".gz") else (lambda x: x)
+        lines = opener(text).splitlines()
+        for n, (_, n2, _, raw) in zip(numbers, [x for x in q if x[0] == name]):
+            assert lines[int(n2) - 1] == raw
+
+
+def test_places_join(tmp_path, sample_lines):
+    places = tmp_path / "places.tsv"
+    places.write_text(
+        "7088065\t2347606:Washington:State,2490383:Seattle:Town,23424977:United+States:Country\n"
+        "343224206\t\n"  # a row without places
+        # 6325727670 missing: the join must skip over the gap
+        "10642543105\t1098081:Melbourne:Locality,23424748:Australia:Country\n"
+    )
+    stats = ingest([SAMPLE], tmp_path / "out", places=places, progress=False)
+    rows = read(tmp_path / "out")
+    assert [(r["place_country"], r["place_locality"]) for r in rows] == [
+        ("United States", "Seattle"), (None, None), (None, None), ("Australia", "Melbourne")]
+    assert stats["places"]["rows_matched"] == 3
+    assert open_dataset(tmp_path / "out").schema.equals(output_schema(True))
+
+
+def test_rerun_is_a_noop_and_a_changed_run_replaces_everything(tmp_path):
+    src = tmp_path / "in.tsv"
+    write_synthetic(src, 1200, seed=5, nfields=25, malformed=0.05)
+    out = tmp_path / "out"
+    first = ingest([src], out, rows_per_part=500, progress=False)
+    assert len(first["parts"]) == 3
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert ingest([src], out, rows_per_part=500, progress=False) == first
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    write_synthetic(src, 300, seed=6, nfields=25, malformed=0.0)
+    second = ingest([src], out, rows_per_part=500, progress=False)
+    assert second["rows_in"] == 300 and second["parts"] == ["part-00000.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet", "quarantine.tsv", "stats.json"]
+    assert len(read(out)) == 300
+    assert json.loads((out / "stats.json").read_text())["rows_in"] == 300
+
+
+def test_bad_inputs_fail_before_writing(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        ingest([SAMPLE, tmp_path / "missing.bz2"], tmp_path / "out", progress=False)
+    broken = tmp_path / "broken.bz2"
+    broken.write_bytes(b"BZh9" + b"\x00" * 64)
+    with pytest.raises(UserError, match="cannot be read"):
+        ingest([broken], tmp_path / "out", progress=False)
+    with pytest.raises(UserError, match="places file not found"):
+        ingest([SAMPLE], tmp_path / "out", places=tmp_path / "nope", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_missing_file_is_one_line_and_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mining", "ingest", str(tmp_path / "missing.tsv"),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "missing.tsv" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_runs_and_summarises(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mining", "ingest", str(SAMPLE), "--out", str(tmp_path / "out"),
+                        "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "4 rows in, 4 out, 0 rejected" in r.stderr
+
+
+def test_form_decode_matches_urllib_and_flags_bad_escapes():
+    rng = random.Random(0)
+    alphabet = ["a", "+", "%41", "%2C", "%25", "%C3%A9", "%0A", "Z", "%2", "%G0", "%"]
+    values = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(2000)]
+    arr = pa.array([v.encode() for v in values], pa.binary())
+    for sliced, vals in ((arr, values), (arr.slice(7, 1500), values[7:1507])):
+        decoded, bad = form_decode(sliced)
+        text, bad_utf = to_utf8(decoded)
+        for v, got, b, bu in zip(vals, text.to_pylist(), bad, bad_utf):
+            # a bad escape is a "%" not followed by two hex digits
+            broken = any(v[i] == "%" and not all(c in "0123456789abcdefABCDEF" for c in v[i + 1:i + 3])
+                         or v[i] == "%" and i + 3 > len(v) for i in range(len(v)))
+            assert b == broken, v
+            if not broken:
+                assert bu == (got is None)
+                if got is not None:
+                    assert got == unquote_plus(v, errors="strict"), v

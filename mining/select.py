@@ -1,0 +1,263 @@
+"""The final distractor set: the N highest scores, minus every image reviewers confirmed.
+
+Why the checks: a selection mixes three independent files (scores, review decisions,
+candidate metadata). A decision about a photo that was never scored, or about a landmark of
+another dataset, means the files do not belong together; silently ignoring it could ship a
+landmark image as a "distractor", so it is refused. The landmark fingerprint (stored by
+`mining score` in stats.json) is compared with `--landmarks` when given, and with a
+`landmarks_fingerprint` entry of the decisions file's Parquet metadata when present.
+
+Order is total — score descending, then photo id ascending — so the same inputs always
+give the same list, bytes included.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mining import atomic
+from mining.errors import UserError
+from mining.layout import image_relpath
+
+log = logging.getLogger(__name__)
+
+DEFAULT_N = 1_000_000
+DECISIONS = ("landmark", "not_landmark", "unclear")
+CANDIDATE_COLUMNS = ("photo_id", "server_id", "secret", "secret_original", "extension", "license_name",
+                     "license_url", "user_nsid", "user_nickname", "title", "page_url")
+
+
+def load_scores(scores_dir: Path) -> tuple[Any, dict]:
+    """scores.parquet as a DataFrame, plus stats.json."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    table_path, stats_path = scores_dir / "scores.parquet", scores_dir / "stats.json"
+    for p in (table_path, stats_path):
+        if not p.is_file():
+            raise UserError(f"{p} not found (is {scores_dir} the output of `mining score`?)")
+    stats = json.loads(stats_path.read_text())
+    scores: pd.DataFrame = pq.read_table(table_path).to_pandas()
+    for col in ("photo_id", "score"):
+        if col not in scores.columns:
+            raise UserError(f"{table_path} has no column {col!r}")
+    return scores, stats
+
+
+def load_decisions(path: Path) -> tuple[Any, str | None]:
+    """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any."""
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise UserError(f"decisions file {path} not found (export it with `mining review export`)")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is the user's file
+        raise UserError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in ("landmark", "photo_id", "decision") if c not in table.column_names]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)} (expected landmark, photo_id, decision)")
+    meta = table.schema.metadata or {}
+    fp = meta.get(b"landmarks_fingerprint")
+    df = table.select(["landmark", "photo_id", "decision"]).to_pandas()
+    bad = sorted(set(df.decision.dropna()) - set(DECISIONS)) + (["<null>"] if df.decision.isna().any() else [])
+    if bad:
+        raise UserError(f"{path}: unknown decision value(s) {bad} (expected {', '.join(DECISIONS)})")
+    if df.photo_id.isna().any():
+        raise UserError(f"{path}: rows without photo_id")
+    df["photo_id"] = df.photo_id.astype(np.int64)
+    return df, fp.decode() if fp else None
+
+
+def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Path | None) -> str | None:
+    """Refuse a scores dir / decisions file made for another landmark dataset."""
+    scores_fp = stats.get("landmarks_fingerprint")
+    if landmarks is not None:
+        from mining.landmarks import load_landmarks
+
+        fp = load_landmarks(landmarks).fingerprint()
+        if fp != scores_fp:
+            raise UserError(f"scores were made for landmark dataset {scores_fp}, but {landmarks} is {fp}")
+    if decisions_fp is not None and decisions_fp != scores_fp:
+        raise UserError(f"decisions were made for landmark dataset {decisions_fp}, but the scores for {scores_fp}")
+    return scores_fp
+
+
+def check_decisions(decisions: Any, scores_ids: np.ndarray, landmarks: list[str]) -> None:
+    unknown_lm = sorted(set(decisions.landmark) - set(landmarks))
+    if unknown_lm:
+        raise UserError(f"decisions name {len(unknown_lm)} landmark(s) the scores do not know: "
+                        f"{', '.join(map(str, unknown_lm[:5]))}")
+    ids = decisions.photo_id.to_numpy(np.int64)
+    known = np.isin(ids, scores_ids)
+    if not known.all():
+        bad = np.unique(ids[~known])
+        raise UserError(f"decisions reference {bad.size} photo id(s) that are not scored candidates "
+                        f"(e.g. {bad[0]}); wrong decisions file or scores dir?")
+
+
+def rank_order(photo_id: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Indices by score descending, photo id ascending (a total order: deterministic)."""
+    return np.lexsort((photo_id, -score))
+
+
+def load_candidate_meta(path: Path, photo_ids: np.ndarray) -> Any:
+    """The selected photos' metadata (URL parts, licence, owner), indexed by photo id."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if not path.exists():
+        raise UserError(f"candidates not found: {path}")
+    try:
+        dataset = ds.dataset(path, format="parquet")
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"cannot read candidates {path}: {str(exc).splitlines()[0]}") from None
+    need = ("photo_id", "server_id", "secret", "license_name", "license_url", "user_nsid")
+    lacking = [c for c in need if c not in dataset.schema.names]
+    if lacking:
+        raise UserError(f"candidates {path} lack column(s): {', '.join(lacking)}")
+    cols = [c for c in CANDIDATE_COLUMNS if c in dataset.schema.names]
+    table = dataset.to_table(columns=cols, filter=pc.field("photo_id").isin(pa.array(photo_ids, pa.int64())))
+    df = table.to_pandas().drop_duplicates("photo_id").set_index("photo_id")
+    for c in CANDIDATE_COLUMNS[1:]:
+        if c not in df.columns:
+            df[c] = None
+    absent = np.setdiff1d(photo_ids, df.index.to_numpy())
+    if absent.size:
+        raise UserError(f"{absent.size} selected photo id(s) are not in candidates {path} (e.g. {absent[0]}); "
+                        "wrong candidates file?")
+    return df.loc[photo_ids]
+
+
+def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Path, n: int = DEFAULT_N,
+               drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
+               url_host: str | None = None) -> dict:
+    """`mining select`: see the module docstring and docs/formats.md ("Selection")."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from mining.download.reader import DEFAULT_HOST, photo_url
+
+    if n < 1:
+        raise UserError("--n must be at least 1")
+    scores, stats = load_scores(scores_dir)
+    decisions, decisions_fp = load_decisions(decisions_path)
+    fingerprint = check_fingerprints(stats, decisions_fp, landmarks)
+    pid = scores.photo_id.to_numpy(np.int64)
+    check_decisions(decisions, pid, list(stats.get("landmarks", [])))
+
+    confirmed = np.unique(decisions.photo_id[decisions.decision == "landmark"].to_numpy(np.int64))
+    unclear = np.setdiff1d(np.unique(decisions.photo_id[decisions.decision == "unclear"].to_numpy(np.int64)),
+                           confirmed)
+    drop = np.union1d(confirmed, unclear) if drop_unclear else confirmed
+    order = rank_order(pid, scores.score.to_numpy(np.float64))
+    order = order[~np.isin(pid[order], drop)]
+    missing_images = 0
+    if images_root is not None:
+        if not images_root.is_dir():
+            raise UserError(f"--images-root {images_root} is not a folder")
+        chosen = []
+        for i in order:
+            if (images_root / image_relpath(int(pid[i]))).is_file():
+                chosen.append(i)
+                if len(chosen) == n:
+                    break
+            else:
+                missing_images += 1
+        order = np.array(chosen, np.int64)
+    available = len(order)
+    warning = None
+    if n > available:
+        warning = f"asked for {n} distractors but only {available} candidates are left; keeping all of them"
+        log.warning(warning)
+    sel = scores.iloc[order[:n]].reset_index(drop=True)
+    sel_ids = sel.photo_id.to_numpy(np.int64)
+    meta = load_candidate_meta(candidates, sel_ids)
+    host = url_host or DEFAULT_HOST
+    paths = [image_relpath(int(p)) for p in sel_ids]
+    urls = [photo_url(host, "b", int(srv), int(p), sec, None, None)
+            for p, srv, sec in zip(sel_ids, meta.server_id, meta.secret)]
+    method_cols = [c for c in scores.columns if c.startswith("score_")]
+    frame = pd.DataFrame({
+        "rank": np.arange(1, len(sel) + 1, dtype=np.int64),
+        "photo_id": sel_ids,
+        "path": paths,
+        "url": urls,
+        "license_name": meta.license_name.to_numpy(),
+        "license_url": meta.license_url.to_numpy(),
+        "user_nsid": meta.user_nsid.to_numpy(),
+        "user_nickname": meta.user_nickname.to_numpy(),
+        "score": sel.score.to_numpy(),
+        **{c: sel[c].to_numpy() for c in method_cols},
+        **({"closest_landmark": sel.closest_landmark.to_numpy()} if "closest_landmark" in sel else {}),
+    })
+    pages = [pg if isinstance(pg, str) and pg else f"https://www.flickr.com/photos/{o}/{p}"
+             for pg, o, p in zip(meta.page_url, meta.user_nsid, sel_ids)]
+    titles = ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in meta.title]
+
+    atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in paths))
+    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
+    atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(frame, titles, pages))
+    atomic.write_text(out / "ATTRIBUTION.md", attribution_md(frame, titles, pages))
+    licences = frame.license_name.fillna("<unknown>").value_counts().sort_index()
+    result = {
+        "scores_dir": str(scores_dir),
+        "landmarks_fingerprint": fingerprint,
+        "candidates_scored": int(len(pid)),
+        "decisions": int(len(decisions)),
+        "confirmed_landmark": int(confirmed.size),
+        "unclear": int(unclear.size),
+        "dropped": int(np.isin(pid, drop).sum()),
+        "drop_unclear": bool(drop_unclear),
+        "missing_images": int(missing_images),
+        "n_requested": int(n),
+        "n_selected": int(len(frame)),
+        "warning": warning,
+        "score_min": float(frame.score.min()) if len(frame) else None,
+        "score_max": float(frame.score.max()) if len(frame) else None,
+        "licences": {str(k): int(v) for k, v in licences.items()},
+    }
+    atomic.write_json(out / "stats.json", result)
+    return result
+
+
+def attribution_csv(frame: Any, titles: list[str], pages: list[str]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["path", "photo_id", "title", "owner_nsid", "owner_name", "source", "license_name", "license_url"])
+    for row, title, page in zip(frame.itertuples(index=False), titles, pages):
+        w.writerow([row.path, row.photo_id, title, row.user_nsid, row.user_nickname or "", page,
+                    row.license_name, row.license_url])
+    return buf.getvalue()
+
+
+def attribution_md(frame: Any, titles: list[str], pages: list[str]) -> str:
+    """TASL attribution (title, author, source, licence) per image, as CC licences require."""
+    lines = [
+        "# Attribution",
+        "",
+        f"This distractor set holds {len(frame)} photographs from Flickr (via YFCC100M), each under the "
+        "Creative Commons licence named below. Credit: title, author (Flickr owner), source page, licence.",
+        "Images are unmodified except for resizing to 1024 px on the long side by Flickr.",
+        "",
+        "| # | image | title | author | source | licence |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def cell(v: Any) -> str:
+        return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
+
+    for row, title, page in zip(frame.itertuples(index=False), titles, pages):
+        author = row.user_nickname or row.user_nsid
+        lic = f"[{cell(row.license_name)}]({row.license_url})" if row.license_url else cell(row.license_name)
+        lines.append(f"| {row.rank} | `{row.path}` | {cell(title)} | {cell(author)} ({cell(row.user_nsid)}) "
+                     f"| {page} | {lic} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,149 @@
+"""`mining select`: review rules, top N, determinism, attribution, refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import main
+from mining.landmarks import load_landmarks
+from mining.layout import image_relpath
+
+LANDMARKS = ["tower", "bridge"]
+
+
+def make_inputs(tmp_path, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    gnd = {"imlist": ["a", "b"], "qimlist": ["tower_001", "bridge_001"],
+           "gnd": [{"bbx": [0, 0, 1, 1], "easy": [0], "hard": [], "junk": []},
+                   {"bbx": [0, 0, 1, 1], "easy": [1], "hard": [], "junk": []}]}
+    (tmp_path / "gnd").mkdir()
+    (tmp_path / "gnd" / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
+    fp = load_landmarks(tmp_path / "gnd").fingerprint()
+    ids = rng.choice(10**7, n, replace=False).astype(np.int64)
+    score = rng.integers(0, 6, n).astype(np.float64) / 2  # many ties
+    scores_dir = tmp_path / "scores"
+    scores_dir.mkdir()
+    pq.write_table(pa.table({"photo_id": ids, "score": score, "score_cnn": score, "closest_landmark": ["tower"] * n,
+                             "methods_missing": np.zeros(n, np.int8)}), scores_dir / "scores.parquet")
+    (scores_dir / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp, "landmarks": LANDMARKS}))
+    pq.write_table(pa.table({
+        "photo_id": ids, "server_id": np.full(n, 65535, np.int32), "secret": [f"s{i}" for i in ids],
+        "secret_original": ["o"] * n, "extension": ["jpg"] * n,
+        "license_name": ["Attribution License"] * n,
+        "license_url": ["http://creativecommons.org/licenses/by/2.0/"] * n,
+        "user_nsid": [f"{i}@N00" for i in range(n)], "user_nickname": [f"user|{i}" for i in range(n)],
+        "title": [f"photo {i}" for i in range(n)], "page_url": [None] * n,
+    }), tmp_path / "candidates.parquet")
+    return scores_dir, ids, score
+
+
+def write_decisions(path, rows, metadata=None):
+    schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
+                        ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())],
+                       metadata=metadata)
+    table = pa.Table.from_pylist([{"landmark": lm, "photo_id": int(p), "rank": 1, "votes": "{}", "n_votes": 1,
+                                   "decision": d} for lm, p, d in rows], schema=schema)
+    pq.write_table(table, path)
+    return path
+
+
+def select(tmp_path, scores_dir, decisions, out, *extra):
+    return main(["select", str(scores_dir), "--decisions", str(decisions), "--candidates",
+                 str(tmp_path / "candidates.parquet"), "--out", str(out), *extra])
+
+
+def expected(ids, score, drop, n):
+    order = sorted(((-s, int(p)) for p, s in zip(ids, score) if int(p) not in drop))
+    return [p for _, p in order][:n]
+
+
+def test_select_drops_confirmed_keeps_top_n_deterministically(tmp_path):
+    scores_dir, ids, score = make_inputs(tmp_path)
+    top = expected(ids, score, set(), 30)
+    confirmed, unclear, rejected = top[0], top[1], top[2]
+    dec = write_decisions(tmp_path / "d.parquet", [
+        ("tower", confirmed, "landmark"), ("bridge", confirmed, "not_landmark"),  # any landmark → dropped
+        ("bridge", unclear, "unclear"), ("tower", rejected, "not_landmark")])
+    out = tmp_path / "sel"
+    assert select(tmp_path, scores_dir, dec, out, "--n", "10", "--landmarks", str(tmp_path / "gnd")) == 0
+    want = expected(ids, score, {confirmed}, 10)
+    table = pq.read_table(out / "distractors.parquet").to_pandas()
+    assert table.photo_id.tolist() == want
+    assert confirmed not in table.photo_id.tolist() and unclear in table.photo_id.tolist()
+    assert table["rank"].tolist() == list(range(1, 11))
+    assert (out / "distractors.txt").read_text().splitlines() == [image_relpath(p) for p in want]
+    assert table.url[0] == f"https://live.staticflickr.com/65535/{want[0]}_s{want[0]}_b.jpg"
+    assert {"license_name", "license_url", "user_nsid", "user_nickname", "score", "score_cnn", "path"} <= set(table)
+    rows = list(csv.DictReader((out / "ATTRIBUTION.csv").open()))
+    assert [int(r["photo_id"]) for r in rows] == want
+    assert rows[0]["source"].startswith("https://www.flickr.com/photos/") and rows[0]["license_url"]
+    md = (out / "ATTRIBUTION.md").read_text()
+    assert md.count("creativecommons.org/licenses/by/2.0") == 10 and "user\\|" in md
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["n_selected"] == 10 and stats["confirmed_landmark"] == 1 and stats["warning"] is None
+    out2 = tmp_path / "sel2"
+    assert select(tmp_path, scores_dir, dec, out2, "--n", "10") == 0
+    for name in ("distractors.txt", "distractors.parquet", "ATTRIBUTION.md", "ATTRIBUTION.csv"):
+        assert (out / name).read_bytes() == (out2 / name).read_bytes()
+    out3 = tmp_path / "sel3"
+    assert select(tmp_path, scores_dir, dec, out3, "--n", "10", "--drop-unclear") == 0
+    t3 = pq.read_table(out3 / "distractors.parquet").to_pandas()
+    assert t3.photo_id.tolist() == expected(ids, score, {confirmed, unclear}, 10)
+
+
+def test_n_larger_than_available_keeps_all_and_warns(tmp_path, caplog):
+    scores_dir, ids, score = make_inputs(tmp_path, n=12)
+    dec = write_decisions(tmp_path / "d.parquet", [("tower", int(ids[0]), "landmark")])
+    with caplog.at_level(logging.WARNING):
+        assert select(tmp_path, scores_dir, dec, tmp_path / "o", "--n", "100") == 0
+    assert "only 11 candidates are left" in caplog.text
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["n_selected"] == 11 and "only 11" in stats["warning"]
+    assert len((tmp_path / "o" / "distractors.txt").read_text().splitlines()) == 11
+
+
+def test_empty_decisions_and_images_root(tmp_path):
+    scores_dir, ids, score = make_inputs(tmp_path, n=8)
+    dec = write_decisions(tmp_path / "d.parquet", [])
+    root = tmp_path / "images"
+    keep = expected(ids, score, set(), 8)[1::2]
+    for p in keep:
+        (root / image_relpath(p)).parent.mkdir(parents=True, exist_ok=True)
+        (root / image_relpath(p)).write_bytes(b"jpg")
+    assert select(tmp_path, scores_dir, dec, tmp_path / "o", "--n", "3", "--images-root", str(root)) == 0
+    assert pq.read_table(tmp_path / "o" / "distractors.parquet").column("photo_id").to_pylist() == keep[:3]
+    assert json.loads((tmp_path / "o" / "stats.json").read_text())["missing_images"] == 3
+
+
+def test_refusals(tmp_path, capsys):
+    scores_dir, ids, score = make_inputs(tmp_path)
+    out = tmp_path / "o"
+
+    def refused(dec, *extra, msg):
+        assert select(tmp_path, scores_dir, dec, out, *extra) == 2
+        assert msg in capsys.readouterr().err
+        assert not (out / "distractors.txt").exists()
+
+    refused(write_decisions(tmp_path / "u.parquet", [("tower", 123456789012, "landmark")]),
+            msg="not scored candidates")
+    refused(write_decisions(tmp_path / "l.parquet", [("castle", int(ids[0]), "landmark")]),
+            msg="landmark(s) the scores do not know")
+    refused(write_decisions(tmp_path / "f.parquet", [], metadata={b"landmarks_fingerprint": b"0123456789abcdef"}),
+            msg="decisions were made for landmark dataset")
+    refused(tmp_path / "absent.parquet", msg="not found")
+    good = write_decisions(tmp_path / "g.parquet", [])
+    other = tmp_path / "other"
+    other.mkdir()
+    gnd = {"imlist": ["a"], "qimlist": ["x_001"], "gnd": [{"bbx": [0, 0, 1, 1], "easy": [0], "hard": [], "junk": []}]}
+    (other / "gnd_other.pkl").write_bytes(pickle.dumps(gnd))
+    refused(good, "--landmarks", str(other), msg="scores were made for landmark dataset")
+    (scores_dir / "stats.json").unlink()
+    refused(good, msg="stats.json not found")

@@ -1,0 +1,86 @@
+"""What the user sees: a progress bar while it runs, and `summary.json` when it ends.
+
+Counts come from the status files (the latest row per photo), so the summary is the truth
+about DIR after any number of interrupted and resumed runs; speeds are this run's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from mining import atomic
+from mining.download.reader import STATUSES
+
+
+def progress_bar(total: int, initial: int = 0) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="img", desc="download", file=sys.stderr, dynamic_ncols=True,
+                smoothing=0.1)
+
+
+def read_status(out: Path) -> pa.Table:
+    """All status rows of a download folder (empty table if none yet)."""
+    folder = out / "status"
+    files = sorted(folder.glob("shard-*.parquet")) if folder.is_dir() else []
+    if not files:
+        from mining.download.writer import STATUS_SCHEMA
+
+        return STATUS_SCHEMA.empty_table()
+    return ds.dataset([str(f) for f in files], format="parquet").to_table()
+
+
+def duplicate_groups(status: pa.Table, limit: int = 1000) -> tuple[int, list[list[int]]]:
+    """Exact duplicates among `ok` images: number of groups and (some of) the groups."""
+    ok = status.filter(pc.equal(status.column("status"), "ok"))
+    groups = ok.group_by("sha256").aggregate([("photo_id", "list")])
+    groups = groups.filter(pc.greater(pc.list_value_length(groups.column("photo_id_list")), 1))
+    lists = [sorted(g) for g in groups.column("photo_id_list").to_pylist()]
+    lists.sort()
+    return len(lists), lists[:limit]
+
+
+def summarize(out: Path, results: list[dict], seconds: float, planned: int, dashboard: str | None) -> dict:
+    """Write DIR/summary.json and return it."""
+    status = read_status(out)
+    counts = {s: 0 for s in STATUSES}
+    for s, n in zip(*pc.value_counts(status.column("status")).flatten()) if status.num_rows else []:
+        counts[s.as_py()] = n.as_py()
+    n_dups, dups = duplicate_groups(status)
+    ok_now = sum(r["counts"].get("ok", 0) for r in results)
+    tried_now = sum(sum(r["counts"].values()) for r in results)
+    bytes_now = sum(r["bytes"] for r in results)
+    summary = {
+        "photos": planned,
+        "recorded": status.num_rows,
+        "counts": counts,
+        "this_run": {
+            "shards": len(results),
+            "photos": tried_now,
+            "ok": ok_now,
+            "requests": sum(r["requests"] for r in results),
+            "seconds": round(seconds, 3),
+            "images_per_s": round(ok_now / seconds, 2) if seconds > 0 else 0.0,
+            "photos_per_s": round(tried_now / seconds, 2) if seconds > 0 else 0.0,
+            "bytes_per_s": round(bytes_now / seconds, 1) if seconds > 0 else 0.0,
+        },
+        "duplicate_sha256_groups": n_dups,
+        "duplicates": dups,
+        "dashboard": dashboard,
+    }
+    atomic.write_json(out / "summary.json", summary)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+    r = s["this_run"]
+    return (f"{s['recorded']}/{s['photos']} photos recorded: {counts or 'nothing'}; this run {r['photos']} photos "
+            f"in {r['seconds']:.1f} s ({r['images_per_s']} ok img/s, {r['bytes_per_s'] / 1e6:.1f} MB/s); "
+            f"{s['duplicate_sha256_groups']} duplicate sha256 group(s)")

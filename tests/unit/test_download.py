@@ -1,0 +1,228 @@
+"""`mining download` against a fault-injecting local server: statuses, politeness, resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import main
+from mining.download import FetchConfig, download
+from mining.download.downloader import download_shard, verify
+from mining.download.ratelimit import HostSchedule, parse_retry_after
+from mining.download.reader import Shard
+from mining.errors import UserError
+from mining.layout import image_key, image_relpath
+
+sys.path.insert(0, str(Path(__file__).parent))
+from download_server import FaultServer, jpeg, unique  # noqa: E402
+
+KINDS = {
+    "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
+    "placeholder_redirect": "unavailable_placeholder", "placeholder_same_host": "unavailable_placeholder",
+    "placeholder_hash": "unavailable_placeholder", "small": "too_small", "truncated": "corrupt",
+    "missing_eoi": "corrupt", "png": "not_jpeg", "html": "not_jpeg", "error500": "error", "cut": "error",
+    "stall": "timeout", "trickle": "timeout", "throttle_once": "ok", "flaky503": "ok",
+    "throttle_forever": "throttled_gave_up",
+}
+
+
+def candidates(path: Path, ids: list[int], drop: str | None = None) -> Path:
+    cols = {"photo_id": ids, "server_id": [7] * len(ids), "secret": ["5ecre7"] * len(ids),
+            "secret_original": ["0r1g"] * len(ids), "extension": ["jpg"] * len(ids), "title": ["t"] * len(ids)}
+    if drop:
+        cols.pop(drop)
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def status_rows(out: Path) -> dict[int, dict]:
+    rows = {}
+    for f in sorted((out / "status").glob("shard-*.parquet")):
+        for r in pq.read_table(f).to_pylist():
+            rows[r["photo_id"]] = r
+    return rows
+
+
+def stored(out: Path) -> set[str]:
+    return {p.name for p in (out / "jpg").rglob("*") if p.is_file()} if (out / "jpg").exists() else set()
+
+
+def test_every_status_and_never_retrying_final_answers(tmp_path):
+    behaviour = {i + 1: k for i, k in enumerate(KINDS)}
+    behaviour[100] = behaviour[101] = "dup"
+    with FaultServer(behaviour) as s:
+        ids = sorted(behaviour)
+        urls = [f"{s.url}/7/{i}_5ecre7_b.jpg" for i in ids]
+        cfg = FetchConfig(timeout=1.5, max_throttle_wait=2.5, threads=8, max_retries=2,
+                          placeholder_sha256=frozenset({hashlib.sha256(s.placeholder_jpeg).hexdigest()}))
+        result = download_shard(Shard(0, ids, urls), tmp_path, cfg, HostSchedule(0))
+        log = list(s.log)
+    rows = status_rows(tmp_path)
+    assert set(rows) == set(ids)
+    for pid, kind in behaviour.items():
+        want = "ok" if kind == "dup" else KINDS[kind]
+        assert rows[pid]["status"] == want, kind
+        assert (tmp_path / image_relpath(pid)).exists() == (want == "ok"), kind
+    assert sum(result["counts"].values()) == len(ids)
+    # final HTTP answers are asked once; transient ones are retried
+    by_kind = {k: rows[p] for p, k in behaviour.items()}
+    for k in ("not_found", "gone", "forbidden", "placeholder_redirect"):
+        assert by_kind[k]["attempts"] == 1, (k, by_kind[k])
+        assert len([1 for _, p, _ in log if f"/{[i for i, v in behaviour.items() if v == k][0]}_" in p]) == 1
+    assert by_kind["error500"]["attempts"] == 2 and by_kind["error500"]["http_code"] == 500
+    assert by_kind["flaky503"]["attempts"] == 3 and by_kind["throttle_once"]["attempts"] == 2
+    assert by_kind["ok"]["width"] == 1024 and by_kind["ok"]["height"] == 768
+    assert by_kind["ok"]["sha256"] == hashlib.sha256((tmp_path / image_relpath(1)).read_bytes()).hexdigest()
+    assert by_kind["small"]["width"] == 500
+    # a redirect is never followed to the other host
+    assert not any("photo_unavailable" in p and "/images/" not in p for _, p, _ in log)
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_retry_after_cools_the_whole_host(tmp_path):
+    behaviour = {1: "throttle_once"}
+    with FaultServer(behaviour, default="ok", delay=0.02, retry_after="1") as s:
+        ids = list(range(1, 41))
+        urls = [f"{s.url}/7/{i}_5ecre7_b.jpg" for i in ids]
+        download_shard(Shard(0, ids, urls), tmp_path, FetchConfig(threads=4), HostSchedule(0))
+        log = sorted(s.log)
+    t429 = next(t for t, _, c in log if c == 429)
+    # requests already in flight may land just after; then nothing until Retry-After has passed
+    quiet = [t for t, _, _ in log if t429 + 0.15 < t < t429 + 0.95]
+    assert quiet == []
+    retried = [t for t, p, c in log if "/1_" in p and c == 200]
+    assert retried and retried[0] - t429 >= 0.95
+    assert all(r["status"] == "ok" for r in status_rows(tmp_path).values())
+
+
+def test_parse_retry_after():
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert 0 <= parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") < 1
+
+
+def test_verify_decodes_fully(tmp_path):
+    cfg = FetchConfig()
+    good = unique(jpeg(), 5)
+    assert verify(good, cfg) == ("ok", 1024, 768)
+    assert verify(good[: len(good) // 2], cfg)[0] == "corrupt"
+    assert verify(good[:-2], cfg)[0] == "corrupt"
+    assert verify(b"GIF89a....", cfg)[0] == "not_jpeg"
+    assert verify(good, FetchConfig(min_size=2000))[0] == "too_small"
+    assert verify(good, FetchConfig(placeholder_sha256=frozenset({hashlib.sha256(good).hexdigest()})))[0] == \
+        "unavailable_placeholder"
+
+
+def test_cluster_wide_rate_limit_with_two_workers(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 41)))
+    with FaultServer() as s:
+        summary = download(cand, tmp_path / "out", FetchConfig(rps=10, threads=8), host=s.url, shard_size=10,
+                           workers=2, processes=False, progress=False)
+        seen = s.max_per_window(1.0)
+        n_requests = len(s.log)
+    assert summary["counts"]["ok"] == 40 and n_requests == 40
+    assert 8 <= seen <= 10  # the limit was reached but never exceeded, across both workers
+
+
+def test_end_to_end_summary_duplicates_and_resume(tmp_path):
+    behaviour = {2: "not_found", 3: "placeholder_redirect", 4: "dup", 5: "dup", 6: "error500", 7: "truncated"}
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
+    out = tmp_path / "out"
+    cfg = FetchConfig(threads=4, max_retries=1)
+    with FaultServer(behaviour) as s:
+        first = download(cand, out, cfg, host=s.url, shard_size=5, workers=1, processes=False, progress=False)
+        n1 = len(s.log)
+        s.behaviour[6] = "ok"  # the server recovered
+        second = download(cand, out, cfg, host=s.url, shard_size=5, workers=1, processes=False, progress=False)
+        n2 = len(s.log) - n1
+        third = download(cand, out, cfg, host=s.url, shard_size=5, workers=1, processes=False, progress=False)
+        n3 = len(s.log) - n1 - n2
+    assert first["counts"]["ok"] == 8 and first["counts"]["error"] == 1 and first["counts"]["corrupt"] == 1
+    assert first["duplicate_sha256_groups"] == 1 and first["duplicates"] == [[4, 5]]
+    assert n2 == 1 and second["counts"]["ok"] == 9 and second["counts"]["error"] == 0  # only the transient one
+    assert n3 == 0 and third["this_run"]["shards"] == 0
+    assert json.loads((out / "summary.json").read_text())["counts"]["ok"] == 9
+    assert len(stored(out)) == 9
+    with pytest.raises(UserError, match="another plan"):
+        download(cand, out, cfg, host=s.url, shard_size=4, workers=1, processes=False, progress=False)
+
+
+def test_tar_shards(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 9)))
+    out = tmp_path / "out"
+    with FaultServer({3: "gone"}) as s:
+        summary = download(cand, out, FetchConfig(threads=4), host=s.url, shard_size=5, tar=True, workers=1,
+                           processes=False, progress=False)
+    assert summary["counts"]["ok"] == 7 and not (out / "jpg").exists()
+    names = set()
+    for t in sorted((out / "tar").glob("shard-*.tar")):
+        with tarfile.open(t) as tf:
+            names |= set(tf.getnames())
+    assert names == {f"{image_key(i)}.jpg" for i in range(1, 9) if i != 3}
+
+
+def test_bad_input_fails_before_any_request(tmp_path, capsys):
+    with FaultServer() as s:
+        bad_cols = candidates(tmp_path / "nocol.parquet", [1, 2], drop="secret")
+        assert main(["download", str(bad_cols), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert "secret" in capsys.readouterr().err
+        (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+        assert main(["download", str(tmp_path / "junk.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert "cannot read" in capsys.readouterr().err
+        assert main(["download", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert "not found" in capsys.readouterr().err
+        good = candidates(tmp_path / "c.parquet", [1, 2])
+        (tmp_path / "file").write_text("x")
+        assert main(["download", str(good), "--out", str(tmp_path / "file" / "o"), "--host", s.url]) == 2
+        err = capsys.readouterr().err
+        assert "not writable" in err and len(err.strip().splitlines()) == 1
+        assert s.log == []
+
+
+def _run_cli(cand: Path, out: Path, host: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "mining", "download", str(cand), "--out", str(out), "--host", host, "--workers", "1",
+         "--shard-size", "15", "--threads", "4", "--no-progress", "--retries", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
+    ids = list(range(1, 61))
+    behaviour = {5: "not_found", 17: "truncated", 33: "placeholder_redirect", 48: "small"}
+    cand = candidates(tmp_path / "c.parquet", ids)
+    with FaultServer(behaviour, delay=0.05) as s:
+        ref = download(cand, tmp_path / "ref", FetchConfig(threads=4, max_retries=1), host=s.url, shard_size=15,
+                       workers=1, processes=False, progress=False)
+        out = tmp_path / "out"
+        proc = _run_cli(cand, out, s.url)
+        deadline = time.monotonic() + 60
+        while len(stored(out)) < 20 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, "run ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        killed_at = len(stored(out))
+        assert 0 < killed_at < 56
+        proc = _run_cli(cand, out, s.url)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    assert stored(out) == stored(tmp_path / "ref") and len(stored(out)) == ref["counts"]["ok"] == 56
+    rows, ref_rows = status_rows(out), status_rows(tmp_path / "ref")
+    assert {p: r["status"] for p, r in rows.items()} == {p: r["status"] for p, r in ref_rows.items()}
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    for p, r in rows.items():
+        if r["status"] == "ok":
+            assert hashlib.sha256((out / image_relpath(p)).read_bytes()).hexdigest() == r["sha256"]

@@ -254,15 +254,14 @@ def current_votes(con: sqlite3.Connection) -> dict[tuple[int, int], str]:
 
 
 def landmarks_overview(con: sqlite3.Connection, reviewer: str | None) -> list[dict[str, Any]]:
-    """Per landmark: queued items, items this reviewer decided, items anyone decided."""
+    """Per landmark, in queue order: queued items and how many this reviewer has decided."""
     rid = reviewer_id(con, reviewer, create=False) if reviewer else None
-    rows = con.execute(
-        """SELECT i.landmark, COUNT(*),
-                  SUM(EXISTS (SELECT 1 FROM current c WHERE c.item_id = i.id AND c.reviewer_id = ?)),
-                  SUM(EXISTS (SELECT 1 FROM current c WHERE c.item_id = i.id)), MIN(i.id)
-           FROM items i GROUP BY i.landmark ORDER BY MIN(i.id)""",
-        (rid if rid is not None else -1,)).fetchall()
-    return [{"landmark": lm, "total": int(t), "mine": int(m), "any": int(a)} for lm, t, m, a, _ in rows]
+    totals = con.execute(
+        "SELECT landmark, COUNT(*), MIN(id) FROM items GROUP BY landmark ORDER BY MIN(id)").fetchall()
+    mine = dict(con.execute(
+        """SELECT i.landmark, COUNT(*) FROM current c JOIN items i ON i.id = c.item_id
+           WHERE c.reviewer_id = ? GROUP BY i.landmark""", (rid if rid is not None else -1,)).fetchall())
+    return [{"landmark": lm, "total": int(t), "mine": int(mine.get(lm, 0))} for lm, t, _ in totals]
 
 
 def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int,

@@ -114,7 +114,8 @@ def test_progress_resume_and_export(world, tmp_path):
     assert db.first_open(con, "tower", "dan") == 0       # unknown reviewer: start at the top
     assert db.first_open(con, "bridge", "ann") == 0
     ov = {x["landmark"]: x for x in db.landmarks_overview(con, "ann")}
-    assert ov["tower"] == {"landmark": "tower", "total": 6, "mine": 3, "any": 3}
+    assert ov["tower"] == {"landmark": "tower", "total": 6, "mine": 3}
+    assert ov["bridge"] == {"landmark": "bridge", "total": 6, "mine": 0}
     page = db.items_page(con, "tower", 1, 2, "bob")
     assert [i["rank"] for i in page["items"]] == [2, 3] and page["total"] == 6
     assert [i["vote"] for i in page["items"]] == ["u", None]

@@ -30,8 +30,11 @@ def _store(path, method, set_, ids, vecs, shard_size=50):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
+    return build_world(tmp_path_factory.mktemp("eval"))
+
+
+def build_world(root):
     """Landmarks (6 queries, one without positives), 2 methods, 240 candidates incl. exact ties."""
-    root = tmp_path_factory.mktemp("eval")
     rng = np.random.default_rng(7)
     ndb, nq, ncand = 60, 6, 240
     imlist = [f"db_{i:03d}" for i in range(ndb)]
@@ -43,7 +46,7 @@ def world(tmp_path_factory):
             gnd.append({"bbx": [0, 0, 5, 5], "easy": [], "hard": [], "junk": items[:3].tolist()})
             continue
         gnd.append({"bbx": [0, 0, 5, 5], "easy": items[:5].tolist(), "hard": items[5:11].tolist(), "junk": items[11:15].tolist()})
-    (root / "lm").mkdir()
+    (root / "lm").mkdir(parents=True)
     (root / "lm" / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
     cand_ids = [str(1000 + 7 * i) for i in range(ncand)]
     for method, seed in (("gem", 1), ("sift", 2)):
@@ -117,7 +120,7 @@ def test_top_n_tie_break_is_score_desc_then_photo_id():
     assert top_n(ids, np.ones(4), 10).tolist() == [3, 5, 7, 9]
 
 
-def _run_inputs(world, tmp_path):
+def run_inputs(world, tmp_path):
     """Scores that really measure distraction (positives beaten), a selection and decisions."""
     ds = load_landmarks(world / "lm")
     per_method = {}
@@ -148,7 +151,7 @@ def _run_inputs(world, tmp_path):
 
 
 def test_cli_writes_json_and_table_and_mined_is_harder(world, tmp_path):
-    ds, ids, landmark_ids, selected = _run_inputs(world, tmp_path)
+    ds, ids, landmark_ids, selected = run_inputs(world, tmp_path)
     out = tmp_path / "eval"
     rc = main(["evaluate", "--landmarks", str(world / "lm" / "gnd_city.pkl"),
                "--descriptors", str(world / "desc" / "gem"), str(world / "desc" / "sift"),
@@ -180,7 +183,7 @@ def test_cli_writes_json_and_table_and_mined_is_harder(world, tmp_path):
 
 
 def test_cli_n_larger_than_candidates_means_all(world, tmp_path):
-    _, ids, _, _ = _run_inputs(world, tmp_path)
+    _, ids, _, _ = run_inputs(world, tmp_path)
     out = tmp_path / "eval"
     rc = main(["evaluate", "--landmarks", str(world / "lm"), "--descriptors", str(world / "desc" / "gem"),
                "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
@@ -194,7 +197,7 @@ def test_cli_n_larger_than_candidates_means_all(world, tmp_path):
 
 
 def test_cli_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
-    _run_inputs(world, tmp_path)
+    run_inputs(world, tmp_path)
     base = ["evaluate", "--landmarks", str(world / "lm"), "--descriptors", str(world / "desc" / "gem"),
             "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"), "--out", str(tmp_path / "o")]
     assert main(base + ["--setups", "medium", "extreme"]) == 2

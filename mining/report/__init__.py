@@ -1,0 +1,370 @@
+"""`mining report`: one static HTML file (plots and thumbnails embedded) that tells a run's story.
+
+Why one self-contained file: it is what a user mails around or opens on a laptop without the
+run folder; every image is a base64 PNG/JPEG. Each section reads one stage's output and says
+"not available" when that output is missing, so a partial run still gets a report.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from mining import atomic
+from mining.errors import UserError
+
+log = logging.getLogger(__name__)
+
+THUMB = 160
+SCATTER_SAMPLE = 20000
+
+
+@dataclass
+class Inputs:
+    """Where each stage's output is; None = not given and not found."""
+
+    metadata: Path | None = None  # METADATA folder (stats.json, part-*.parquet)
+    candidates: Path | None = None  # CANDIDATES folder (stats.json, candidates.parquet)
+    images: Path | None = None  # IMAGES folder (summary.json, jpg/)
+    descriptors: Path | None = None  # DESC folder holding <method>/<set>/store.json
+    scores: Path | None = None  # SCORES folder
+    decisions: Path | None = None  # decisions.parquet
+    selected: Path | None = None  # SELECTED folder
+    evaluation: Path | None = None  # evaluation.json
+    landmarks: Path | None = None  # gnd_*.pkl or its folder
+    manifest: Path | None = None
+    benchmarks: Path | None = None  # folder of snakemake benchmark TSVs
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
+    """The workflow's run layout (RUN/metadata, RUN/candidates, ...); explicit paths win."""
+    found: dict[str, Path | None] = {}
+    if run is not None:
+        r = Path(run)
+        if not r.is_dir():
+            raise UserError(f"{r}: run folder not found")
+        found = {
+            "metadata": r / "metadata", "candidates": r / "candidates", "images": r / "images",
+            "descriptors": r / "descriptors", "scores": r / "scores", "decisions": r / "review" / "decisions.parquet",
+            "selected": r / "selected", "evaluation": r / "evaluation" / "evaluation.json",
+            "landmarks": r / "world" / "landmarks", "benchmarks": r / "benchmarks",
+        }
+    manifest = overrides.get("manifest")
+    if manifest is not None and Path(manifest).is_file():
+        import yaml
+
+        m = yaml.safe_load(Path(manifest).read_text()) or {}
+        if isinstance(m, dict):
+            if m.get("landmarks") not in (None, "demo"):
+                found["landmarks"] = Path(m["landmarks"])
+            dec = (m.get("review") or {}).get("decisions") if isinstance(m.get("review"), dict) else None
+            if dec:
+                found["decisions"] = Path(dec)
+    for k, v in overrides.items():
+        if v is not None:
+            found[k] = Path(v)
+    return Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
+
+
+# ----------------------------------------------------------------------------- helpers
+def _json(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        log.warning("%s: not valid JSON; section skipped", path)
+        return None
+
+
+def _table(rows: list[list[Any]], head: list[str]) -> str:
+    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> str:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if box is not None:
+                im = im.crop(tuple(int(round(v)) for v in box))
+            im.thumbnail((THUMB, THUMB))
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=80)
+    except (OSError, ValueError):
+        return '<span class="na">missing</span>'
+    return f'<img alt="{html.escape(path.name)}" src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+NA = '<p class="na">not available</p>'
+
+
+# ----------------------------------------------------------------------------- sections
+def funnel(inp: Inputs) -> str:
+    """metadata rows → geofilter reasons → downloads by status → described → reviewed → selected."""
+    rows: list[list[Any]] = []
+    meta = _json(inp.metadata / "stats.json") if inp.metadata else None
+    if meta:
+        rows += [["metadata", "rows read", meta.get("rows_in", "?")], ["metadata", "rows rejected", meta.get("rows_rejected", "?")],
+                 ["metadata", "rows kept", meta.get("rows_out", "?")]]
+    cand = _json(inp.candidates / "stats.json") if inp.candidates else None
+    if cand:
+        rows.append(["geofilter", "rows in", cand.get("rows_in", "?")])
+        rows += [["geofilter", f"excluded: {k}", v] for k, v in (cand.get("excluded") or {}).items()]
+        rows.append(["geofilter", "candidates", cand.get("rows_out", "?")])
+    summ = _json(inp.images / "summary.json") if inp.images else None
+    if summ:
+        rows += [["download", f"status: {k}", v] for k, v in (summ.get("counts") or {}).items() if v]
+    if inp.descriptors:
+        for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
+            st = _json(info) or {}
+            n = st.get("count")
+            if n is None:
+                import pyarrow.parquet as pq
+
+                n = sum(pq.read_metadata(p).num_rows for p in (info.parent / "shards").glob("*.ids.parquet"))
+            rows.append(["describe", f"candidates described ({info.parent.parent.name})", n])
+    if inp.decisions:
+        import pyarrow.parquet as pq
+
+        dec = pq.read_table(inp.decisions, columns=["decision"]).column("decision").to_pylist()
+        for k in ("landmark", "not_landmark", "unclear"):
+            rows.append(["review", f"decided {k}", sum(1 for d in dec if d == k)])
+    if inp.selected and (inp.selected / "distractors.parquet").is_file():
+        import pyarrow.parquet as pq
+
+        rows.append(["select", "distractors", pq.read_metadata(inp.selected / "distractors.parquet").num_rows])
+    if not rows:
+        return NA
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1))
+    labels = [f"{r[0]}: {r[1]}" for r in rows][::-1]
+    vals = [float(r[2]) if isinstance(r[2], (int, float)) else 0.0 for r in rows][::-1]
+    ax.barh(labels, vals, color="#4477aa")
+    if max(vals, default=0) > 0:
+        ax.set_xscale("symlog")
+    ax.set_xlabel("rows / images")
+    return _table(rows, ["stage", "step", "count"]) + _png(fig)
+
+
+def geotags(inp: Inputs) -> str:
+    """Lat/lon scatter of a sample of kept (candidates) vs excluded (metadata not kept) geotags."""
+    if not inp.candidates or not (inp.candidates / "candidates.parquet").is_file():
+        return NA
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    kept = pq.read_table(inp.candidates / "candidates.parquet", columns=["photo_id", "longitude", "latitude"]).to_pandas()
+    kept_ids = set(kept["photo_id"].tolist())
+    kept = kept.dropna()
+    if len(kept) > SCATTER_SAMPLE:
+        kept = kept.iloc[rng.choice(len(kept), SCATTER_SAMPLE, replace=False)]
+    excl = None
+    parts = sorted(inp.metadata.rglob("*.parquet")) if inp.metadata else []
+    if parts:
+        meta = ds.dataset([str(p) for p in parts], format="parquet").head(20 * SCATTER_SAMPLE, columns=["photo_id", "longitude", "latitude"]).to_pandas()
+        meta = meta.dropna()
+        excl = meta[~meta["photo_id"].isin(kept_ids)]
+        if len(excl) > SCATTER_SAMPLE:
+            excl = excl.iloc[rng.choice(len(excl), SCATTER_SAMPLE, replace=False)]
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    if excl is not None:
+        ax.scatter(excl["longitude"], excl["latitude"], s=2, c="#cc3311", alpha=0.5, label=f"excluded (sample of {len(excl)})")
+    ax.scatter(kept["longitude"], kept["latitude"], s=2, c="#0077bb", alpha=0.5, label=f"kept (sample of {len(kept)})")
+    ax.set_xlim(-180, 180)
+    ax.set_ylim(-90, 90)
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    ax.legend(loc="lower left", markerscale=4)
+    note = "" if excl is not None else '<p class="na">excluded geotags: not available (no metadata parquet)</p>'
+    return _png(fig) + note
+
+
+def score_distribution(inp: Inputs) -> str:
+    if not inp.scores or not (inp.scores / "scores.parquet").is_file():
+        return NA
+    import matplotlib.pyplot as plt
+    import pyarrow.parquet as pq
+
+    score = pq.read_table(inp.scores / "scores.parquet", columns=["score"]).column("score").to_numpy()
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.hist(score, bins=100, color="#4477aa")
+    ax.set_yscale("log")
+    ax.set_xlabel("distractor score (Σ over methods and queries of the below-positive fraction)")
+    ax.set_ylabel("candidates")
+    sel = inp.selected / "distractors.parquet" if inp.selected else None
+    if sel is not None and sel.is_file():
+        import pyarrow.parquet as pq2
+
+        t = pq2.read_table(sel)
+        if "score" in t.column_names and t.num_rows:
+            cut = float(np.min(t.column("score").to_numpy()))
+            ax.axvline(cut, color="#cc3311", label=f"lowest selected score {cut:.3g}")
+            ax.legend()
+    return _png(fig) + f"<p>{len(score)} candidates scored.</p>"
+
+
+def hardest(inp: Inputs, per_landmark: int = 10) -> str:
+    """Per landmark: its first query's crop and its hardest selected distractors as thumbnails."""
+    if not inp.landmarks or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
+        return NA
+    import pyarrow.parquet as pq
+
+    from mining.landmarks import load_landmarks
+    from mining.layout import image_relpath
+
+    ds = load_landmarks(inp.landmarks)
+    sel = pq.read_table(inp.selected / "distractors.parquet").to_pandas()
+    if "closest_landmark" not in sel.columns and inp.scores and (inp.scores / "scores.parquet").is_file():
+        sc = pq.read_table(inp.scores / "scores.parquet", columns=["photo_id", "closest_landmark", "score"]).to_pandas()
+        sel = sel[["photo_id"]].merge(sc, on="photo_id", how="left")
+    if "closest_landmark" not in sel.columns:
+        return '<p class="na">not available (no closest_landmark in the selection or the scores)</p>'
+    if "score" in sel.columns:
+        sel = sel.sort_values(["score", "photo_id"], ascending=[False, True])
+    parts = []
+    for lm in ds.landmarks:
+        q = next(i for i in range(len(ds.qimlist)) if ds.query_landmark(i) == lm)
+        ids = sel.loc[sel["closest_landmark"] == lm, "photo_id"].head(per_landmark).tolist()
+        thumbs = "".join(
+            f'<figure>{_thumb(inp.images / image_relpath(int(p))) if inp.images else "<span class=na>missing</span>"}'
+            f"<figcaption>{int(p)}</figcaption></figure>" for p in ids)
+        query = _thumb(ds.image_path(ds.qimlist[q]), ds.bbox(q))
+        parts.append(f'<h3>{html.escape(lm)}</h3><div class="row"><figure class="query">{query}<figcaption>query '
+                     f'{html.escape(ds.qimlist[q])}</figcaption></figure>{thumbs or "<p class=na>no selected distractor is closest to it</p>"}</div>')
+    return "".join(parts)
+
+
+def evaluation_section(inp: Inputs) -> str:
+    rep = _json(inp.evaluation)
+    if not rep:
+        return NA
+    from mining.evaluate.experiment import markdown_table
+
+    return _markdown_tables(markdown_table(rep)) + _curve(rep)
+
+
+def _markdown_tables(md: str) -> str:
+    """Markdown from `evaluate` (headings, paragraphs, pipe tables) as HTML: one source for both."""
+    out, table = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not all(set(c) <= {"-"} for c in cells):
+                table.append(cells)
+            continue
+        if table:
+            out.append(_table(table[1:], table[0]))
+            table = []
+        if line.startswith("#"):
+            level = min(4, line.count("#", 0, line.index(" ")) + 2)
+            out.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{html.escape(line)}</p>")
+    return "".join(out)
+
+
+def _curve(rep: dict[str, Any]) -> str:
+    import matplotlib.pyplot as plt
+
+    methods, setups = rep.get("methods", []), rep.get("setups", [])
+    if not methods or not setups:
+        return ""
+    fig, axes = plt.subplots(1, len(setups), figsize=(5 * len(setups), 3.8), squeeze=False)
+    for ax, s in zip(axes[0], setups):
+        for i, m in enumerate(methods):
+            c = rep["curve"][m][s]
+            x = np.array(c["sizes"], dtype=float)
+            color = f"C{i}"
+            r = np.array([np.nan if v is None else 100 * v for v in c["random"]])
+            sd = 100 * np.array(c.get("random_std") or [0] * len(r), dtype=float)
+            ax.plot(x, r, "--o", color=color, label=f"{m} random")
+            ax.fill_between(x, r - sd, r + sd, color=color, alpha=0.15)
+            ax.plot(x, 100 * np.array(c["mined"], dtype=float), "-s", color=color, label=f"{m} mined")
+            ax.axhline(100 * rep["results"][m][s]["all"]["mAP"], color=color, lw=0.8, ls=":")
+        ax.set_xscale("symlog", linthresh=max(1.0, float(x[1]) if len(x) > 1 else 1.0))
+        ax.set_title(f"{s}: mAP vs number of distractors (dotted: all candidates)")
+        ax.set_xlabel("distractors")
+        ax.set_ylabel("mAP (%)")
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def settings(inp: Inputs) -> str:
+    parts = []
+    if inp.manifest and inp.manifest.is_file():
+        parts.append(f"<h3>Manifest</h3><pre>{html.escape(inp.manifest.read_text())}</pre>")
+    rows = []
+    if inp.benchmarks:
+        for tsv in sorted(inp.benchmarks.glob("*.tsv")):
+            with open(tsv, newline="") as f:
+                recs = list(csv.DictReader(f, delimiter="\t"))
+            for r in recs[-1:]:  # the latest run of the rule
+                rows.append([tsv.stem, r.get("s", "?"), r.get("h:m:s", "?"), r.get("max_rss", "?"), r.get("cpu_time", "?")])
+    if rows:
+        parts.append("<h3>Timings (snakemake benchmark files)</h3>" + _table(rows, ["rule", "seconds", "h:m:s", "max RSS (MB)", "CPU s"]))
+    return "".join(parts) or NA
+
+
+SECTIONS: list[tuple[str, Callable[[Inputs], str]]] = [
+    ("Funnel", funnel),
+    ("Geotags kept and excluded", geotags),
+    ("Distractor scores", score_distribution),
+    ("Hardest selected distractors per landmark", hardest),
+    ("Retrieval with and without distractors", evaluation_section),
+    ("Settings and timings", settings),
+]
+
+_STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:right}th{background:#eee}
+.na{color:#888;font-style:italic}.row{display:flex;flex-wrap:wrap;gap:6px}figure{margin:0;text-align:center;font-size:11px}
+figure.query img{outline:3px solid #228833}pre{background:#f6f6f6;padding:1em;font-size:12px;overflow:auto}"""
+
+
+def build_report(inp: Inputs, out: Path, title: str = "distractor-mining run report") -> list[str]:
+    """Write the HTML; return the names of the sections that were not available."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    body, missing = [], []
+    for name, fn in SECTIONS:
+        try:
+            content = fn(inp)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one broken input must not lose the whole report
+            log.warning("report section %r failed: %s", name, exc)
+            content = f'<p class="na">not available ({html.escape(type(exc).__name__)}: {html.escape(str(exc))})</p>'
+        if content.startswith('<p class="na">not available'):
+            missing.append(name)
+        body.append(f"<section><h2>{html.escape(name)}</h2>{content}</section>")
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(body)}</body></html>\n")
+    atomic.write_text(out, doc)
+    return missing

@@ -1,0 +1,91 @@
+"""`mining report`: a single offline HTML file from a run folder; missing inputs → "not available"."""
+
+import base64
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from mining.cli import main
+from mining.evaluate.experiment import run_evaluate
+from mining.landmarks import load_landmarks
+from mining.layout import image_relpath
+from test_evaluate_experiment import build_world, run_inputs
+
+
+def _jpg(path, color):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 48), color).save(path)
+
+
+def make_run(tmp_path):
+    """A run folder in the workflow's layout, built from the evaluate test world."""
+    run = tmp_path / "run"
+    world = build_world(tmp_path / "w")
+    run.mkdir()
+    ds, ids, landmark_ids, selected = run_inputs(world, run)
+    (run / "world").mkdir()
+    (world / "lm").rename(run / "world" / "landmarks")
+    (world / "desc").rename(run / "descriptors")
+    (run / "review").mkdir()
+    (run / "decisions.parquet").rename(run / "review" / "decisions.parquet")
+    ds = load_landmarks(run / "world" / "landmarks")
+    for name in ds.qimlist:
+        _jpg(ds.image_path(name), (200, 30, 30))
+    for p in selected[:5]:
+        _jpg(run / "images" / image_relpath(int(p)), (20, 20, 200))
+    # closest landmark of every scored candidate (what score writes)
+    sc = pq.read_table(run / "scores" / "scores.parquet").to_pandas()
+    sc["closest_landmark"] = np.where(np.arange(len(sc)) % 2, "lm0", "lm1")
+    pq.write_table(pa.Table.from_pandas(sc, preserve_index=False), run / "scores" / "scores.parquet")
+    run_evaluate(run / "world" / "landmarks", [run / "descriptors" / "gem"], run / "scores", run / "selected",
+                 run / "review" / "decisions.parquet", run / "evaluation", seeds=[0, 1], progress=False)
+    (run / "metadata").mkdir()
+    (run / "metadata" / "stats.json").write_text(json.dumps({"rows_in": 1000, "rows_out": 990, "rows_rejected": 10}))
+    rng = np.random.default_rng(0)
+    meta = pa.table({"photo_id": np.arange(990), "longitude": rng.uniform(-180, 180, 990), "latitude": rng.uniform(-90, 90, 990)})
+    pq.write_table(meta, run / "metadata" / "part-00000.parquet")
+    (run / "candidates").mkdir()
+    (run / "candidates" / "stats.json").write_text(json.dumps({"rows_in": 990, "rows_out": 300, "excluded": {"country:GBR": 600, "area:las_vegas": 90}}))
+    pq.write_table(meta.slice(0, 300), run / "candidates" / "candidates.parquet")
+    (run / "images" / "summary.json").write_text(json.dumps({"counts": {"ok": 280, "not_found": 15, "placeholder": 5}}))
+    (run / "benchmarks").mkdir()
+    (run / "benchmarks" / "score.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t345.6\t20.1\n")
+    (tmp_path / "manifest.yaml").write_text("name: test-run\nlandmarks: demo\nselect:\n  n: 40\n")
+    return run
+
+
+def test_report_from_run_folder_is_self_contained(tmp_path):
+    run = make_run(tmp_path)
+    out = tmp_path / "report.html"
+    assert main(["report", "--run", str(run), "--manifest", str(tmp_path / "manifest.yaml"), "--out", str(out)]) == 0
+    doc = out.read_text()
+    assert "not available" not in doc
+    assert 'src="http' not in doc and "<script" not in doc  # opens offline
+    imgs = re.findall(r'src="data:image/(png|jpeg);base64,([^"]+)"', doc)
+    assert len([k for k, _ in imgs if k == "png"]) >= 4  # funnel, scatter, scores, curve
+    assert len([k for k, _ in imgs if k == "jpeg"]) >= 2 + 5  # query crops + downloaded thumbnails
+    assert all(len(base64.b64decode(b)) > 100 for _, b in imgs)
+    for text in ("country:GBR", "status: not_found", "decided landmark", "candidates described (gem)",
+                 "mined 40", "without sift", "test-run", "12.5"):
+        assert text in doc, text
+    ev = json.loads((run / "evaluation" / "evaluation.json").read_text())
+    assert f"{100 * ev['results']['gem']['hard']['mined']['mAP']:.2f}" in doc
+
+
+def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
+    run = tmp_path / "partial"
+    (run / "metadata").mkdir(parents=True)
+    (run / "metadata" / "stats.json").write_text(json.dumps({"rows_in": 5, "rows_out": 5, "rows_rejected": 0}))
+    (run / "evaluation").mkdir()
+    (run / "evaluation" / "evaluation.json").write_text("{broken")
+    out = tmp_path / "r.html"
+    assert main(["report", "--run", str(run), "--out", str(out)]) == 0
+    doc = out.read_text()
+    assert "rows read" in doc
+    assert doc.count("not available") == 5
+    assert "not available" in capsys.readouterr().out
+    assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2

@@ -175,12 +175,10 @@ def evaluate_columns(md: MethodData, base: SetupBase, cols: np.ndarray, kappas: 
 
 # ----------------------------------------------------------------------------- the experiment
 def top_n(photo_ids: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
-    """The N most distracting ids: score descending, photo id ascending (select's tie-break).
+    """The N most distracting ids, in `mining select`'s order (score desc, photo id asc)."""
+    from mining.select import rank_order
 
-    Kept here until `mining.select` exposes its selection function; the rule is the same.
-    """
-    order = np.lexsort((photo_ids, -score))
-    return photo_ids[order[: max(0, n)]]
+    return photo_ids[rank_order(photo_ids, score)[: max(0, n)]]
 
 
 @dataclass
@@ -206,12 +204,11 @@ def _read_parquet(path: Path, what: str) -> Any:
 
 def confirmed_landmarks(decisions: Path | None) -> np.ndarray:
     """Photo ids that reviewers confirmed show a landmark (never distractors)."""
+    from mining.select import load_decisions
+
     if decisions is None:
         return np.zeros(0, np.int64)
-    df = _read_parquet(Path(decisions), "review decisions")
-    for col in ("photo_id", "decision"):
-        if col not in df.columns:
-            raise UserError(f"{decisions}: missing column {col!r} (expected `mining review export` output)")
+    df, _ = load_decisions(Path(decisions))
     return np.unique(df.loc[df["decision"] == "landmark", "photo_id"].to_numpy(np.int64))
 
 

@@ -9,7 +9,8 @@ names as in lukemelas' EfficientNet-PyTorch; loading is strict, so every key mus
 Images are decoded with the long side at `max_side` (default 768 px: enough detail for
 landmarks, ~1.8x cheaper than 1024) and described at scales 1 and 1/sqrt(2); the GeM
 vectors of the scales are summed and re-normalised. PCA-whitening (on by default) is
-learned on a sample of candidates only. A user TorchScript model (`model_file`) mapping a
+learned on a sample of candidates only (and skipped, with a warning, when the sample has
+fewer than 2 x `whiten_dim` images). A user TorchScript model (`model_file`) mapping a
 (1, 3, H, W) float tensor (ImageNet-normalised RGB) to a feature map (1, C, h, w) or a
 vector (1, D) replaces the backbone, e.g. a network fine-tuned for landmark retrieval.
 """
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening, l2_normalize
+from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
 
 # (repeats, kernel, stride, expand ratio, in, out) per stage of EfficientNet-Lite0.
 LITE0_STAGES = [
@@ -231,7 +232,7 @@ class CnnGem(Method):
         x = np.concatenate(features)
         if len(x) < 2:
             raise UserError("cnn-gem: whitening needs at least 2 candidate images (or use --no-whiten)")
-        self.state = fit_pca_whitening(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]))
+        self.state = fit_pca_whitening_if_enough(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]), self.name)
         return self.state
 
     def describe(self, image: np.ndarray) -> np.ndarray:
@@ -239,11 +240,12 @@ class CnnGem(Method):
         if self.learns:
             if self.state is None:
                 raise UserError("cnn-gem: whitening state missing (describe candidates first, pass --model)")
-            v = apply_pca_whitening(v[None, :], self.state)[0]
+            if "pca_proj" in self.state:
+                v = apply_pca_whitening(v[None, :], self.state)[0]
         return v
 
     def dim(self) -> int:
-        if self.learns and self.state is not None:
+        if self.learns and self.state is not None and "pca_proj" in self.state:
             return int(self.state["pca_proj"].shape[1])
         if self.params["model_file"]:
             return 0  # known after the first image

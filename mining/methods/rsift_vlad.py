@@ -18,15 +18,12 @@ fewer than 2 x `dim` training images (tiny demo worlds) the raw k x 128 VLAD is 
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening, l2_normalize
+from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
 from mining.methods.rootsift import rootsift, sample_rows
-
-log = logging.getLogger(__name__)
 
 
 def vlad(des: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -72,14 +69,9 @@ class RSiftVlad(Method):
         km = faiss.Kmeans(x.shape[1], k, niter=20, seed=seed, verbose=False)
         km.train(x)
         centroids = np.ascontiguousarray(km.centroids, np.float32)
-        self.state = {"centroids": centroids}
-        dim = int(self.params["dim"])
-        if dim and len(features) >= 2 * dim:
-            vlads = np.stack([vlad(f, centroids) for f in features])
-            self.state.update(fit_pca_whitening(vlads, dim, float(self.params["whiten_shrink"])))
-        else:  # a PCA learned on fewer images than 2x its dimension discards what tells images apart
-            log.warning("rsift-vlad: %d training images < 2 x dim %d: keeping the raw %d-d VLAD",
-                        len(features), dim, centroids.size)
+        vlads = np.stack([vlad(f, centroids) for f in features])
+        pca = fit_pca_whitening_if_enough(vlads, int(self.params["dim"]), float(self.params["whiten_shrink"]), self.name)
+        self.state = {"centroids": centroids, **pca}
         return self.state
 
     def describe(self, image: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scenes import gray, scene, transformed  # noqa: E402
 
 SMALL = {
-    "cnn-gem": {"max_side": 160, "scales": [1.0], "whiten_dim": 16},
+    "cnn-gem": {"max_side": 160, "scales": [1.0], "whiten_dim": 8},
     "rsift-asmk": {"codebook_size": 64, "max_features": 400},
     "rsift-vlad": {"vocabulary": 16, "dim": 24, "max_features": 400},
 }
@@ -117,3 +117,10 @@ def test_unknown_method_and_parameter_are_user_errors():
         get_method("cnn-gem", {"codebook_size": 3})
     with pytest.raises(UserError, match="codebook missing"):
         get_method("rsift-asmk").describe(gray(scene(1)))
+
+
+def test_whitening_is_skipped_on_too_small_a_sample():
+    m = get_method("cnn-gem", {"whiten_dim": 8})
+    rng = np.random.default_rng(1)
+    assert m.fit([rng.normal(size=(1, 1280)) for _ in range(10)]) == {}
+    assert m.fit([rng.normal(size=(1, 1280)) for _ in range(16)])["pca_proj"].shape == (1280, 8)

@@ -1,0 +1,151 @@
+"""The describe stage: image sets -> stores; failures, resume, settings checks, round trip."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from mining import layout
+from mining.cli import main
+from mining.describe import describe, list_items, load_image, read_failures
+from mining.descriptors import iter_similarities, open_store
+from mining.errors import UserError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scenes import scene, transformed  # noqa: E402
+
+VLAD = {"vocabulary": 16, "dim": 24, "max_features": 300}
+
+
+def _save(img: np.ndarray, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(img).save(path, quality=92)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A download folder (ok, failed and corrupt entries) and a 3-query landmark dataset."""
+    root = tmp_path_factory.mktemp("world")
+    images = root / "images"
+    ids = list(range(1000, 1014))
+    status = []
+    for pid in ids:
+        _save(scene(pid), images / layout.image_relpath(pid))
+        status.append((pid, "ok"))
+    (images / layout.image_relpath(1005)).write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")  # corrupt, status ok
+    status += [(1003, "http_error"), (1003, "ok"), (1007, "ok"), (1007, "placeholder")]  # latest row wins
+    t = pa.table({"photo_id": pa.array([p for p, _ in status], pa.int64()), "status": [s for _, s in status]})
+    (images / "status").mkdir()
+    pq.write_table(t.slice(0, 10), images / "status" / "shard-00000.parquet")
+    pq.write_table(t.slice(10), images / "status" / "shard-00001.parquet")
+
+    lm = root / "landmarks"
+    imlist = [f"db_{i}" for i in range(5)]
+    for i, name in enumerate(imlist):
+        _save(scene(50 + i), lm / "jpg" / f"{name}.jpg")
+    qimlist, gnd = [], []
+    for i in (0, 2, 4):
+        big = np.full((300, 400, 3), 90, np.uint8)
+        big[30:30 + 240, 40:40 + 320] = transformed(scene(50 + i))[:240, :320]
+        name = f"lm{i}_000"
+        _save(big, lm / "jpg" / f"{name}.jpg")
+        qimlist.append(name)
+        gnd.append({"bbx": [40, 30, 360, 270], "easy": [i], "hard": [], "junk": []})
+    (lm / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
+    return images, lm
+
+
+def test_candidates_are_the_latest_ok_downloads(world):
+    images, _ = world
+    items = list_items(images, "candidates")
+    got = [i.id for i in items]
+    assert "1007" not in got and "1003" in got and "1005" in got
+    assert got == sorted(got, key=int) and len(got) == 13
+    assert items[0].path.endswith(layout.image_relpath(1000))
+
+
+def test_query_crop_is_taken_at_database_scale(tmp_path):
+    img = np.zeros((400, 800, 3), np.uint8)
+    img[100:200, 200:400] = 255
+    _save(img, tmp_path / "q.jpg")
+    crop = load_image(tmp_path / "q.jpg", 400, "RGB", (200, 100, 400, 200))
+    assert crop.shape == (50, 100, 3) and crop.mean() > 200  # half scale, white box only
+    full = load_image(tmp_path / "q.jpg", 400, "L")
+    assert full.shape == (200, 400)
+    with pytest.raises(ValueError):
+        load_image(tmp_path / "q.jpg", 400, "RGB", (900, 500, 950, 600))
+
+
+@pytest.mark.parametrize("method,params", [("rsift-vlad", VLAD),
+                                           ("rsift-asmk", {"codebook_size": 32, "max_features": 300}),
+                                           ("cnn-gem", {"max_side": 256, "scales": [1.0], "whiten_dim": 8})])
+def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, params):
+    images, lm = world
+    cand = describe(method, images, "candidates", tmp_path / "c", params=params, shard_size=5, progress=False)
+    assert cand["count"] == 12 and cand["failed"] == 1 and cand["shards"] == 3 and cand["complete"]
+    fails = read_failures(tmp_path / "c")
+    assert [f["id"] for f in fails] == ["1005"] and fails[0]["error"]
+    assert (tmp_path / "c" / "model.npz").is_file()
+    q = describe(method, lm, "queries", tmp_path / "q", model=tmp_path / "c", progress=False)
+    d = describe(method, lm, "database", tmp_path / "d", model=tmp_path / "c", shard_size=2, progress=False)
+    assert q["count"] == 3 and d["count"] == 5 and q["model"]["sha256"] == cand["model"]["sha256"]
+    qs, ds = open_store(tmp_path / "q"), open_store(tmp_path / "d")
+    ids, sims = [], []
+    for block_ids, s in iter_similarities(qs, ds):
+        assert s.dtype == np.float32 and s.shape == (3, len(block_ids))
+        ids += block_ids
+        sims.append(s)
+    sim = np.concatenate(sims, axis=1)
+    assert ids == [f"db_{i}" for i in range(5)]
+    assert [ids[j] for j in sim.argmax(1)] == ["db_0", "db_2", "db_4"], sim
+    if qs.kind == "global":
+        _, mat = ds.load_all()
+        assert np.load(tmp_path / "d" / "shards" / "00000.npy").dtype == np.float16
+        np.testing.assert_allclose(np.linalg.norm(mat, axis=1), 1.0, atol=2e-3)
+
+
+def test_resume_redoes_only_missing_shards(world, tmp_path):
+    images, _ = world
+    out = tmp_path / "c"
+    describe("rsift-vlad", images, "candidates", out, params=VLAD, shard_size=4, progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+    ref = open_store(out).load_all()
+    (out / "shards" / "00001.ids.parquet").unlink()  # as if killed before shard 1 finished
+    (out / "shards" / "00001.npy").unlink()
+    info = describe("rsift-vlad", images, "candidates", out, params=VLAD, shard_size=4, progress=False)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+    changed = sorted(n for n in after if before.get(n) != after[n])
+    assert changed == ["00001.failures.parquet", "00001.ids.parquet", "00001.npy"]
+    ids, mat = open_store(out).load_all()
+    assert ids == ref[0] and np.array_equal(mat, ref[1]) and info["count"] == 12
+    with pytest.raises(UserError, match="different"):
+        describe("rsift-vlad", images, "candidates", out, params={**VLAD, "vocabulary": 8}, shard_size=4, progress=False)
+
+
+def test_landmark_sets_need_the_candidates_model(world, tmp_path):
+    images, lm = world
+    with pytest.raises(UserError, match="--model"):
+        describe("rsift-asmk", lm, "database", tmp_path / "d", progress=False)
+    with pytest.raises(UserError, match="no status"):
+        describe("rsift-vlad", lm, "candidates", tmp_path / "x", progress=False)
+
+
+def test_cli_on_a_dask_local_cluster(world, tmp_path, capsys):
+    images, lm = world
+    rc = main(["describe", "--method", "rsift-vlad", "--images", str(images), "--set", "candidates",
+               "--out", str(tmp_path / "c"), "--workers", "2", "--shard-size", "5", "--vocabulary", "16",
+               "--vlad-dim", "24", "--max-features", "300", "--quiet"])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["count"] == 12 and summary["failed"] == 1 and summary["shards"] == 3
+    rc = main(["describe", "--method", "rsift-vlad", "--images", str(lm), "--set", "queries", "--out",
+               str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--vocabulary", "8", "--quiet"])
+    assert rc == 2 and "differ" in capsys.readouterr().err

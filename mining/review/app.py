@@ -54,11 +54,20 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                token: str | None = None, thumbs_dir: str | Path | None = None) -> FastAPI:
     """Build the app; refuses missing inputs up front so `serve` fails before binding a port."""
     dbp = Path(db_path)
-    db.connect(dbp).close()  # exists and opens
     root = Path(images)
     if not root.is_dir():
         raise UserError(f"{root}: image root not found")
+    db.connect(dbp).close()  # exists and opens
     ds = load_landmarks(landmarks) if landmarks else None
+    if ds is not None:
+        con = db.connect(dbp)
+        try:
+            known = db.fingerprint(con)
+        finally:
+            con.close()
+        if known and known != ds.fingerprint():
+            raise UserError(f"{ds.path}: landmark dataset {ds.fingerprint()} is not the one the queue "
+                            f"was scored against ({known})")
     s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), token or None)
     app = FastAPI(title="mining review", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = s

@@ -58,7 +58,9 @@ CREATE TABLE IF NOT EXISTS current (
     PRIMARY KEY (item_id, reviewer_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+FINGERPRINT = "landmarks_fingerprint"
 
 
 def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
@@ -72,8 +74,7 @@ def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode = WAL")
     con.execute("PRAGMA synchronous = NORMAL")
     con.execute("PRAGMA foreign_keys = ON")
-    if create:
-        con.executescript(SCHEMA)
+    con.executescript(SCHEMA)  # IF NOT EXISTS: also upgrades a database from an older version
     return con
 
 
@@ -121,6 +122,7 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
             if c in table.column_names}
     n = table.num_rows
+    fp = queue_fingerprint(p, table)
     rows = []
     for i in range(n):
         lm, pid, rank = cols["landmark"][i], cols["photo_id"][i], cols["rank"][i]
@@ -129,6 +131,11 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
         rows.append((str(lm), int(pid), int(rank), *(
             cols[c][i] if c in cols else None for c in QUEUE_OPTIONAL)))
     with _Tx(con):
+        known = fingerprint(con)
+        if fp and known and fp != known:
+            raise UserError(f"{p}: queue is for landmark dataset {fp}, but this database holds {known}")
+        if fp and not known:
+            con.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (FINGERPRINT, fp))
         before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
         changes_before = con.total_changes
         con.executemany(
@@ -145,6 +152,26 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
         changed = con.total_changes - changes_before
         added = con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
     return ImportResult(rows=n, added=added, updated=changed - added)
+
+
+def queue_fingerprint(queue: Path, table: Any) -> str | None:
+    """The landmark dataset a queue was scored against: its Parquet metadata, else SCORES/stats.json."""
+    meta = table.schema.metadata or {}
+    if meta.get(FINGERPRINT.encode()):
+        return meta[FINGERPRINT.encode()].decode()
+    stats = queue.parent / "stats.json"
+    if stats.is_file():
+        try:
+            value = json.loads(stats.read_text()).get(FINGERPRINT)
+        except (ValueError, AttributeError):
+            return None
+        return str(value) if value else None
+    return None
+
+
+def fingerprint(con: sqlite3.Connection) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (FINGERPRINT,)).fetchone()
+    return str(row[0]) if row else None
 
 
 # ---------------------------------------------------------------- reviewers and votes
@@ -354,6 +381,9 @@ def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
     rows, unvoted = export_rows(con)
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())])
+    fp = fingerprint(con)
+    if fp:  # `mining select` refuses decisions made for another landmark dataset
+        schema = schema.with_metadata({FINGERPRINT: fp})
     table = pa.Table.from_pylist(rows, schema=schema)
     write_parquet(out, table)
     counts = Counter(r["decision"] for r in rows)

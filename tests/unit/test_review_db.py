@@ -144,3 +144,31 @@ def test_cli_import_is_idempotent(tmp_path, capsys):
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
     assert json.loads(capsys.readouterr().out) == {"added": 0, "rows": 12, "updated": 0}
     assert main(["review", "import", str(tmp_path / "nope.parquet"), "--db", str(w["db"])]) == 2
+
+
+def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
+    from mining.landmarks import load_landmarks
+    from mining.review.app import create_app
+
+    w = make_world(tmp_path)
+    fp = load_landmarks(w["landmarks"]).fingerprint()
+    (w["queue"].parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp}))
+    con = db.connect(w["db"], create=True)
+    db.import_queue(con, w["queue"])
+    assert db.fingerprint(con) == fp
+    db.vote(con, 1, "ann", "y")
+    out = tmp_path / "d.parquet"
+    db.export(con, out)
+    assert pq.read_schema(out).metadata[b"landmarks_fingerprint"] == fp.encode()
+    other = tmp_path / "other" / "review_queue.parquet"
+    other.parent.mkdir()
+    pq.write_table(pq.read_table(w["queue"]), other)
+    (other.parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "0123456789abcdef"}))
+    before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    with pytest.raises(UserError, match="landmark dataset"):
+        db.import_queue(con, other)
+    assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == before
+    con.execute("UPDATE meta SET value = 'feedfacefeedface'")
+    with pytest.raises(UserError, match="landmark dataset"):
+        create_app(w["db"], w["images"], w["landmarks"])
+    con.close()

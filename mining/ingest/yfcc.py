@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining.errors import UserError
-from mining.ingest.formdecode import form_decode, to_utf8
+from mining.ingest.formdecode import form_decode, split_decode, to_utf8
 
 # Field order of the current release (25 fields); the older Webscope files lack the first
 # (line number) and the third (photo hash). Longitude comes before latitude.
@@ -188,26 +188,6 @@ def _parse_floats(col: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     return vals, present, bad
 
 
-def _split_tags(col: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """Comma-separated, form-encoded tags → list<string> (split first, then decode)."""
-    n = len(col)
-    split = pc.split_pattern(col, ",")
-    counts = pc.list_value_length(split).to_numpy(zero_copy_only=False)
-    empty = pc.equal(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
-    values = pc.list_flatten(split)
-    if empty.any():  # "" is no tags, not one empty tag
-        values = values.filter(pa.array(np.repeat(~empty, counts)))
-        counts = np.where(empty, 0, counts)
-    decoded, bad_esc = form_decode(values)
-    text, bad_utf = to_utf8(decoded)
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
-    bad_values = bad_esc | bad_utf
-    bad = np.zeros(n, dtype=bool)
-    if bad_values.any():
-        bad[np.repeat(np.arange(n), counts)[bad_values]] = True
-    return pa.ListArray.from_arrays(pa.array(offsets), text), bad
-
-
 def _exact_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int]:
     """Slow path: split every line with numpy/`split_pattern`; exact for any bytes.
 
@@ -241,7 +221,7 @@ def _is_utf8(data: bytes) -> bool:
         return False
 
 
-def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
+def _fast_split(data: bytes, nfields: int, nlines: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
     """Fast path: `pyarrow.csv` splits; None when the block needs the exact path."""
     if b"\r" in data or not _is_utf8(data):
         return None  # the CSV reader would split at a lone CR; its skip handler needs UTF-8
@@ -255,7 +235,9 @@ def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tu
     try:
         table = pa.csv.read_csv(
             pa.BufferReader(data),
-            read_options=pa.csv.ReadOptions(column_names=names, block_size=1 << 20),
+            # one thread per block (blocks are parsed in parallel by the caller); Arrow's own
+            # threads cost more than they give here, mostly in the skip-handler's GIL handoffs
+            read_options=pa.csv.ReadOptions(column_names=names, block_size=1 << 20, use_threads=False),
             parse_options=pa.csv.ParseOptions(
                 delimiter="\t", quote_char=False, escape_char=False, newlines_in_values=False,
                 ignore_empty_lines=False, invalid_row_handler=on_invalid,
@@ -267,7 +249,6 @@ def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tu
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None  # a skipped row the handler could not see (invalid UTF-8)
-    nlines = data.count(b"\n")
     if table.num_rows + len(skipped) != nlines:
         return None
     wrong: list[tuple[int, bytes]] = []
@@ -334,7 +315,7 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
         col = raw[name]
         typ = SCHEMA.field(name).type
         if name in TAG_LISTS:
-            cols[name], bad = _split_tags(col)
+            cols[name], bad = split_decode(col)
             flag(bad, BAD_ENCODING)
         elif pa.types.is_string(typ):
             bad = np.zeros(n, dtype=bool)
@@ -348,14 +329,17 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
     return cols, reason
 
 
-def parse_block(data: bytes, nfields: int, first_line: int) -> Block:
+def parse_block(data: bytes, nfields: int, first_line: int, nlines: int | None = None) -> Block:
     """Parse one block of whole lines (each ending with a newline) of an `nfields` file.
 
-    `first_line` is the 1-based line number of the block's first line in its file.
+    `first_line` is the 1-based line number of the block's first line in its file;
+    `nlines` its number of lines, if the caller has counted them already.
     """
+    if nlines is None:
+        nlines = data.count(b"\n")
     if b"\r\n" in data:  # CRLF line ends (a lone CR stays part of its line)
         data = data.replace(b"\r\n", b"\n")
-    split = _fast_split(data, nfields)
+    split = _fast_split(data, nfields, nlines)
     if split is None:
         split = _exact_split(data, nfields)
     raw, wrong, nlines = split

@@ -17,7 +17,7 @@ import pytest
 from mining.errors import UserError
 from mining.ingest import ingest, open_dataset, output_schema
 from mining.ingest import yfcc
-from mining.ingest.formdecode import form_decode, to_utf8
+from mining.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 from mining.ingest.synthetic import write_synthetic
 
 SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "yfcc100m_sample" / \
@@ -151,7 +151,8 @@ def test_invalid_utf8_and_crlf_take_the_exact_path_with_the_same_answers(tmp_pat
              sample_lines[3]]
     path = tmp_path / "in.tsv"
     path.write_bytes(b"\r\n".join(lines) + b"\r\n")
-    assert yfcc._fast_split(path.read_bytes(), 23) is None
+    data = path.read_bytes()
+    assert yfcc._fast_split(data, 23, data.count(b"\n")) is None
     stats = ingest([path], tmp_path / "out", progress=False)
     got = [(int(n), r) for _, n, r, _ in quarantine(tmp_path / "out")]
     assert got == [(2, b"wrong_field_count"), (4, b"bad_encoding")]
@@ -162,7 +163,7 @@ def test_fast_and_exact_split_agree(tmp_path):
     path = tmp_path / "s.tsv"
     write_synthetic(path, 3000, seed=3, nfields=25, malformed=0.2)
     data = path.read_bytes()
-    fast, exact = yfcc._fast_split(data, 25), yfcc._exact_split(data, 25)
+    fast, exact = yfcc._fast_split(data, 25, data.count(b"\n")), yfcc._exact_split(data, 25)
     assert fast is not None
     assert fast[1] == exact[1] and fast[2] == exact[2] == 3000
     for name in yfcc.FIELDS_25:
@@ -274,3 +275,32 @@ def test_form_decode_matches_urllib_and_flags_bad_escapes():
                 assert bu == (got is None)
                 if got is not None:
                     assert got == unquote_plus(v, errors="strict"), v
+
+
+def test_split_decode_splits_at_raw_commas_then_decodes():
+    arr = pa.array([b"a,b%2Cc,d+e", b"", b"x", b",", b"%zz,q", b"caf%C3%A9,%FF", b"tail%2"], pa.binary())
+    for sliced, expected in ((arr, 0), (arr.slice(1), 1)):
+        lists, bad = split_decode(sliced)
+        want = [["a", "b,c", "d e"], [], ["x"], ["", ""], ["%zz", "q"], ["caf\u00e9", None], ["tail%2"]][expected:]
+        assert lists.to_pylist() == want
+        assert bad.tolist() == [False, False, False, False, True, True, True][expected:]
+
+
+def test_vectorised_utf8_check_matches_python():
+    rng = random.Random(1)
+    pieces = [b"a", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\x80", b"\xc3", b"\xe0\x80\x80",
+              b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xff", b"\xc1\xbf", b"\xf0\x9f", b"z"]
+    values = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5))) for _ in range(5000)]
+
+    def invalid(v: bytes) -> bool:
+        try:
+            v.decode("utf-8")
+            return False
+        except UnicodeDecodeError:
+            return True
+
+    arr = pa.array(values, pa.binary())
+    for sliced, vals in ((arr, values), (arr.slice(3, 3000), values[3:3003])):
+        assert utf8_bad_rows(*_buffers(sliced)).tolist() == [invalid(v) for v in vals]
+        text, bad = to_utf8(sliced)
+        assert [t is None for t in text.to_pylist()] == [invalid(v) for v in vals] == bad.tolist()

@@ -11,6 +11,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from mining.errors import UserError
+from mining.methods.base import Method
+
 
 @lru_cache(maxsize=4)
 def _sift(max_features: int):  # noqa: ANN202 - cv2 type
@@ -39,3 +42,24 @@ def sample_rows(features: list[np.ndarray], max_rows: int, seed: int) -> np.ndar
     if len(x) > max_rows:
         x = x[np.random.default_rng(seed).choice(len(x), max_rows, replace=False)]
     return np.ascontiguousarray(x, np.float32)
+
+
+class RootSiftMethod(Method):
+    """Shared part of the RootSIFT methods: gray input, learning a vocabulary on candidates."""
+
+    mode = "L"
+
+    @property
+    def learns(self) -> bool:
+        return True
+
+    def fit_features(self, image: np.ndarray) -> np.ndarray:
+        return rootsift(image, int(self.params["max_features"]))
+
+    def training_rows(self, features: list[np.ndarray], words: int, seed: int) -> np.ndarray:
+        """The k-means sample; a clear error when it is too small for `words` centroids."""
+        x = sample_rows(features, int(self.params["train_descriptors"]), seed)
+        if len(x) < 4 * words:
+            raise UserError(f"{self.name}: {len(x)} training descriptors for {words} visual words; "
+                            "describe more candidates or choose a smaller vocabulary")
+        return x

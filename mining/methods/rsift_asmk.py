@@ -21,8 +21,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
-from mining.methods.base import Method
-from mining.methods.rootsift import rootsift, sample_rows
+from mining.methods.rootsift import RootSiftMethod, rootsift
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 _MAX_PAIRS = 4_000_000  # word matches scored at once; bounds memory of `similarity`
@@ -90,10 +89,9 @@ def asmk_similarity(q: AsmkPayload, d: AsmkPayload, alpha: float, tau: float) ->
     return (out / qn[:, None] / dn[None, :]).astype(np.float32)
 
 
-class RSiftAsmk(Method):
+class RSiftAsmk(RootSiftMethod):
     name = "rsift-asmk"
     kind = "asmk"
-    mode = "L"
     defaults = {
         "max_side": 1024,
         "max_features": 1000,
@@ -104,19 +102,9 @@ class RSiftAsmk(Method):
         "tau": 0.0,
     }
 
-    @property
-    def learns(self) -> bool:
-        return True
-
-    def fit_features(self, image: np.ndarray) -> np.ndarray:
-        return rootsift(image, int(self.params["max_features"]))
-
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
         k = int(self.params["codebook_size"])
-        x = sample_rows(features, int(self.params["train_descriptors"]), seed)
-        if len(x) < k:
-            raise UserError(f"rsift-asmk: {len(x)} training descriptors for a codebook of {k}; "
-                            "use more candidates or a smaller --codebook-size")
+        x = self.training_rows(features, k, seed)
         from asmk import ASMKMethod
 
         asmk = ASMKMethod.initialize_untrained({"index": {"gpu_id": None}, "train_codebook": {"codebook": {"size": k}}})

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
-from mining.methods.rootsift import rootsift, sample_rows
+from mining.methods.base import GLOBAL, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
+from mining.methods.rootsift import RootSiftMethod, rootsift
 
 
 def vlad(des: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -39,10 +39,9 @@ def vlad(des: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return l2_normalize(v.reshape(-1))
 
 
-class RSiftVlad(Method):
+class RSiftVlad(RootSiftMethod):
     name = "rsift-vlad"
     kind = GLOBAL
-    mode = "L"
     defaults = {
         "max_side": 1024,
         "max_features": 1000,
@@ -52,20 +51,11 @@ class RSiftVlad(Method):
         "whiten_shrink": 0.1,
     }
 
-    @property
-    def learns(self) -> bool:
-        return True
-
-    def fit_features(self, image: np.ndarray) -> np.ndarray:
-        return rootsift(image, int(self.params["max_features"]))
-
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
         import faiss
 
         k = int(self.params["vocabulary"])
-        x = sample_rows(features, int(self.params["train_descriptors"]), seed)
-        if len(x) < k * 4 or len(features) < 2:
-            raise UserError(f"rsift-vlad: too few training descriptors ({len(x)}) for a {k}-word vocabulary")
+        x = self.training_rows(features, k, seed)
         km = faiss.Kmeans(x.shape[1], k, niter=20, seed=seed, verbose=False)
         km.train(x)
         centroids = np.ascontiguousarray(km.centroids, np.float32)

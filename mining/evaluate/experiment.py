@@ -11,7 +11,7 @@ query, exactly. Ties rank the landmark image first, as a stable sort of [databas
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,6 +36,8 @@ class MethodData:
     thresholds: list[np.ndarray]  # per query: sorted unique similarities of its easy ∪ hard positives
     cand_ids: np.ndarray  # int64 photo ids, store order
     buckets: np.ndarray  # (n queries, n candidates): #thresholds strictly below the candidate's similarity
+    _order: np.ndarray | None = field(default=None, repr=False)  # argsort of cand_ids (lazy)
+    _sorted: np.ndarray | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -149,28 +151,45 @@ def setup_base(md: MethodData, gnd: Sequence[dict[str, Any]], setup: str) -> Set
 
 def columns_of(md: MethodData, photo_ids: np.ndarray) -> np.ndarray:
     """Candidate columns of this method's store holding the given photo ids (absent ones dropped)."""
-    order = np.argsort(md.cand_ids, kind="stable")
-    sorted_ids = md.cand_ids[order]
-    idx = np.searchsorted(sorted_ids, photo_ids)
-    idx = np.minimum(idx, max(sorted_ids.size - 1, 0))
-    found = sorted_ids.size > 0
-    ok = (sorted_ids[idx] == photo_ids) if found else np.zeros(len(photo_ids), bool)
-    return order[idx[ok]]
+    if md.cand_ids.size == 0:
+        return np.zeros(0, np.int64)
+    if md._order is None or md._sorted is None:
+        md._order = np.argsort(md.cand_ids, kind="stable")
+        md._sorted = md.cand_ids[md._order]
+    order, sorted_ids = md._order, md._sorted
+    photo_ids = np.asarray(photo_ids, dtype=np.int64)
+    idx = np.minimum(np.searchsorted(sorted_ids, photo_ids), sorted_ids.size - 1)
+    return order[idx[sorted_ids[idx] == photo_ids]]
+
+
+def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], cols: np.ndarray,
+                    kappas: Sequence[int] = KAPPAS) -> dict[str, dict[str, float]]:
+    """mAP and mP@K per setup with the candidates in `cols` appended to the landmark database.
+
+    The per-query counts of distractors above each positive similarity do not depend on the
+    setup, so they are computed once and shared.
+    """
+    queries = np.unique(np.concatenate([b.qidx for b in bases.values()])) if bases else []
+    above = {}
+    for q in queries:
+        hist = np.bincount(md.buckets[q][cols], minlength=md.thresholds[q].size + 1)
+        above[int(q)] = hist.sum() - np.cumsum(hist)  # above[k] = #{d: bucket > k} = #{d: s > threshold k}
+    out = {}
+    for setup, base in bases.items():
+        pos = base.pos.copy()
+        for q in np.unique(base.qidx):
+            sel = base.qidx == q
+            pos[sel] += above[int(q)][base.thr[sel]]
+        m, _, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
+        res = {"mAP": m}
+        res.update({f"mP@{k}": float(v) for k, v in zip(kappas, pr)})
+        out[setup] = res
+    return out
 
 
 def evaluate_columns(md: MethodData, base: SetupBase, cols: np.ndarray, kappas: Sequence[int] = KAPPAS) -> dict[str, float]:
-    """mAP and mP@K with the candidates in `cols` appended to the landmark database."""
-    pos = base.pos.copy()
-    for q in np.unique(base.qidx):
-        sel = base.qidx == q
-        t = md.thresholds[q].size
-        hist = np.bincount(md.buckets[q][cols], minlength=t + 1)
-        above = hist.sum() - np.cumsum(hist)  # above[k] = #{d: bucket > k} = #{d: s > threshold k}
-        pos[sel] += above[base.thr[sel]]
-    m, _, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
-    out = {"mAP": m}
-    out.update({f"mP@{k}": float(v) for k, v in zip(kappas, pr)})
-    return out
+    """mAP and mP@K for one setup (see `evaluate_setups`)."""
+    return evaluate_setups(md, {"_": base}, cols, kappas)["_"]
 
 
 # ----------------------------------------------------------------------------- the experiment
@@ -260,31 +279,31 @@ def _mean_std(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, setups: Sequence[str]) -> dict[str, Any]:
     """All metrics for one method: results per setup, ablation per setup, curve per setup."""
-    out: dict[str, Any] = {"results": {}, "ablation": {}, "curve": {}, "missing": {}}
     n = sets.n
+    bases = {s: setup_base(md, gnd, s) for s in setups}
+    ev = lambda ids: evaluate_setups(md, bases, columns_of(md, ids))  # noqa: E731
     cols_mined = columns_of(md, sets.mined[:n])
     cols_all = columns_of(md, sets.pool)
-    cols_random = [columns_of(md, r[:n]) for r in sets.random]
+    none = evaluate_setups(md, bases, np.zeros(0, np.int64))
+    mined = evaluate_setups(md, bases, cols_mined)
+    alls = evaluate_setups(md, bases, cols_all)
+    randoms = [ev(r[:n]) for r in sets.random]
+    ablation = {removed: ev(ids) for removed, ids in sets.ablation.items()}
+    curve_random = {k: [ev(r[:k]) for r in sets.random] for k in sets.curve_sizes}
+    curve_mined = {k: ev(sets.mined[:k]) for k in sets.curve_sizes}
+    out: dict[str, Any] = {"results": {}, "ablation": {}, "curve": {}}
     out["missing"] = {"mined": int(min(n, len(sets.mined)) - cols_mined.size), "all": int(sets.pool.size - cols_all.size)}
-    for setup in setups:
-        base = setup_base(md, gnd, setup)
-        res = {
-            "none": evaluate_columns(md, base, np.zeros(0, np.int64)),
-            "random": _mean_std([evaluate_columns(md, base, c) for c in cols_random]) if cols_random else None,
-            "mined": evaluate_columns(md, base, cols_mined),
-            "all": evaluate_columns(md, base, cols_all),
+    for s in setups:
+        out["results"][s] = {"none": none[s], "random": _mean_std([r[s] for r in randoms]) if randoms else None,
+                             "mined": mined[s], "all": alls[s]}
+        out["ablation"][s] = {removed: r[s] for removed, r in ablation.items()}
+        rand = [[r[s]["mAP"] for r in curve_random[k]] for k in sets.curve_sizes]
+        out["curve"][s] = {
+            "sizes": sets.curve_sizes,
+            "random": [float(np.mean(v)) if v else None for v in rand],
+            "random_std": [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for v in rand],
+            "mined": [curve_mined[k][s]["mAP"] for k in sets.curve_sizes],
         }
-        out["results"][setup] = res
-        out["ablation"][setup] = {
-            removed: evaluate_columns(md, base, columns_of(md, ids)) for removed, ids in sets.ablation.items()
-        }
-        curve = {"sizes": sets.curve_sizes, "random": [], "random_std": [], "mined": []}
-        for k in sets.curve_sizes:
-            runs = [evaluate_columns(md, base, columns_of(md, r[:k]))["mAP"] for r in sets.random]
-            curve["random"].append(float(np.mean(runs)) if runs else None)
-            curve["random_std"].append(float(np.std(runs, ddof=1)) if len(runs) > 1 else 0.0)
-            curve["mined"].append(evaluate_columns(md, base, columns_of(md, sets.mined[:k]))["mAP"])
-        out["curve"][setup] = curve
     return out
 
 

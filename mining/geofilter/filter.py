@@ -106,11 +106,11 @@ Mask = Callable[[np.ndarray, np.ndarray], np.ndarray]
 def build_rules(recipe: Recipe) -> list[tuple[str, Mask]]:
     """(reason, mask function) for every country and area, in manifest order."""
     from mining.geofilter.areas import area_mask
-    from mining.geofilter.countries import country_index
+    from mining.geofilter.countries import country_region
 
     rules: list[tuple[str, Mask]] = []
     for c in recipe.countries:
-        rules.append((f"country:{c.code}", country_index(c, recipe.shoreline_buffer_km).contains))
+        rules.append((f"country:{c.code}", country_region(c, recipe.shoreline_buffer_km).contains))
     for a in recipe.areas:
         rules.append((f"area:{a.name}", area_mask(a)))
     return rules
@@ -138,7 +138,7 @@ class _Filter:
         self.recipe, self.rules, self.funnel = recipe, rules, funnel
         self.licenses = pa.array(list(recipe.licenses)) if recipe.licenses is not None else None
 
-    def keep_mask(self, batch: pa.RecordBatch) -> np.ndarray:
+    def keep_mask(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
         """Mask of the rows that pass every rule; counts each dropped row once."""
         r, f = self.recipe, self.funnel
         n = batch.num_rows
@@ -178,15 +178,43 @@ class _Filter:
         return alive
 
 
-def _batches(files: list[Path], progress: bool) -> Iterator[pa.RecordBatch]:
+def _chunks(files: list[Path], progress: bool) -> Iterator[pa.Table | pa.RecordBatch]:
+    """The metadata in order, ~BATCH_ROWS rows at a time. Whole row groups are read
+    together (pyarrow decodes their columns in parallel); a row group much larger than
+    BATCH_ROWS is streamed in batches so memory stays bounded."""
     from tqdm import tqdm
 
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     with tqdm(total=total, unit="row", unit_scale=True, desc="geofilter", disable=not progress) as bar:
         for f in files:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS):
-                yield batch
-                bar.update(batch.num_rows)
+            pf = pq.ParquetFile(f)
+            group: list[int] = []
+            rows = 0
+            for i in range(pf.metadata.num_row_groups + 1):
+                n = pf.metadata.row_group(i).num_rows if i < pf.metadata.num_row_groups else 0
+                if group and (i == pf.metadata.num_row_groups or rows + n > BATCH_ROWS):
+                    yield pf.read_row_groups(group)
+                    bar.update(rows)
+                    group, rows = [], 0
+                if i == pf.metadata.num_row_groups:
+                    break
+                if n > 2 * BATCH_ROWS:
+                    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[i]):
+                        yield batch
+                        bar.update(batch.num_rows)
+                else:
+                    group.append(i)
+                    rows += n
+
+
+# Low-cardinality columns: dictionary-encode these only (trying it on titles, URLs and
+# secrets costs write time and then falls back to plain anyway).
+_DICT_COLUMNS = ("license_name", "license_url", "extension", "capture_device", "marker", "accuracy",
+                 "farm_id", "place_country")
+
+
+def _writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    return pq.ParquetWriter(path, schema, use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names])
 
 
 def _writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:
@@ -224,12 +252,11 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
         stage1 = Path(stage1_name)
         try:
             target = final_tmp if sampler is None else stage1
-            with pq.ParquetWriter(target, schema) as writer:
-                for batch in _batches(files, progress):
+            with _writer(target, schema) as writer:
+                for batch in _chunks(files, progress):
                     if batch.schema != schema:
                         try:
-                            batch = pa.RecordBatch.from_arrays(
-                                [batch.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
+                            batch = batch.select(schema.names).cast(schema)
                         except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                             raise UserError(f"metadata parts have different schemas: {exc}") from None
                     keep = filt.keep_mask(batch)
@@ -242,7 +269,7 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
                         keep = np.zeros_like(keep)
                         keep[idx[keys <= sampler.threshold]] = True
                     if keep.any():
-                        writer.write_batch(batch.filter(pa.array(keep)))
+                        writer.write(batch.filter(pa.array(keep)))
             rows_out = survivors
             if sampler is not None:
                 if survivors <= sampler.n:
@@ -264,7 +291,7 @@ def _apply_threshold(src: Path, dst: Path, schema: pa.Schema, sampler: BottomN, 
     many keys equal to it (duplicate photo ids) as the sample still needs, in order."""
     thr, ties_left = sampler.final()
     written = 0
-    with pq.ParquetWriter(dst, schema) as writer:
+    with _writer(dst, schema) as writer:
         for batch in pq.ParquetFile(src).iter_batches(batch_size=BATCH_ROWS):
             keys = sample_keys(_np(batch.column("photo_id"), np.int64), seed)
             keep = keys < thr
@@ -274,6 +301,6 @@ def _apply_threshold(src: Path, dst: Path, schema: pa.Schema, sampler: BottomN, 
                 keep[take] = True
                 ties_left -= take.size
             if keep.any():
-                writer.write_batch(batch.filter(pa.array(keep)))
+                writer.write(batch.filter(pa.array(keep)))
                 written += int(np.count_nonzero(keep))
     return written

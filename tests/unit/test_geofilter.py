@@ -17,7 +17,7 @@ from mining.errors import UserError
 from mining.geofilter import filter as gf
 from mining.geofilter import load
 from mining.geofilter.areas import area_mask
-from mining.geofilter.countries import country_index, country_region, members, load_countries
+from mining.geofilter.countries import country_region, load_countries, members
 from mining.geofilter.manifest import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
@@ -76,7 +76,7 @@ ST_HELIER = (49.1858, -2.1100)
 
 
 def _contains(rule: CountryRule, places: dict, buffer_km: float = 1.5) -> dict[str, bool]:
-    idx = country_index(rule, buffer_km)
+    idx = country_region(rule, buffer_km)
     lat = np.array([p[0] for p in places.values()])
     lon = np.array([p[1] for p in places.values()])
     return dict(zip(places, idx.contains(lon, lat).tolist()))
@@ -84,12 +84,12 @@ def _contains(rule: CountryRule, places: dict, buffer_km: float = 1.5) -> dict[s
 
 @pytest.fixture(scope="module")
 def gbr():
-    return country_index(CountryRule("GBR", True), 1.5)
+    return country_region(CountryRule("GBR", True), 1.5)
 
 
 @pytest.fixture(scope="module")
 def fra():
-    return country_index(CountryRule("FRA", True), 1.5)
+    return country_region(CountryRule("FRA", True), 1.5)
 
 
 def _hits(idx, places):
@@ -143,7 +143,7 @@ def test_buffer_never_enters_a_neighbour():
     region = country_region(CountryRule("FRA", False), 1.5)
     t = load_countries()
     for code in ("BEL", "DEU", "CHE", "ITA", "ESP", "LUX"):
-        overlap = region.intersection(t.geometry[t.adm0_a3.index(code)]).area
+        overlap = region.geometry.intersection(t.geometry[t.adm0_a3.index(code)]).area
         assert overlap < 1e-9, code
 
 
@@ -436,3 +436,13 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     rc = main(["geofilter", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
     assert rc == 2 and "cannot read manifest" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_shared_sea_goes_to_the_nearer_coast(fra, gbr):
+    # Sea off Monaco's harbour is within 1.5 km of France too, but nearer to Monaco.
+    monaco_sea = {"Port Hercule mouth": (43.7365, 7.4275), "Larvotto beach": (43.7453, 7.4340)}
+    assert _hits(fra, monaco_sea) == {k: False for k in monaco_sea}
+    # ... while the sea off Menton (France, next to the Italian border) is France's.
+    assert _hits(fra, {"Menton beach": (43.7760, 7.4990)}) == {"Menton beach": True}
+    # Lough Foyle / Carlingford Lough: Irish shores stay in, Northern Irish ones are out.
+    assert not any(_hits(gbr, {"Greencastle": (55.2033, -6.9858), "Omeath": (54.0886, -6.2608)}).values())

@@ -1,0 +1,162 @@
+"""Benchmark: `mining ingest` + `mining geofilter` (R1M manifest) vs a plain pyarrow CSV read.
+
+Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
+3 % malformed, the ingest test generator's field lengths) whose geotags follow a
+Flickr-like mix (Europe incl. the UK and France, the US incl. Las Vegas, the rest of the
+world, some at sea), then times, each in a fresh subprocess of the same run:
+  (a) pyarrow.csv.read_csv of the file (tab-delimited, no quoting, bad rows skipped);
+  (b) ingest + geofilter with manifests/r1m.yaml.
+Prints JSON: rows, plain_read_s, ingest_s, geofilter_s, total_s, ratio (= total / plain),
+rows_per_s, peak_rss_mb (of (b)), plus the two stages' stats. Targets: ratio <= 2.5,
+peak_rss_mb < 1500.
+
+    nice .venv/bin/python benchmarks/ingest_geofilter.py [--rows N] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+YFCC_FIELDS = 25
+LON, LAT = 12, 13  # 0-based indices in the 25-field layout
+
+# (weight, lat0, lon0, spread in degrees): where Flickr geotags cluster.
+CLUSTERS = [
+    (0.12, 52.5, -1.5, 2.0),    # Great Britain
+    (0.10, 47.0, 2.5, 2.5),     # France
+    (0.02, 36.15, -115.15, 0.3),  # Las Vegas
+    (0.15, 48.0, 12.0, 6.0),    # rest of Europe
+    (0.18, 39.0, -95.0, 12.0),  # United States
+    (0.10, 35.0, 135.0, 8.0),   # East Asia
+    (0.05, 50.0, -25.0, 10.0),  # Atlantic (at sea)
+]
+
+
+def _geotag(rng: random.Random) -> tuple[float, float]:
+    r = rng.random()
+    for w, lat0, lon0, s in CLUSTERS:
+        if r < w:
+            return (max(-89.9, min(89.9, rng.gauss(lat0, s))), (rng.gauss(lon0, s) + 180) % 360 - 180)
+        r -= w
+    return rng.uniform(-60, 75), rng.uniform(-180, 180)
+
+
+def generate(path: Path, rows: int, seed: int = 0) -> None:
+    """The ingest engineer's synthetic rows, geotags moved to a realistic geographic mix."""
+    from mining.ingest.synthetic import iter_lines
+
+    rng = random.Random(seed + 1)
+    with open(path, "w", encoding="utf-8") as f:
+        buf = []
+        for line, kind in iter_lines(rows, seed=seed, nfields=YFCC_FIELDS, malformed=0.03):
+            if kind is None:
+                fields = line.split("\t")
+                if fields[LAT]:
+                    lat, lon = _geotag(rng)
+                    fields[LON], fields[LAT] = f"{lon:.6f}", f"{lat:.6f}"
+                    line = "\t".join(fields)
+            buf.append(line)
+            if len(buf) >= 20000:
+                f.write("\n".join(buf) + "\n")
+                buf = []
+        if buf:
+            f.write("\n".join(buf) + "\n")
+
+
+def _plain_read(src: str) -> dict:
+    import pyarrow.csv as csv
+
+    t = time.perf_counter()
+    table = csv.read_csv(
+        src,
+        read_options=csv.ReadOptions(column_names=[f"f{i}" for i in range(YFCC_FIELDS)], block_size=16 << 20),
+        parse_options=csv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=lambda row: "skip"),
+    )
+    return {"seconds": time.perf_counter() - t, "rows": table.num_rows}
+
+
+def _pipeline(src: str, work: str) -> dict:
+    from mining import geofilter
+    from mining.ingest import ingest
+
+    meta, cand = Path(work) / "metadata", Path(work) / "candidates"
+    for d in (meta, cand):  # time real work, not ingest's "already complete" shortcut
+        shutil.rmtree(d, ignore_errors=True)
+    t0 = time.perf_counter()
+    ingest_stats = ingest([src], meta, progress=False)
+    t1 = time.perf_counter()
+    geo_stats = geofilter.run(meta, ROOT / "manifests" / "r1m.yaml", cand, progress=False)
+    t2 = time.perf_counter()
+    ingest_stats.pop("fingerprint", None)
+    return {"ingest_s": t1 - t0, "geofilter_s": t2 - t1, "ingest": ingest_stats, "geofilter": geo_stats}
+
+
+def _child(kind: str, src: str, work: str) -> None:
+    out = _plain_read(src) if kind == "plain" else _pipeline(src, work)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(json.dumps(out, default=str))
+
+
+def _run_child(kind: str, src: Path, work: Path) -> dict:
+    r = subprocess.run([sys.executable, __file__, "--child", kind, str(src), str(work)],
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        sys.exit(f"{kind} run failed:\n{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep files here (default: a temp dir, removed)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(*args.child)
+        return
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ingest-geofilter-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        src = work / "yfcc100m_dataset.tsv"
+        t = time.perf_counter()
+        if not src.exists():
+            generate(src, args.rows)
+        gen_s = time.perf_counter() - t
+        plain = _run_child("plain", src, work)
+        pipe = _run_child("pipeline", src, work)
+        total = pipe["ingest_s"] + pipe["geofilter_s"]
+        print(json.dumps({
+            "rows": args.rows,
+            "file_mb": round(src.stat().st_size / 2**20, 1),
+            "generate_s": round(gen_s, 2),
+            "plain_read_s": round(plain["seconds"], 3),
+            "plain_read_peak_rss_mb": round(plain["peak_rss_mb"], 1),
+            "ingest_s": round(pipe["ingest_s"], 3),
+            "geofilter_s": round(pipe["geofilter_s"], 3),
+            "total_s": round(total, 3),
+            "ratio": round(total / plain["seconds"], 3),
+            "rows_per_s": round(args.rows / total),
+            "plain_rows_per_s": round(args.rows / plain["seconds"]),
+            "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
+            "targets": {"ratio_max": 2.5, "peak_rss_mb_max": 1500},
+            "ingest_stats": pipe["ingest"],
+            "geofilter_stats": pipe["geofilter"],
+        }, indent=2))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -67,19 +67,21 @@ def main() -> None:
         methods.append(MethodInput(f"m{mi}", np.arange(a.queries), [p.astype(np.float32) for p in pos], ids, blocks))
 
     def bare_products() -> tuple[float, float]:
-        """Seconds of the float32 GEMMs alone, and of float16→float32 conversion + GEMM."""
-        gemm = conv = 0.0
+        """Seconds of the float32 GEMMs alone, and of what a float16 store's similarity costs
+        (cast to float32 + GEMM, exactly as the fake stores above do it)."""
+        gemm = sim = 0.0
         for q, pool in zip(queries, pools):
-            t0 = time.perf_counter()
             p32 = [p.astype(np.float32) for p in pool]
-            conv += (time.perf_counter() - t0) * n_chunks / len(pool)
             t0 = time.perf_counter()
             for c in range(n_chunks):
-                d = p32[c % len(p32)][: min(chunk, n - c * chunk)]
-                _ = q @ d.T
+                _ = q @ p32[c % len(p32)][: min(chunk, n - c * chunk)].T
             gemm += time.perf_counter() - t0
             del p32
-        return gemm, gemm + conv
+            t0 = time.perf_counter()
+            for c in range(n_chunks):
+                _ = q @ pool[c % len(pool)][: min(chunk, n - c * chunk)].astype(np.float32).T
+            sim += time.perf_counter() - t0
+        return gemm, sim
 
     # the shared machine's load drifts: measure the bare products before and after, average
     g1, s1 = bare_products()
@@ -94,7 +96,7 @@ def main() -> None:
         "chunk": chunk, "total_s": round(total_s, 2), "gemm_s": round(gemm_s, 2),
         "gemm_s_before_after": [round(g1, 2), round(g2, 2)],
         "ratio": round(total_s / gemm_s, 3), "target_ratio": 2.0,
-        "f16_to_f32_plus_gemm_s": round(sim_s, 2), "ratio_vs_f16_similarity": round(total_s / sim_s, 3),
+        "f16_cast_plus_gemm_s": round(sim_s, 2), "ratio_vs_f16_similarity": round(total_s / sim_s, 3),
         "peak_rss_gb": round(rss_gb, 3), "target_rss_gb": 3.0,
         "candidates_per_s": round(n / total_s), "stats_seconds": result.stats["seconds"],
         "mean_score": round(float(result.score.mean()), 4),

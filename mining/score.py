@@ -217,6 +217,8 @@ def score_candidates(
 
     if chunk < 1:
         raise UserError("--chunk must be at least 1")
+    if threads is not None and threads < 1:
+        raise UserError("--threads must be at least 1")
     t0 = time.perf_counter()
     landmark_index = {name: i for i, name in enumerate(problem.landmarks)}
     q_landmark = np.array([landmark_index[lm] for lm in problem.query_landmark], np.int64)
@@ -404,7 +406,7 @@ def method_from_stores(method_dir: Path, dataset) -> tuple[MethodInput, dict]:
 
 
 def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,
-              chunk: int = DEFAULT_CHUNK, progress: bool = True) -> dict:
+              chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json."""
     from mining.landmarks import load_landmarks
 
@@ -424,7 +426,8 @@ def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_to
     problem = Problem(list(dataset.qimlist), [dataset.query_landmark(i) for i in range(len(dataset.qimlist))],
                       dataset.landmarks)
     t_read = time.perf_counter() - t0
-    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress)
+    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress,
+                              threads=threads)
     for name, st in read_stats.items():
         result.stats["methods"][name].update(st)
     has_pos = [i for i in range(len(dataset.qimlist)) if dataset.positives(i)]

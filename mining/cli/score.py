@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="candidates per landmark in the review queue (default 2000, as R1M)")
     p.add_argument("--chunk", type=int, default=32768, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default 32768)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the counting (default: all CPUs; BLAS threads are set by its own env vars)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from mining.score import run_score
 
     stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
-                      chunk=args.chunk, progress=not args.no_progress)
+                      chunk=args.chunk, progress=not args.no_progress, threads=args.threads)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

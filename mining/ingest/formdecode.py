@@ -57,10 +57,9 @@ def _decode(offsets: np.ndarray, data: np.ndarray, split: bool) -> tuple[np.ndar
     lengths = np.diff(offsets)
     if split:
         commas = np.flatnonzero(data == _COMMA)
-        crow = np.searchsorted(offsets, commas, side="right") - 1
-        counts = np.where(lengths > 0, np.bincount(crow, minlength=n) + 1, 0)
-        nonempty = lengths > 0
-        starts = np.sort(np.concatenate((offsets[:-1][nonempty], commas + 1)))
+        per_row = np.diff(np.searchsorted(commas, offsets))
+        counts = np.where(lengths > 0, per_row + 1, 0)
+        starts = np.sort(np.concatenate((offsets[:-1][lengths > 0], commas + 1)))
     else:
         commas = np.zeros(0, dtype=np.int64)
         counts = np.ones(n, dtype=np.int64)
@@ -73,26 +72,27 @@ def _decode(offsets: np.ndarray, data: np.ndarray, split: bool) -> tuple[np.ndar
     data = data.copy()
     if has_plus:
         np.putmask(data, plus, _SPACE)
-    removed = commas
+    good = np.zeros(0, dtype=np.int64)
     if len(pct):
-        row = np.searchsorted(offsets, pct, side="right") - 1
-        inside = pct + 2 < offsets[row + 1]  # both hex digits belong to the same value
-        hi = np.full(len(pct), -1, dtype=np.int16)
-        lo = np.full(len(pct), -1, dtype=np.int16)
-        hi[inside] = _HEX[data[pct[inside] + 1]]
-        lo[inside] = _HEX[data[pct[inside] + 2]]
+        boundary = np.zeros(len(data) + 3, dtype=bool)
+        boundary[offsets] = True
+        boundary[len(data) :] = True
+        inside = ~(boundary[pct + 1] | boundary[pct + 2])  # both hex digits in the same value
+        hi = _HEX[data[np.minimum(pct + 1, len(data) - 1)]]
+        lo = _HEX[data[np.minimum(pct + 2, len(data) - 1)]]
         ok = inside & (hi >= 0) & (lo >= 0)
-        bad[row[~ok]] = True
+        if not ok.all():
+            bad[np.searchsorted(offsets, pct[~ok], side="right") - 1] = True
         good = pct[ok]
-        if len(good):
-            data[good] = (hi[ok] * 16 + lo[ok]).astype(np.uint8)
-            removed = np.sort(np.concatenate((removed, good + 1, good + 2)))
-    if len(removed):
+        data[good] = (hi[ok] * 16 + lo[ok]).astype(np.uint8)
+    if len(good) or len(commas):
         keep = np.ones(len(data), dtype=bool)
-        keep[removed] = False
+        keep[commas] = False
+        keep[good + 1] = False
+        keep[good + 2] = False
         data = data[keep]
         # a value starts after every byte removed before its raw start
-        starts = starts - np.searchsorted(removed, starts, side="left")
+        starts = starts - np.searchsorted(commas, starts) - 2 * np.searchsorted(good, starts)
     return data, np.append(starts, len(data)), bad, counts
 
 
@@ -162,6 +162,8 @@ def to_utf8(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     Invalid values become null. The whole-column cast validates in C++; only a column that
     fails is checked again (vectorised) to find its bad rows.
     """
+    if arr.type == pa.string():  # already checked (the fast path validates whole blocks)
+        return arr, np.zeros(len(arr), dtype=bool)
     try:
         return pc.cast(arr, pa.string()), np.zeros(len(arr), dtype=bool)
     except pa.ArrowInvalid:

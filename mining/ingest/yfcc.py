@@ -63,6 +63,9 @@ PLACE_FIELDS = [("place_country", pa.string()), ("place_locality", pa.string())]
 
 DECODED_TEXT = {"user_nickname", "capture_device", "title", "description"}
 TAG_LISTS = {"user_tags", "machine_tags"}
+_PLAIN_TEXT = {
+    f.name for f in SCHEMA if pa.types.is_string(f.type) and f.name not in DECODED_TEXT
+}
 
 # Reject reasons, in the order they are checked: a row gets the first that applies.
 WRONG_FIELD_COUNT = "wrong_field_count"
@@ -243,8 +246,9 @@ def _fast_split(data: bytes, nfields: int, nlines: int) -> tuple[dict[str, pa.Ar
                 ignore_empty_lines=False, invalid_row_handler=on_invalid,
             ),
             convert_options=pa.csv.ConvertOptions(
-                column_types={n: pa.binary() for n in names}, strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
+                # the block is valid UTF-8: plain text columns can come out as strings unchecked
+                column_types={n: pa.string() if n in _PLAIN_TEXT else pa.binary() for n in names},
+                strings_can_be_null=False, quoted_strings_can_be_null=False, check_utf8=False,
             ),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
@@ -356,7 +360,7 @@ def parse_block(data: bytes, nfields: int, first_line: int, nlines: int | None =
         line_idx = bad_rows + np.searchsorted(before, bad_rows, side="right")
         take = pa.array(bad_rows)
         texts = pc.binary_join_element_wise(
-            *[raw[name].take(take) for name in LAYOUTS[nfields]],
+            *[raw[name].take(take).cast(pa.binary()) for name in LAYOUTS[nfields]],
             pa.scalar(b"\t", pa.binary()),
         ).to_pylist()
         rejects.extend(

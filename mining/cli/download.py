@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
     from pathlib import Path
 
     from mining.download import DEFAULT_HOST, FetchConfig, download
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = FetchConfig(min_size=args.min_size, connect_timeout=args.connect_timeout, timeout=args.timeout,
                       max_retries=args.retries, max_throttle_wait=args.max_throttle_wait, threads=args.threads,
                       rps=args.per_host_rps, placeholder_sha256=placeholders)
+    if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
+        logging.getLogger("distributed").setLevel(logging.WARNING)
     summary = download(args.candidates, args.out, cfg, host=args.host or DEFAULT_HOST, size=args.size,
                        shard_size=args.shard_size, tar=args.tar, scheduler=args.scheduler, workers=args.workers,
                        slurm=args.slurm, progress=not args.no_progress)

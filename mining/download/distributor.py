@@ -69,12 +69,24 @@ def dashboard_link(client: Any) -> str | None:
         return None
 
 
+def _bind(actor: Any) -> None:
+    """Tie an Actor handle to this worker while in the task thread (where `get_worker` works),
+    so the shard's own download threads can call it too (distributed binds lazily, per thread).
+    """
+    if getattr(actor, "_worker", None) is None and getattr(actor, "_client", None) is None:
+        bind = getattr(actor, "_try_bind_worker_client", None)
+        if bind is not None:
+            bind()
+
+
 def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counter: Any) -> dict:
     """Runs on a worker: one shard, reporting progress to the shared counter in batches."""
     import threading
 
     from mining.download.downloader import download_shard
 
+    for actor in (schedule, counter):
+        _bind(actor)
     lock = threading.Lock()
     pending = [0, time.monotonic()]
 

@@ -5,8 +5,10 @@ virtual-clock token bucket with no burst). Every worker thread asks it for a slo
 request, so the limit holds across all threads, processes and machines of the cluster, not
 per thread. A 429/503 pushes that time forward (the host "cools down") for everybody.
 
-Delays travel as *relative* seconds, measured after the reply arrives, so clock skew between
-machines cannot make a request start early (it can only start a little late).
+Slots are absolute wall-clock times (`time.time()`, NTP-synchronised across a cluster), not
+"wait d seconds" replies: a reply that arrives late (a busy event loop) then cannot make two
+requests start closer together than their slots, which is what keeps the server-side count
+under the limit. Slots are spaced 5% wider than 1/R to absorb sleep overshoot and clock skew.
 """
 
 from __future__ import annotations
@@ -22,27 +24,27 @@ class HostSchedule:
 
     def __init__(self, rps: float = 0.0) -> None:
         # Spacing of 1/R with 2% headroom: network jitter can only compress a little.
-        self.interval = 1.02 / rps if rps and rps > 0 else 0.0
+        self.interval = 1.05 / rps if rps and rps > 0 else 0.0
         self.next_free: dict[str, float] = {}
         self.cool_until: dict[str, float] = {}
 
     def reserve(self, host: str) -> float:
-        """Book the next request slot for `host`; returns seconds to wait before sending."""
-        now = time.monotonic()
+        """Book the next request slot for `host`; returns its start time (epoch seconds)."""
+        now = time.time()
         start = max(now, self.next_free.get(host, 0.0), self.cool_until.get(host, 0.0))
         self.next_free[host] = start + self.interval
-        return start - now
+        return start
 
     def cooldown(self, host: str, seconds: float) -> float:
         """Nobody may send to `host` for `seconds`; returns the remaining cooldown."""
-        now = time.monotonic()
+        now = time.time()
         until = max(self.cool_until.get(host, 0.0), now + seconds)
         self.cool_until[host] = until
         return until - now
 
     def cooling(self, host: str) -> float:
         """Seconds of cooldown left for `host` (0 when none)."""
-        return max(0.0, self.cool_until.get(host, 0.0) - time.monotonic())
+        return max(0.0, self.cool_until.get(host, 0.0) - time.time())
 
 
 def _call(obj: Any, method: str, *args: Any) -> float:
@@ -70,10 +72,15 @@ class Politeness:
         """Block until a request to `host` may start; returns the seconds spent waiting."""
         t0 = time.monotonic()
         if self.rps > 0:
-            delay = _call(self.schedule, "reserve", host)
-            if delay > 0:
-                time.sleep(delay)
-            return time.monotonic() - t0
+            # A slot is only good near its time: a thread that wakes up late (busy CPU, a new
+            # shard's start-up) would otherwise send together with the next slots' owners.
+            late_ok = min(0.02, 0.25 / self.rps)
+            while True:
+                start = _call(self.schedule, "reserve", host)
+                while (delay := start - time.time()) > 0:
+                    time.sleep(delay)
+                if time.time() - start <= late_ok:
+                    return time.monotonic() - t0
         while True:
             now = time.monotonic()
             with self._lock:

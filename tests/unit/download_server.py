@@ -50,12 +50,15 @@ class FaultServer:
     """Context manager: `with FaultServer({id: kind}) as s: s.url ...`; `s.log` has requests."""
 
     def __init__(self, behaviour: dict[int, str] | None = None, default: str = "ok", delay: float = 0.0,
-                 rate_limit: float | None = None, retry_after: str = "1") -> None:
+                 rate_limit: float | None = None, retry_after: str = "1",
+                 placeholder_url: str = PLACEHOLDER_HOST_URL, port: int = 0) -> None:
         self.behaviour = behaviour or {}
         self.default = default
         self.delay = delay
         self.rate_limit = rate_limit  # requests/s over a sliding 1 s window, else 429
         self.retry_after = retry_after
+        self.placeholder_url = placeholder_url  # Flickr's is on another host
+        self.port = port
         self.log: list[tuple[float, str, int]] = []
         self.seen: dict[str, int] = {}
         self.placeholder_jpeg = unique(jpeg(1024, 768, seed=9), -1)
@@ -78,7 +81,7 @@ class FaultServer:
             def handle_error(self, request, client_address):  # clients hang up on stalls: fine
                 pass
 
-        self.httpd = Quiet(("127.0.0.1", 0), Handler)
+        self.httpd = Quiet(("127.0.0.1", self.port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -140,7 +143,7 @@ class FaultServer:
         if kind in ("not_found", "gone", "forbidden"):
             code, body, ctype = {"not_found": 404, "gone": 410, "forbidden": 403}[kind], b"x", "text/plain"
         elif kind == "placeholder_redirect":
-            code, body, headers = 302, b"", {"Location": PLACEHOLDER_HOST_URL}
+            code, body, headers = 302, b"", {"Location": self.placeholder_url}
         elif kind == "placeholder_same_host":
             code, body, headers = 302, b"", {"Location": "/images/photo_unavailable.png"}
         elif kind == "placeholder_hash":
@@ -194,3 +197,48 @@ class FaultServer:
             return
         self._record(h.path, code, t)
         self._send(h, code, body, ctype, headers, length)
+
+
+class ServerProcess:
+    """A FaultServer in its own process, so its request clock is not disturbed by the GIL of
+    the downloaders under test (their threads decode JPEGs in the test process).
+
+    `with ServerProcess(behaviour) as s:` gives `s.url`; `s.fetch_log()` the request log.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __enter__(self) -> "ServerProcess":
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve_child, args=(child, self.args, self.kwargs), daemon=True)
+        self.proc.start()
+        self.url = self.conn.recv()
+        return self
+
+    def fetch_log(self) -> list[tuple[float, str, int]]:
+        self.conn.send("log")
+        return self.conn.recv()
+
+    def max_per_window(self, window: float = 1.0) -> int:
+        server = FaultServer()
+        server.log = self.fetch_log()
+        return server.max_per_window(window)
+
+    def __exit__(self, *exc) -> None:
+        self.conn.send("stop")
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def _serve_child(conn, args, kwargs) -> None:
+    with FaultServer(*args, **kwargs) as s:
+        conn.send(s.url)
+        while (msg := conn.recv()) != "stop":
+            if msg == "log":
+                with s._lock:
+                    conn.send(list(s.log))

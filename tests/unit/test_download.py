@@ -25,7 +25,7 @@ from mining.errors import UserError
 from mining.layout import image_key, image_relpath
 
 sys.path.insert(0, str(Path(__file__).parent))
-from download_server import FaultServer, jpeg, unique  # noqa: E402
+from download_server import FaultServer, ServerProcess, jpeg, unique  # noqa: E402
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
@@ -126,11 +126,11 @@ def test_verify_decodes_fully(tmp_path):
 
 def test_cluster_wide_rate_limit_with_two_workers(tmp_path):
     cand = candidates(tmp_path / "c.parquet", list(range(1, 41)))
-    with FaultServer() as s:
+    with ServerProcess() as s:
         summary = download(cand, tmp_path / "out", FetchConfig(rps=10, threads=8), host=s.url, shard_size=10,
                            workers=2, processes=False, progress=False)
         seen = s.max_per_window(1.0)
-        n_requests = len(s.log)
+        n_requests = len(s.fetch_log())
     assert summary["counts"]["ok"] == 40 and n_requests == 40
     assert 8 <= seen <= 10  # the limit was reached but never exceeded, across both workers
 

@@ -185,7 +185,7 @@ def _chunks(files: list[Path], progress: bool) -> Iterator[pa.Table | pa.RecordB
     from tqdm import tqdm
 
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    with tqdm(total=total, unit="row", unit_scale=True, desc="geofilter", disable=not progress) as bar:
+    with tqdm(total=total, unit="row", unit_scale=True, desc="geofilter", disable=None if progress else True) as bar:
         for f in files:
             pf = pq.ParquetFile(f)
             group: list[int] = []

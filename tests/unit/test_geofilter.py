@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -76,10 +77,7 @@ ST_HELIER = (49.1858, -2.1100)
 
 
 def _contains(rule: CountryRule, places: dict, buffer_km: float = 1.5) -> dict[str, bool]:
-    idx = country_region(rule, buffer_km)
-    lat = np.array([p[0] for p in places.values()])
-    lon = np.array([p[1] for p in places.values()])
-    return dict(zip(places, idx.contains(lon, lat).tolist()))
+    return _hits(country_region(rule, buffer_km), places)
 
 
 @pytest.fixture(scope="module")
@@ -446,3 +444,29 @@ def test_shared_sea_goes_to_the_nearer_coast(fra, gbr):
     assert _hits(fra, {"Menton beach": (43.7760, 7.4990)}) == {"Menton beach": True}
     # Lough Foyle / Carlingford Lough: Irish shores stay in, Northern Irish ones are out.
     assert not any(_hits(gbr, {"Greencastle": (55.2033, -6.9858), "Omeath": (54.0886, -6.2608)}).values())
+
+
+# ../shared/data beside the repository (see ../shared/docs/references.md)
+SAMPLE = Path(__file__).resolve().parents[3] / "shared/data/yfcc100m_sample/yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
+
+
+def test_round_trip_on_real_yfcc_rows(tmp_path, capsys):
+    """Real YFCC100M rows (Seattle, Connecticut, Victoria and Melbourne in Australia) through
+    `mining ingest` and `mining geofilter`, each row dropped for a known reason."""
+    meta = tmp_path / "meta"
+    assert main(["ingest", str(SAMPLE), "--out", str(meta)]) == 0
+    m = _manifest(tmp_path, """\
+        geofilter:
+          countries: [{code: AUS, include_dependencies: false}]
+          areas: [{name: seattle, center: "47.6062 N, 122.3321 W", radius_km: 10}]
+          licenses: ["Attribution License", "http://creativecommons.org/licenses/by-nc/2.0/"]
+        """)
+    capsys.readouterr()
+    assert main(["geofilter", str(meta), "--manifest", str(m), "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+    stats = json.loads((tmp_path / "c" / "stats.json").read_text())
+    assert stats["rows_in"] == 4 and stats["rows_out"] == 1
+    assert stats["excluded"] == {"no_geotag": 0, "video": 0, "license": 1, "country:AUS": 1, "area:seattle": 1}
+    out = pq.read_table(tmp_path / "c" / "candidates.parquet")
+    src = pa.concat_tables([pq.read_table(p) for p in sorted(meta.glob("part-*.parquet"))])
+    row = src.filter(pa.compute.equal(src["photo_id"], 343224206))
+    assert out.to_pylist() == row.to_pylist()  # the Connecticut photo, every column intact

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compression", default="snappy", choices=["snappy", "zstd", "lz4", "gzip", "none"],
                    help="Parquet compression (default: %(default)s)")
     p.add_argument("--block-size-mb", type=int, default=16, metavar="MB",
-                   help="input read in blocks of this size; must exceed the longest line (default: %(default)s)")
+                   help="input is parsed in blocks of about this size; bounds memory (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild even if --out is complete for these inputs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

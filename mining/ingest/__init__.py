@@ -264,7 +264,6 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
 
                 try:
                     for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
-                        data = bytes(data)
                         nlines = data.count(b"\n")
                         pending.append(pool.submit(parse_block, data, nfields, line, nlines))
                         line += nlines

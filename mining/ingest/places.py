@@ -85,7 +85,7 @@ class PlacesJoin:
             if block is None:
                 self._eof = True
                 break
-            ids, country, locality, skipped = parse_places_block(bytes(block))
+            ids, country, locality, skipped = parse_places_block(block)
             self.skipped += skipped
             self._ids = np.concatenate([self._ids, ids])
             self._country = pa.concat_arrays([self._country, country])

@@ -104,9 +104,7 @@ def open_stream(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
     return (pa.CompressedInputStream(raw, codec) if codec else raw), raw
 
 
-def iter_blocks(
-    stream: pa.NativeFile, block_size: int, max_line: int
-) -> Iterator[bytearray]:
+def iter_blocks(stream: pa.NativeFile, block_size: int, max_line: int) -> Iterator[bytes]:
     """Yield chunks of whole lines (each ends with a newline), about `block_size` bytes each."""
     leftover = b""
     while True:
@@ -120,10 +118,14 @@ def iter_blocks(
                 raise UserError(f"a line is longer than {max_line} bytes (not a YFCC100M dataset file?)")
             leftover = data
             continue
-        yield bytearray(data[: cut + 1])
-        leftover = data[cut + 1 :]
+        if cut == len(data) - 1:
+            yield data
+            leftover = b""
+        else:
+            yield data[: cut + 1]
+            leftover = data[cut + 1 :]
     if leftover:
-        yield bytearray(leftover + b"\n")
+        yield leftover + b"\n"
 
 
 def detect_layout(path: Path, sample_bytes: int = 1 << 20) -> int:

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 QUARANTINE_HEADER = b"file\tline\treason\traw_line\n"
 _STAGING_PREFIX = ".ingest-staging-"
+# parser threads (Arrow and numpy release the GIL); blocks in flight = this + 1
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _DICTIONARY = ["license_name", "license_url", "extension", "place_country"]
 _STATISTICS = ["photo_id", "longitude", "latitude", "accuracy", "date_uploaded", "marker"]
 
@@ -235,7 +237,7 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
     bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
                desc="ingest", disable=not progress)
     try:
-        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(max_workers=2) as pool:
+        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(max_workers=_WORKERS) as pool:
             quarantine.write(QUARANTINE_HEADER)
             for f in files:
                 nfields = detect_layout(f)
@@ -249,6 +251,8 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
                 line, seen = 1, 0
 
                 def drain(block_future: Future[Any]) -> None:
+                    # blocks are parsed in parallel with lines numbered from 1: renumber here, in order
+                    nonlocal line
                     block = block_future.result()
                     table = block.table
                     if joiner is not None:
@@ -256,21 +260,20 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
                         table = table.append_column(PLACE_FIELDS[0][0], country).append_column(PLACE_FIELDS[1][0], locality)
                     writer.write(table)
                     for number, reason, text in block.rejects:
-                        quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, number, reason.encode(), text))
+                        quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, line - 1 + number, reason.encode(), text))
                         fstats["rejected"][reason] += 1
                     fstats["rows_in"] += block.lines
                     fstats["rows_out"] += table.num_rows
                     fstats["rows_rejected"] += len(block.rejects)
+                    line += block.lines
 
                 try:
                     for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
-                        nlines = data.count(b"\n")
-                        pending.append(pool.submit(parse_block, data, nfields, line, nlines))
-                        line += nlines
+                        pending.append(pool.submit(parse_block, data, nfields))
                         pos = raw.tell()
                         bar.update(pos - seen)
                         seen = pos
-                        while len(pending) > 2:
+                        while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
                             drain(pending.popleft())
                     while pending:
                         drain(pending.popleft())

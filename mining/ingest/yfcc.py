@@ -226,7 +226,7 @@ def _is_utf8(data: bytes) -> bool:
         return False
 
 
-def _fast_split(data: bytes, nfields: int, nlines: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
+def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
     """Fast path: `pyarrow.csv` splits; None when the block needs the exact path."""
     if b"\r" in data or not _is_utf8(data):
         return None  # the CSV reader would split at a lone CR; its skip handler needs UTF-8
@@ -255,8 +255,8 @@ def _fast_split(data: bytes, nfields: int, nlines: int) -> tuple[dict[str, pa.Ar
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None  # a skipped row the handler could not see (invalid UTF-8)
-    if table.num_rows + len(skipped) != nlines:
-        return None
+    # with no CR and no quoting, a row is exactly a line (empty ones included)
+    nlines = table.num_rows + len(skipped)
     wrong: list[tuple[int, bytes]] = []
     if skipped:
         # find each skipped line; it is a whole line, so search for it between newlines
@@ -335,17 +335,14 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
     return cols, reason
 
 
-def parse_block(data: bytes, nfields: int, first_line: int, nlines: int | None = None) -> Block:
+def parse_block(data: bytes, nfields: int, first_line: int = 1) -> Block:
     """Parse one block of whole lines (each ending with a newline) of an `nfields` file.
 
-    `first_line` is the 1-based line number of the block's first line in its file;
-    `nlines` its number of lines, if the caller has counted them already.
+    `first_line` is the 1-based line number of the block's first line in its file.
     """
-    if nlines is None:
-        nlines = data.count(b"\n")
     if b"\r\n" in data:  # CRLF line ends (a lone CR stays part of its line)
         data = data.replace(b"\r\n", b"\n")
-    split = _fast_split(data, nfields, nlines)
+    split = _fast_split(data, nfields)
     if split is None:
         split = _exact_split(data, nfields)
     raw, wrong, nlines = split

@@ -214,7 +214,10 @@ _DICT_COLUMNS = ("license_name", "license_url", "extension", "capture_device", "
 
 
 def _writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    return pq.ParquetWriter(path, schema, use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names])
+    """zstd: about half snappy's size (R1M-scale candidate files are tens of GB) for ~10 %
+    more write CPU."""
+    return pq.ParquetWriter(path, schema, compression="zstd",
+                            use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names])
 
 
 def _writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:

@@ -14,13 +14,14 @@ places file is merged in a sliding window.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +30,7 @@ from mining import __version__, atomic
 from mining.errors import UserError
 from mining.ingest.yfcc import (
     PLACE_FIELDS,
+    Block,
     REASONS,
     SCHEMA,
     detect_layout,
@@ -180,8 +182,6 @@ def ingest(
     `places`: the `yfcc100m_places` file covering the same rows in the same order.
     `force`: rebuild even if OUT is complete for the same inputs.
     """
-    from tqdm import tqdm
-
     files = [Path(p) for p in paths]
     if not files:
         raise UserError("no input files given")
@@ -199,8 +199,6 @@ def ingest(
     fingerprint = _fingerprint(files, places_path, rows_per_part, compression)
     stats_path = out_dir / "stats.json"
     if stats_path.exists() and not force:
-        import json
-
         try:
             previous = json.loads(stats_path.read_text())
         except ValueError:
@@ -215,7 +213,7 @@ def ingest(
     staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
     staging.mkdir()
     try:
-        stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress, tqdm)
+        stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress)
         stats["fingerprint"] = fingerprint
         _publish(staging, out_dir, stats)
     except BaseException:
@@ -224,68 +222,79 @@ def ingest(
     return stats
 
 
+class _Sink:
+    """Where parsed blocks go, in input order: Parquet parts, quarantine, places, counts."""
+
+    def __init__(self, writer: _PartWriter, quarantine: BinaryIO, joiner: Any):
+        self.writer, self.quarantine, self.joiner = writer, quarantine, joiner
+
+    def file_stats(self, path: Path, nfields: int) -> dict[str, Any]:
+        return {"path": str(path), "fields": nfields, "compression": sniff_compression(path) or "none",
+                "rows_in": 0, "rows_out": 0, "rows_rejected": 0, "rejected": _empty_counts()}
+
+    def take(self, block: Block, fstats: dict[str, Any], label: bytes) -> None:
+        """Write one parsed block; its lines are numbered after the file's previous blocks."""
+        table = block.table
+        if self.joiner is not None:
+            country, locality = self.joiner.lookup(table.column("photo_id").combine_chunks())
+            table = table.append_column(PLACE_FIELDS[0][0], country).append_column(PLACE_FIELDS[1][0], locality)
+        self.writer.write(table)
+        offset = fstats["rows_in"]  # lines of this file before the block
+        for number, reason, text in block.rejects:
+            self.quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, offset + number, reason.encode(), text))
+            fstats["rejected"][reason] += 1
+        fstats["rows_in"] += block.lines
+        fstats["rows_out"] += table.num_rows
+        fstats["rows_rejected"] += len(block.rejects)
+
+
+def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any) -> dict[str, Any]:
+    """Stream one dataset file through the parser threads into the sink; return its stats."""
+    nfields = detect_layout(path)
+    fstats = sink.file_stats(path, nfields)
+    label = str(path).encode("utf-8", "surrogateescape")
+    stream, raw = open_stream(path)
+    pending: collections.deque[Future[Block]] = collections.deque()
+    seen = 0
+    try:
+        for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
+            pending.append(pool.submit(parse_block, data, nfields))
+            pos = raw.tell()
+            bar.update(pos - seen)
+            seen = pos
+            while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
+                sink.take(pending.popleft().result(), fstats, label)
+        while pending:
+            sink.take(pending.popleft().result(), fstats, label)
+    finally:
+        for fut in pending:
+            fut.cancel()
+        stream.close()
+        raw.close()
+    bar.update(path.stat().st_size - seen)
+    return fstats
+
+
 def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,
-         block_size: int, compression: str, progress: bool, tqdm: Any) -> dict[str, Any]:
+         block_size: int, compression: str, progress: bool) -> dict[str, Any]:
+    from tqdm import tqdm
+
     from mining.ingest.places import PlacesJoin
 
     t0 = time.perf_counter()
     schema = output_schema(places_path is not None)
     writer = _PartWriter(staging, schema, rows_per_part, compression)
     joiner = PlacesJoin(places_path) if places_path is not None else None
-    total_rejected = _empty_counts()
     per_file: list[dict[str, Any]] = []
     bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
                desc="ingest", disable=not progress)
     try:
-        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(_WORKERS) as pool:
             quarantine.write(QUARANTINE_HEADER)
+            sink = _Sink(writer, quarantine, joiner)
             for f in files:
-                nfields = detect_layout(f)
-                fstats: dict[str, Any] = {
-                    "path": str(f), "fields": nfields, "compression": sniff_compression(f) or "none",
-                    "rows_in": 0, "rows_out": 0, "rows_rejected": 0, "rejected": _empty_counts(),
-                }
-                label = str(f).encode("utf-8", "surrogateescape")
-                stream, raw = open_stream(f)
-                pending: collections.deque[Future[Any]] = collections.deque()
-                line, seen = 1, 0
-
-                def drain(block_future: Future[Any]) -> None:
-                    # blocks are parsed in parallel with lines numbered from 1: renumber here, in order
-                    nonlocal line
-                    block = block_future.result()
-                    table = block.table
-                    if joiner is not None:
-                        country, locality = joiner.lookup(table.column("photo_id").combine_chunks())
-                        table = table.append_column(PLACE_FIELDS[0][0], country).append_column(PLACE_FIELDS[1][0], locality)
-                    writer.write(table)
-                    for number, reason, text in block.rejects:
-                        quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, line - 1 + number, reason.encode(), text))
-                        fstats["rejected"][reason] += 1
-                    fstats["rows_in"] += block.lines
-                    fstats["rows_out"] += table.num_rows
-                    fstats["rows_rejected"] += len(block.rejects)
-                    line += block.lines
-
-                try:
-                    for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
-                        pending.append(pool.submit(parse_block, data, nfields))
-                        pos = raw.tell()
-                        bar.update(pos - seen)
-                        seen = pos
-                        while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
-                            drain(pending.popleft())
-                    while pending:
-                        drain(pending.popleft())
-                finally:
-                    for fut in pending:
-                        fut.cancel()
-                    stream.close()
-                    raw.close()
-                bar.update(f.stat().st_size - seen)
+                fstats = _ingest_file(f, pool, sink, block_size, bar)
                 assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
-                for reason, n in fstats["rejected"].items():
-                    total_rejected[reason] += n
                 per_file.append(fstats)
         parts = writer.finish()
     finally:
@@ -294,13 +303,14 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
         if joiner is not None:
             joiner.close()
 
-    rows_in = sum(s["rows_in"] for s in per_file)
-    rows_out = sum(s["rows_out"] for s in per_file)
-    rows_rejected = sum(s["rows_rejected"] for s in per_file)
+    total_rejected = _empty_counts()
+    for fstats in per_file:
+        for reason, n in fstats["rejected"].items():
+            total_rejected[reason] += n
     stats: dict[str, Any] = {
-        "rows_in": rows_in,
-        "rows_out": rows_out,
-        "rows_rejected": rows_rejected,
+        "rows_in": sum(s["rows_in"] for s in per_file),
+        "rows_out": sum(s["rows_out"] for s in per_file),
+        "rows_rejected": sum(s["rows_rejected"] for s in per_file),
         "rejected": total_rejected,
         "files": per_file,
         "parts": [p.name for p in parts],
@@ -310,4 +320,6 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
     if joiner is not None:
         stats["places"] = {"path": str(places_path), "rows_matched": joiner.matched,
                            "lines_skipped": joiner.skipped}
+        if stats["rows_out"] and not joiner.matched:
+            log.warning("ingest: no row matched the places file %s (not the same rows?)", places_path)
     return stats

@@ -304,3 +304,34 @@ def test_vectorised_utf8_check_matches_python():
         assert utf8_bad_rows(*_buffers(sliced)).tolist() == [invalid(v) for v in vals]
         text, bad = to_utf8(sliced)
         assert [t is None for t in text.to_pylist()] == [invalid(v) for v in vals] == bad.tolist()
+
+
+def test_blocks_smaller_than_a_line_still_parse(tmp_path, sample_lines):
+    path = tmp_path / "in.tsv"
+    path.write_bytes(b"\n".join(sample_lines) + b"\n" + b"short\tline")  # no final newline either
+    stats = ingest([path], tmp_path / "out", block_size=100, progress=False)
+    assert (stats["rows_in"], stats["rows_out"]) == (5, 4)
+    check_real_rows(read(tmp_path / "out"))
+    assert [(int(n), raw) for _, n, _, raw in quarantine(tmp_path / "out")] == [(5, b"short\tline")]
+
+
+def test_places_window_skips_gaps_and_stays_small(tmp_path):
+    from mining.ingest.places import PlacesJoin
+
+    rng = random.Random(7)
+    ids = list(range(1000, 6000))
+    lines = [f"{i}\t1:P{i}:Town,2:C{i % 7}:Country" for i in ids if rng.random() > 0.05]  # 5% missing
+    path = tmp_path / "places.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    have = {int(line.split("\t")[0]) for line in lines}
+    join = PlacesJoin(path, block_size=2048, slack=50)
+    got: list[tuple[int, str | None]] = []
+    kept = [i for i in ids if rng.random() > 0.1]  # rows the dataset side rejected are absent
+    for start in range(0, len(kept), 300):
+        batch = kept[start:start + 300]
+        country, locality = join.lookup(pa.array(batch, pa.int64()))
+        got += list(zip(batch, locality.to_pylist()))
+        assert len(join._ids) <= 300 + 50 + 100  # a batch + slack + one 2 KiB block at most
+    join.close()
+    assert got == [(i, f"P{i}" if i in have else None) for i in kept]
+    assert join.matched == sum(i in have for i in kept)

@@ -50,9 +50,9 @@ class _Deadline(Exception):
     """The body did not arrive before the attempt's wall-clock deadline."""
 
 
-def verify(body: bytes, cfg: FetchConfig) -> tuple[str, int | None, int | None]:
+def verify(body: bytes, cfg: FetchConfig, sha256: str | None = None) -> tuple[str, int | None, int | None]:
     """Status, width, height of downloaded bytes: a full Pillow decode (no `draft`)."""
-    if hashlib.sha256(body).hexdigest() in cfg.placeholder_sha256:
+    if (sha256 or hashlib.sha256(body).hexdigest()) in cfg.placeholder_sha256:
         return "unavailable_placeholder", None, None
     if not body.startswith(b"\xff\xd8\xff"):
         return "not_jpeg", None, None
@@ -137,9 +137,9 @@ def fetch(session: requests.Session, photo_id: int, url: str, cfg: FetchConfig, 
                         status = "retry_failure"
                         break
                     body = _read_body(resp, deadline)
-                    status, row["width"], row["height"] = verify(body, cfg)
                     row["bytes"] = len(body)
                     row["sha256"] = hashlib.sha256(body).hexdigest()
+                    status, row["width"], row["height"] = verify(body, cfg, row["sha256"])
                     if status == "ok":
                         data = body
                     break
@@ -172,11 +172,12 @@ def fetch(session: requests.Session, photo_id: int, url: str, cfg: FetchConfig, 
 
 def adopt(photo_id: int, url: str, data: bytes, cfg: FetchConfig) -> dict | None:
     """Row for an image an earlier (killed) run stored but had not yet recorded."""
-    status, w, h = verify(data, cfg)
+    sha = hashlib.sha256(data).hexdigest()
+    status, w, h = verify(data, cfg, sha)
     if status != "ok":
         return None
     return {"photo_id": photo_id, "url": url, "status": "ok", "http_code": None, "attempts": 0, "bytes": len(data),
-            "width": w, "height": h, "sha256": hashlib.sha256(data).hexdigest(), "elapsed": 0.0}
+            "width": w, "height": h, "sha256": sha, "elapsed": 0.0}
 
 
 def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar: bool = False,

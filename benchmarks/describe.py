@@ -90,9 +90,9 @@ def bench(name: str, images: Path, work: Path, shard_size: int) -> dict[str, flo
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
 
 
-def demo_folder(world: Path, root: Path) -> Path:
+def demo_folder(world: Path, root: Path, limit: int | None = None) -> Path:
     """The world's candidate JPEGs as a completed download (R1M layout + status), via symlinks."""
-    ids = sorted(int(p.stem) for p in (world / "images").glob("*.jpg"))
+    ids = sorted(int(p.stem) for p in (world / "images").glob("*.jpg"))[:limit]
     for pid in ids:
         dst = root / layout.image_relpath(pid)
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ def demo_folder(world: Path, root: Path) -> Path:
     return root
 
 
-def demo_eval(world: Path, methods: list[str], work: Path, workers: int) -> dict[str, object]:
+def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: int | None = None) -> dict[str, object]:
     from scipy.stats import spearmanr
 
     from mining.descriptors import iter_similarities, open_store
@@ -113,7 +113,7 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int) -> dict
     from mining.landmarks import load_landmarks
 
     ds = load_landmarks(world / "landmarks")
-    images = demo_folder(world, work / "download")
+    images = demo_folder(world, work / "download", limit)
     out: dict[str, object] = {"world": str(world), "queries": len(ds.qimlist), "database": len(ds.imlist)}
     cand_rank: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(0)
@@ -151,10 +151,11 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=8)
     ap.add_argument("--demo", type=Path, help="evaluate on this demo world instead (mAP, rank correlation)")
     ap.add_argument("--workers", type=int, default=0, help="--demo: Dask workers (0 = in-process)")
+    ap.add_argument("--candidates", type=int, help="--demo: use only the first N candidates (CPU budget)")
     args = ap.parse_args()
     if args.demo:
         with tempfile.TemporaryDirectory() as tmp:
-            print(json.dumps(demo_eval(args.demo, args.methods.split(","), Path(tmp), args.workers), indent=2))
+            print(json.dumps(demo_eval(args.demo, args.methods.split(","), Path(tmp), args.workers, args.candidates), indent=2))
         return
     out: dict[str, object] = {"input_px": "1024x768 JPEG q90", "cpus": os.cpu_count(),
                               "note": "stage in-process (workers 0); bare = method.describe on decoded images"}

@@ -335,3 +335,12 @@ def test_places_window_skips_gaps_and_stays_small(tmp_path):
     join.close()
     assert got == [(i, f"P{i}" if i in have else None) for i in kept]
     assert join.matched == sum(i in have for i in kept)
+
+
+def test_empty_input_gives_an_empty_typed_dataset(tmp_path):
+    path = tmp_path / "empty.tsv"
+    path.write_bytes(b"")
+    stats = ingest([path], tmp_path / "out", progress=False)
+    assert (stats["rows_in"], stats["rows_out"], stats["parts"]) == (0, 0, ["part-00000.parquet"])
+    table = open_dataset(tmp_path / "out").to_table()
+    assert table.num_rows == 0 and table.schema.equals(output_schema(False))

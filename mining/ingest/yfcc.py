@@ -304,10 +304,11 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
 
     lon, lon_present, lon_bad = _parse_floats(raw["longitude"])
     lat, lat_present, lat_bad = _parse_floats(raw["latitude"])
-    flag(lon_bad | lat_bad | (lon_present != lat_present), BAD_COORDINATES)
     lat_np = lat.to_numpy(zero_copy_only=False)
     lon_np = lon.to_numpy(zero_copy_only=False)
     with np.errstate(invalid="ignore"):
+        not_finite = (lat_present & ~np.isfinite(lat_np)) | (lon_present & ~np.isfinite(lon_np))
+        flag(lon_bad | lat_bad | (lon_present != lat_present) | not_finite, BAD_COORDINATES)
         flag(lat_present & ~(np.abs(lat_np) <= 90.0), LATITUDE_OUT_OF_RANGE)
         flag(lon_present & ~(np.abs(lon_np) <= 180.0), LONGITUDE_OUT_OF_RANGE)
     cols["longitude"], cols["latitude"] = lon, lat

@@ -123,12 +123,13 @@ def test_every_reject_reason_with_its_line_number(tmp_path, sample_lines):
         (7, "longitude_out_of_range", row(longitude=b"-180.25")),
         (8, "bad_coordinates", row(latitude=b"47.6N")),
         (9, "bad_coordinates", row(latitude=b"")),
-        (10, "bad_encoding", row(title=b"bad+%G1+escape")),
-        (11, "bad_encoding", row(description=b"caf%C3")),  # a valid escape of invalid UTF-8
-        (12, "bad_encoding", row(user_tags=b"ok,%ZZ")),
-        (13, "bad_number", row(accuracy=b"street")),
-        (14, "bad_number", row(marker=b"1000")),
-        (15, "wrong_field_count", b""),
+        (10, "bad_coordinates", row(longitude=b"nan")),
+        (11, "bad_encoding", row(title=b"bad+%G1+escape")),
+        (12, "bad_encoding", row(description=b"caf%C3")),  # a valid escape of invalid UTF-8
+        (13, "bad_encoding", row(user_tags=b"ok,%ZZ")),
+        (14, "bad_number", row(accuracy=b"street")),
+        (15, "bad_number", row(marker=b"1000")),
+        (16, "wrong_field_count", b""),
     ]
     lines = [sample_lines[0]] + [raw for _, _, raw in planted] + sample_lines[1:]
     path = tmp_path / "in.tsv"

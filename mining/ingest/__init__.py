@@ -204,7 +204,7 @@ def ingest(
         except ValueError:
             previous = {}
         if previous.get("fingerprint") == fingerprint:
-            log.info("ingest: %s is already complete for these inputs; nothing to do", out_dir)
+            log.info("%s is already complete for these inputs; nothing to do (--force rebuilds)", out_dir)
             return previous
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -254,24 +254,30 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     fstats = sink.file_stats(path, nfields)
     label = str(path).encode("utf-8", "surrogateescape")
     stream, raw = open_stream(path)
-    pending: collections.deque[Future[Block]] = collections.deque()
-    seen = 0
+    # (parsed block, input bytes read up to its end): the bar moves as blocks are written
+    pending: collections.deque[tuple[Future[Block], int]] = collections.deque()
+    done = 0
+
+    def take_oldest() -> None:
+        nonlocal done
+        future, pos = pending.popleft()
+        sink.take(future.result(), fstats, label)
+        bar.update(pos - done)
+        done = pos
+
     try:
         for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
-            pending.append(pool.submit(parse_block, data, nfields))
-            pos = raw.tell()
-            bar.update(pos - seen)
-            seen = pos
+            pending.append((pool.submit(parse_block, data, nfields), raw.tell()))
             while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
-                sink.take(pending.popleft().result(), fstats, label)
+                take_oldest()
         while pending:
-            sink.take(pending.popleft().result(), fstats, label)
+            take_oldest()
     finally:
-        for fut in pending:
-            fut.cancel()
+        for future, _ in pending:
+            future.cancel()
         stream.close()
         raw.close()
-    bar.update(path.stat().st_size - seen)
+    bar.update(path.stat().st_size - done)
     return fstats
 
 
@@ -321,5 +327,5 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
         stats["places"] = {"path": str(places_path), "rows_matched": joiner.matched,
                            "lines_skipped": joiner.skipped}
         if stats["rows_out"] and not joiner.matched:
-            log.warning("ingest: no row matched the places file %s (not the same rows?)", places_path)
+            log.warning("no row matched the places file %s (not the same rows?)", places_path)
     return stats

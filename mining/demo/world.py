@@ -1,0 +1,303 @@
+"""Plan and build the demo world: landmarks + ground truth, candidates + metadata + truth.
+
+A build is a plan (a list of independent render tasks, each with its own derived seed) then
+a parallel map over it; so the bytes of every file depend only on (preset, seed), never on
+the number of workers or the order in which tasks finish.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mining import atomic
+from mining.errors import UserError
+
+from . import metadata as md
+from . import render
+
+log = logging.getLogger(__name__)
+
+PRESETS: dict[str, dict[str, int]] = {
+    # micro: for unit tests only (fewer than the issue's minimums for tiny)
+    "micro": dict(landmarks=3, queries=2, easy=3, hard=2, junk=1, db_negatives=6, candidates=24),
+    "tiny": dict(landmarks=5, queries=2, easy=5, hard=4, junk=2, db_negatives=20, candidates=300),
+    "small": dict(landmarks=11, queries=5, easy=12, hard=10, junk=4, db_negatives=200, candidates=5000),
+    "medium": dict(landmarks=15, queries=5, easy=15, hard=12, junk=5, db_negatives=1000, candidates=50000),
+}
+SHARES = {"landmark": 0.05, "hard_negative": 0.20}  # the rest: unrelated scenes
+SMALL_SHARE = 0.04  # candidate images stored below 1024 px (the downloader must reject them)
+NO_GEOTAG_SHARE, VIDEO_SHARE, JUNK_DATE_SHARE = 0.10, 0.03, 0.01
+DEFAULT_FAULTS = {
+    "not_found": 0.02, "gone": 0.01, "forbidden": 0.01, "placeholder": 0.02, "throttle": 0.02,
+    "server_error": 0.02, "slow": 0.01, "stall": 0.0, "truncated": 0.01, "wrong_type": 0.01, "small": 0.0,
+}
+_NAMES = ["aldgate", "belmont", "carrow", "dunmore", "elmsworth", "fairhaven", "glenrock", "harwick", "islay",
+          "juniper", "kingsford", "lindale", "marlow", "northcote", "oakridge", "penrose", "rosslyn", "stanmore"]
+_NOUNS = {"gothic": ["cathedral", "abbey", "minster", "chapel"], "classical": ["museum", "library", "palace", "opera"],
+          "modern": ["tower", "gallery", "centre", "station"]}
+_TAG = {"facade": 1, "view": 2, "negfacade": 3, "scene": 4, "meta": 5, "plan": 6}
+
+
+def _rng(seed: int, *keys: int) -> np.random.Generator:
+    """Independent stream per item: same (seed, keys) → same numbers, whatever else is built."""
+    return np.random.default_rng([seed, *keys])
+
+
+@dataclass(frozen=True)
+class Landmark:
+    name: str
+    family: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """One image to render: a landmark view, another building's view, or an unrelated scene."""
+
+    out: str  # path relative to the world root
+    kind: str  # "landmark", "facade", "scene"
+    label: str  # query/easy/hard/junk for views; scene kind for scenes
+    subject: int  # landmark index or façade seed
+    family: str
+    key: int  # item seed key
+    small: bool = False
+
+
+@functools.lru_cache(maxsize=4)
+def _facade(seed: int, tag: int, subject: int, family: str) -> render.Facade:
+    return render.render_facade(family, _rng(seed, _TAG["facade"], tag, subject))
+
+
+def render_task(seed: int, task: Task) -> tuple[bytes, Any, str]:
+    """Render one task; returns (JPEG bytes, bbox or None, the view's problem name)."""
+    import cv2
+
+    rng = _rng(seed, _TAG["view"], task.key)
+    if task.kind == "scene":
+        img, bbox, problem = render.render_scene(task.label, rng), None, task.label
+    else:
+        fac = _facade(seed, 0 if task.kind == "landmark" else 1, task.subject, task.family)
+        params, problem = render.view_params(task.label, rng)
+        img, bbox = render.render_view(fac, params, rng)
+    if task.small:  # a share of photos only exists below 1024 px
+        h, w = img.shape[:2]
+        s = float(rng.uniform(0.45, 0.8))
+        img = cv2.resize(img, (int(w * s), int(h * s)), interpolation=cv2.INTER_AREA)
+    return render.encode_jpeg(img), bbox, problem
+
+
+def _worker_init() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def _run_task(args: tuple[int, str, Task, bool]) -> tuple[str, Any, str, bool]:
+    seed, root, task, resume = args
+    path = Path(root) / task.out
+    if resume and path.exists():
+        return task.out, None, "", False
+    data, bbox, problem = render_task(seed, task)
+    atomic.write_bytes(path, data)
+    return task.out, bbox, problem, True
+
+
+def _landmarks(cfg: dict[str, int], seed: int) -> list[Landmark]:
+    rng = _rng(seed, _TAG["plan"], 0)
+    order = rng.permutation(len(_NAMES))
+    out = []
+    for i in range(cfg["landmarks"]):
+        fam = render.FAMILIES[i % len(render.FAMILIES)]
+        nouns = _NOUNS[fam]
+        out.append(Landmark(f"{_NAMES[int(order[i])]}_{nouns[int(rng.integers(len(nouns)))]}", fam, i))
+    return out
+
+
+def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, desc: str) -> dict[str, tuple[Any, str]]:
+    """Render tasks in parallel (or inline for one worker), with a progress bar."""
+    from tqdm import tqdm
+
+    args = [(seed, str(root), t, resume) for t in tasks]
+    results: dict[str, tuple[Any, str]] = {}
+    if workers <= 1:
+        it = map(_run_task, args)
+        for out, bbox, problem, _ in tqdm(it, total=len(args), desc=desc, unit="img", leave=False):
+            results[out] = (bbox, problem)
+        return results
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # fork after OpenCV has started its threads can deadlock
+    with ctx.Pool(workers, initializer=_worker_init) as pool:
+        it = pool.imap(_run_task, args, chunksize=8)
+        for out, bbox, problem, _ in tqdm(it, total=len(args), desc=desc, unit="img", leave=False):
+            results[out] = (bbox, problem)
+    return results
+
+
+def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0, workers: int = 1,
+                resume: bool = True) -> dict[str, Any]:
+    """Write the whole world under `out`; returns the world.json content."""
+    import pyarrow as pa
+
+    if preset not in PRESETS:
+        raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
+    if seed < 0:
+        raise UserError("--seed must be a non-negative integer")
+    cfg = PRESETS[preset]
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    lms = _landmarks(cfg, seed)
+
+    # ---- landmark dataset: queries, labelled views, database negatives
+    prng = _rng(seed, _TAG["plan"], 1)
+    key = iter(range(10**9))
+    lm_tasks: list[Task] = []
+    db_entries: list[tuple[str, str, str | None]] = []  # (name, label, landmark)
+    counters = {lm.name: iter(prng.permutation(900_000)[:200] + 1) for lm in lms}
+    for lm in lms:
+        for q in range(cfg["queries"]):
+            lm_tasks.append(Task(f"landmarks/jpg/{lm.name}_q{q + 1}.jpg", "landmark", "query", lm.index, lm.family, next(key)))
+        for label in ("easy", "hard", "junk"):
+            for _ in range(cfg[label]):
+                name = f"{lm.name}_{int(next(counters[lm.name])):06d}"
+                lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "landmark", label, lm.index, lm.family, next(key)))
+                db_entries.append((name, label, lm.name))
+    neg_ids = prng.permutation(900_000)[: cfg["db_negatives"]] + 1
+    for j, nid in enumerate(neg_ids):
+        name = f"other_{int(nid):06d}"
+        if j % 2 == 0:
+            fam = render.FAMILIES[j // 2 % 3]
+            lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "facade", "easy", 10_000 + j, fam, next(key)))
+        else:
+            kind = render.SCENES[j // 2 % len(render.SCENES)]
+            lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "scene", kind, 0, kind, next(key)))
+        db_entries.append((name, "negative", None))
+    results = _map(lm_tasks, seed, root, workers, resume=False, desc="landmarks")
+    imlist = sorted(name for name, _, _ in db_entries)
+    index = {n: i for i, n in enumerate(imlist)}
+    qimlist, gnd = [], []
+    for lm in lms:
+        by_label = {lab: sorted(index[n] for n, l2, owner in db_entries if owner == lm.name and l2 == lab)
+                    for lab in ("easy", "hard", "junk")}
+        for q in range(cfg["queries"]):
+            name = f"{lm.name}_q{q + 1}"
+            bbox = results[f"landmarks/jpg/{name}.jpg"][0]
+            qimlist.append(name)
+            gnd.append({"bbx": [round(float(v), 1) for v in bbox], "easy": by_label["easy"], "hard": by_label["hard"],
+                        "junk": by_label["junk"], "landmark": lm.name})
+    atomic.write_bytes(root / "landmarks" / "gnd_demo.pkl",
+                       pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}, protocol=4))
+
+    # ---- candidates: metadata rows, their images, the truth
+    mrng = _rng(seed, _TAG["meta"], 0)
+    n_img = cfg["candidates"]
+    n_nogeo = max(2, int(round(n_img * NO_GEOTAG_SHARE)))
+    n_video = max(2, int(round(n_img * VIDEO_SHARE)))
+    n_malformed = max(5, int(round((n_img + n_nogeo + n_video) * 0.01)))
+    ids: set[int] = set()
+    while len(ids) < n_img + n_nogeo + n_video + n_malformed:
+        ids.add(int(mrng.integers(1_000_000, 12_000_000_000)))
+    photo_ids = [int(i) for i in mrng.permutation(sorted(ids))]
+    kinds = mrng.choice(["landmark", "hard_negative", "unrelated"], size=n_img,
+                        p=[SHARES["landmark"], SHARES["hard_negative"], 1 - sum(SHARES.values())])
+    forced = mrng.choice(n_img, size=min(n_img, len(lms)), replace=False)
+    kinds[forced] = "landmark"  # every landmark has at least one image the review must catch
+    roles = (["image"] * n_img + ["nogeo"] * n_nogeo + ["video"] * n_video + ["malformed"] * n_malformed)
+    order = mrng.permutation(len(roles))
+    rows: list[str] = []
+    cand_tasks: list[Task] = []
+    truth: dict[str, list[Any]] = {c: [] for c in ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view")}
+    index_rows: dict[str, list[Any]] = {c: [] for c in ("photo_id", "server", "secret", "secret_original", "extension")}
+    img_i = malformed_i = 0
+    lm_seen: set[int] = set()
+    for line, k in enumerate(order):
+        role, pid = roles[int(k)], photo_ids[int(k)]
+        rrng = _rng(seed, _TAG["meta"], 1, pid % (2**31), pid // (2**31))
+        place = None if role == "nogeo" else md.sample_place(rrng)
+        kind = str(kinds[img_i]) if role == "image" else "unrelated"
+        if role == "image" and kind == "landmark" and place is not None and place.excluded and len(lm_seen) < len(lms):
+            place = md.Place("berlin", "city", 52.52, 13.405, False)  # every landmark needs a catchable image
+        theme = ("building" if kind != "unrelated" else render.SCENES[int(rrng.integers(len(render.SCENES)))])
+        rec = md.make_record(rrng, line, pid, place, theme if theme in md._TITLES else "building", role == "video")
+        fields = md.format_row(rrng, rec, junk_date=bool(rrng.random() < JUNK_DATE_SHARE))
+        if role == "malformed":
+            fields = md.malform(fields, md.MALFORMED_KINDS[malformed_i % len(md.MALFORMED_KINDS)])
+            malformed_i += 1
+        rows.append("\t".join(fields))
+        if role != "image":
+            continue
+        img_i += 1
+        if kind == "landmark":
+            lm = lms[len(lm_seen) % len(lms)] if len(lm_seen) < len(lms) else lms[int(rrng.integers(len(lms)))]
+            lm_seen.add(lm.index)
+            label = "easy" if rrng.random() < 0.6 else "hard"
+            task = Task(f"images/{pid}.jpg", "landmark", label, lm.index, lm.family, 1_000_000 + img_i)
+            lname, fam = lm.name, lm.family
+        elif kind == "hard_negative":
+            fam = render.FAMILIES[int(rrng.integers(3))]
+            task = Task(f"images/{pid}.jpg", "facade", "easy", 100_000 + img_i, fam, 1_000_000 + img_i)
+            lname = None
+        else:
+            fam = theme
+            task = Task(f"images/{pid}.jpg", "scene", theme, 0, theme, 1_000_000 + img_i)
+            lname = None
+        task = Task(task.out, task.kind, task.label, task.subject, task.family, task.key, bool(rrng.random() < SMALL_SHARE))
+        cand_tasks.append(task)
+        truth["photo_id"].append(pid)
+        truth["kind"].append(kind)
+        truth["landmark"].append(lname)
+        truth["family"].append(fam)
+        truth["in_excluded_region"].append(bool(place is not None and place.excluded))
+        truth["place"].append(place.name if place else None)
+        truth["view"].append(task.label)
+        for c, v in (("photo_id", pid), ("server", rec.server), ("secret", rec.secret),
+                     ("secret_original", rec.secret_original), ("extension", rec.extension)):
+            index_rows[c].append(v)
+    atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(rows) + "\n")
+    # Sort candidate tasks by kind so façade caches hit inside each worker.
+    cand_tasks.sort(key=lambda t: (t.kind, t.subject, t.out))
+    _map(cand_tasks, seed, root, workers, resume=resume, desc="candidates")
+    truth_tab = pa.table({
+        "photo_id": pa.array(truth["photo_id"], pa.int64()), "kind": pa.array(truth["kind"], pa.string()),
+        "landmark": pa.array(truth["landmark"], pa.string()), "family": pa.array(truth["family"], pa.string()),
+        "in_excluded_region": pa.array(truth["in_excluded_region"], pa.bool_()),
+        "place": pa.array(truth["place"], pa.string()), "view": pa.array(truth["view"], pa.string()),
+    }).sort_by("photo_id")
+    atomic.write_parquet(root / "truth.parquet", truth_tab, compression="zstd")
+    idx_tab = pa.table({"photo_id": pa.array(index_rows["photo_id"], pa.int64()),
+                        "server": pa.array(index_rows["server"], pa.int32()),
+                        "secret": index_rows["secret"], "secret_original": index_rows["secret_original"],
+                        "extension": index_rows["extension"]}).sort_by("photo_id")
+    atomic.write_parquet(root / "images" / "index.parquet", idx_tab, compression="zstd")
+
+    kinds_count = {k: int(sum(1 for x in truth["kind"] if x == k)) for k in ("unrelated", "hard_negative", "landmark")}
+    world = {
+        "version": 1, "preset": preset, "seed": seed,
+        "image_size": [render.VIEW_W, render.VIEW_H], "min_size": 1024,
+        "counts": {
+            "landmarks": len(lms), "queries": len(qimlist), "database": len(imlist),
+            "metadata_rows": len(rows), "malformed_rows": n_malformed, "photos_without_geotag": n_nogeo,
+            "videos": n_video, "candidate_images": n_img, "candidate_kinds": kinds_count,
+            "in_excluded_region": int(sum(truth["in_excluded_region"])),
+            "small_images": int(sum(t.small for t in cand_tasks)),
+        },
+        "malformed_kinds": list(md.MALFORMED_KINDS),
+        "exclusion": md.EXCLUSION,
+        "faults": DEFAULT_FAULTS,
+        "landmarks": [{"name": lm.name, "family": lm.family} for lm in lms],
+        "files": {"landmarks": "landmarks/gnd_demo.pkl", "metadata": "metadata/yfcc100m_dataset",
+                  "images": "images", "truth": "truth.parquet", "preview": "preview.png"},
+    }
+    from .preview import write_preview
+
+    write_preview(root, root / "preview.png")
+    atomic.write_json(root / "world.json", world)
+    return world

@@ -1,0 +1,75 @@
+"""The demo world: files, ground truth, metadata layout and determinism (on the micro preset)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from mining.demo.world import PRESETS, build_world
+from mining.landmarks import load_landmarks
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("micro")
+    build_world(root, "micro", seed=3)
+    return root
+
+
+def test_same_preset_and_seed_give_identical_bytes(world, tmp_path):
+    build_world(tmp_path / "again", "micro", seed=3, workers=2)
+    assert _digests(world) == _digests(tmp_path / "again")
+
+
+def test_ground_truth_is_revisitop_shaped_and_sane(world):
+    ds = load_landmarks(world / "landmarks")
+    cfg = PRESETS["micro"]
+    assert len(ds.landmarks) == cfg["landmarks"]
+    assert len(ds.qimlist) == cfg["landmarks"] * cfg["queries"]
+    assert not set(ds.qimlist) & set(ds.imlist)
+    for i, q in enumerate(ds.qimlist):
+        g = ds.gnd[i]
+        assert g["easy"] and g["hard"], q
+        assert not (set(g["easy"]) & set(g["hard"])) and not (set(g["easy"]) & set(g["junk"]))
+        w, h = Image.open(ds.image_path(q)).size
+        x1, y1, x2, y2 = ds.bbox(i)
+        assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h
+        assert all(ds.imlist[j].startswith(ds.query_landmark(i)) for j in ds.positives(i))
+    for name in ds.imlist + ds.qimlist:
+        assert ds.image_path(name).is_file()
+
+
+def test_metadata_rows_have_25_fields_except_the_malformed(world):
+    import json
+
+    meta = json.loads((world / "world.json").read_text())
+    lines = (world / "metadata" / "yfcc100m_dataset").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == meta["counts"]["metadata_rows"]
+    bad = 0
+    for line in lines:
+        f = line.split("\t")
+        ok = len(f) == 25 and f[1].isdigit() and f[6].isdigit()
+        if ok and f[12]:
+            try:
+                lon, lat = float(f[12]), float(f[13])
+                ok = -180 <= lon <= 180 and -90 <= lat <= 90
+            except ValueError:
+                ok = False
+        bad += not ok
+    assert bad == meta["counts"]["malformed_rows"]
+    truth = pq.read_table(world / "truth.parquet")
+    assert truth.schema.field("photo_id").type == "int64"
+    for pid in truth.column("photo_id").to_pylist():
+        assert (world / "images" / f"{pid}.jpg").is_file()
+    assert set(truth.column("kind").to_pylist()) <= {"unrelated", "hard_negative", "landmark"}
+    assert (world / "preview.png").stat().st_size > 10_000

@@ -238,6 +238,8 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
     schema = _writer_schema(files, recipe)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # stats.json is written last: present means candidates.parquet beside it is from the same run.
+    (out_dir / "stats.json").unlink(missing_ok=True)
 
     funnel = Funnel()
     for reason, on in (("no_geotag", recipe.require_geotag), ("video", recipe.photos_only),

@@ -74,3 +74,13 @@ def test_load_landmarks_errors_are_user_errors(tmp_path):
     (tmp_path / "gnd_x.pkl").write_bytes(b"not a pickle")
     with pytest.raises(UserError):
         load_landmarks(tmp_path / "gnd_x.pkl")
+
+
+def test_atomic_files_get_normal_permissions(tmp_path):
+    import os
+    import stat
+
+    target = tmp_path / "perm.txt"
+    atomic.write_text(target, "x")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    assert mode & 0o044, oct(mode)  # readable by group/others (umask permitting), not mkstemp's 0600

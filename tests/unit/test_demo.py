@@ -73,3 +73,13 @@ def test_metadata_rows_have_25_fields_except_the_malformed(world):
         assert (world / "images" / f"{pid}.jpg").is_file()
     assert set(truth.column("kind").to_pylist()) <= {"unrelated", "hard_negative", "landmark"}
     assert (world / "preview.png").stat().st_size > 10_000
+
+
+def test_easy_views_are_found_more_often_than_hard_ones(world):
+    from mining.demo.realism import evaluate_setups, histogram_descriptor
+
+    ds = load_landmarks(world / "landmarks")
+    got = evaluate_setups(ds, histogram_descriptor)
+    rnd = evaluate_setups(ds, None, rng=np.random.default_rng(0))
+    assert got["map_easy"] > got["map_hard"] + 0.15
+    assert got["map_medium"] > rnd["map_medium"] + 0.15

@@ -440,6 +440,9 @@ def _foreground(rng: np.random.Generator, canvas: np.ndarray, occl: np.ndarray, 
         bx, by_, bw, bh = cv2.boundingRect(layer)
         if bw == 0 or bh == 0:
             continue
+        hides = int(((np.maximum(occl, layer) > 0) & (target_mask > 127)).sum()) / area
+        if hides > amount + 0.15:  # an object that would hide far more than asked (e.g. a far view)
+            continue
         roi = (slice(by_, by_ + bh), slice(bx, bx + bw))
         _blend(canvas[roi], np.broadcast_to(tex, canvas.shape)[roi], layer[roi])
         np.maximum(occl, layer, out=occl)

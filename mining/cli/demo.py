@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rate-limit", type=float, default=None,
                    help="per-client requests/s before 429 (default: from the server; 0 = off)")
     s.add_argument("--no-faults", action="store_true", help="serve every image correctly")
+    s.epilog = ("mining demo serve WORLD [options] -- COMMAND ...: serve only while COMMAND runs, with {host} in "
+                "its arguments replaced by the server's URL, and exit with its code (used by the workflow).")
     for name in FAULT_NAMES:
         s.add_argument(f"--fault-rate-{name.replace('_', '-')}", type=float, default=None, metavar="P",
                        help=f"share of photos answered with the '{name}' fault (default: world.json)")
@@ -48,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
     from mining.demo.server import serve_forever
 
     overrides = {n: getattr(args, f"fault_rate_{n}") for n in FAULT_NAMES if getattr(args, f"fault_rate_{n}") is not None}
-    serve_forever(args.world, port=args.port, fault_overrides=overrides, no_faults=args.no_faults,
-                  rate_limit=args.rate_limit)
-    return 0
+    command = list(getattr(args, "passthrough", []))
+    return serve_forever(args.world, port=args.port, fault_overrides=overrides, no_faults=args.no_faults,
+                         rate_limit=args.rate_limit, command=command or None)

@@ -348,8 +348,16 @@ def _make_handler(srv: DemoServer) -> type[BaseHTTPRequestHandler]:
 
 
 def serve_forever(world: str | Path, port: int = 8765, fault_overrides: dict[str, float] | None = None,
-                  no_faults: bool = False, rate_limit: float | None = None) -> None:
-    """CLI entry: serve until Ctrl-C, printing the base URL."""
+                  no_faults: bool = False, rate_limit: float | None = None,
+                  command: list[str] | None = None) -> int:
+    """CLI entry: serve until Ctrl-C; or, given a command, serve only while it runs.
+
+    With a command, `{host}` in its arguments becomes the server's base URL and its exit
+    code is returned: that is how the workflow downloads from the demo world (the server's
+    life is tied to the download's, and its /_stats summary lands in the same log).
+    """
+    import subprocess
+
     root = Path(world)
     meta = json.loads((root / "world.json").read_text()) if (root / "world.json").is_file() else {}
     rates = {} if no_faults else {**meta.get("faults", {}), **(fault_overrides or {})}
@@ -361,12 +369,18 @@ def serve_forever(world: str | Path, port: int = 8765, fault_overrides: dict[str
         raise UserError(str(exc)) from None
     srv = DemoServer(root, port=port, faults=faults,
                      rate_limit=meta.get("rate_limit_rps", 0.0) if rate_limit is None else rate_limit)
-    print(f"serving {root} at {srv.url} (stats at {srv.url}/_stats); Ctrl-C to stop", flush=True)
+    print(f"serving {root} at {srv.url} (stats at {srv.url}/_stats)" + ("" if command else "; Ctrl-C to stop"),
+          flush=True)
     srv.start()
     try:
+        if command:
+            argv = [a.replace("{host}", srv.url) for a in command]
+            code = subprocess.call(argv)
+            print("demo server stats: " + json.dumps(srv.stats_snapshot(), sort_keys=True), flush=True)
+            return code
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        pass
+        return 130
     finally:
         srv.stop()

@@ -84,3 +84,20 @@ def test_atomic_files_get_normal_permissions(tmp_path):
     atomic.write_text(target, "x")
     mode = stat.S_IMODE(os.stat(target).st_mode)
     assert mode & 0o044, oct(mode)  # readable by group/others (umask permitting), not mkstemp's 0600
+
+
+def test_arguments_after_double_dash_pass_through(monkeypatch):
+    import argparse
+
+    from mining import cli
+
+    seen = {}
+
+    def fake_register(sub):
+        p = sub.add_parser("demo")
+        p.set_defaults(func=lambda a: seen.update(tail=a.passthrough) or 0)
+
+    monkeypatch.setattr(cli, "STAGES", ["demo"])
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: argparse.Namespace(register=fake_register))
+    assert cli.main(["demo", "--", "mining", "download", "--host", "{host}"]) == 0
+    assert seen["tail"] == ["mining", "download", "--host", "{host}"]

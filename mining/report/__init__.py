@@ -309,10 +309,11 @@ def _curve(rep: dict[str, Any]) -> str:
             ax.plot(x, 100 * np.array(c["mined"], dtype=float), "-s", color=color, label=f"{m} mined")
             ax.axhline(100 * rep["results"][m][s]["all"]["mAP"], color=color, lw=0.8, ls=":")
         ax.set_xscale("symlog", linthresh=max(1.0, float(x[1]) if len(x) > 1 else 1.0))
-        ax.set_title(f"{s}: mAP vs number of distractors (dotted: all candidates)")
+        ax.set_title(f"{s}")
         ax.set_xlabel("distractors")
         ax.set_ylabel("mAP (%)")
         ax.legend(fontsize=7)
+    fig.suptitle("mAP vs number of distractors: random (dashed, ± std) vs mined (solid); dotted: all candidates", fontsize=10)
     return _png(fig)
 
 
@@ -322,11 +323,11 @@ def settings(inp: Inputs) -> str:
         parts.append(f"<h3>Manifest</h3><pre>{html.escape(inp.manifest.read_text())}</pre>")
     rows = []
     if inp.benchmarks:
-        for tsv in sorted(inp.benchmarks.glob("*.tsv")):
+        for tsv in sorted(inp.benchmarks.rglob("*.tsv")):
             with open(tsv, newline="") as f:
                 recs = list(csv.DictReader(f, delimiter="\t"))
             for r in recs[-1:]:  # the latest run of the rule
-                rows.append([tsv.stem, r.get("s", "?"), r.get("h:m:s", "?"), r.get("max_rss", "?"), r.get("cpu_time", "?")])
+                rows.append([str(tsv.relative_to(inp.benchmarks).with_suffix("")), r.get("s", "?"), r.get("h:m:s", "?"), r.get("max_rss", "?"), r.get("cpu_time", "?")])
     if rows:
         parts.append("<h3>Timings (snakemake benchmark files)</h3>" + _table(rows, ["rule", "seconds", "h:m:s", "max RSS (MB)", "CPU s"]))
     return "".join(parts) or NA

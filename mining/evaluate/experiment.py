@@ -292,7 +292,9 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
     curve_random = {k: [ev(r[:k]) for r in sets.random] for k in sets.curve_sizes}
     curve_mined = {k: ev(sets.mined[:k]) for k in sets.curve_sizes}
     out: dict[str, Any] = {"results": {}, "ablation": {}, "curve": {}}
-    out["missing"] = {"mined": int(min(n, len(sets.mined)) - cols_mined.size), "all": int(sets.pool.size - cols_all.size)}
+    # ids of a set that this method could not describe, and queries it has no descriptor for (AP 0)
+    out["missing"] = {"mined": int(min(n, len(sets.mined)) - cols_mined.size), "all": int(sets.pool.size - cols_all.size),
+                      "queries": int((~md.q_present).sum()), "database": int((~np.isfinite(md.sims_db).any(axis=0)).sum())}
     for s in setups:
         out["results"][s] = {"none": none[s], "random": _mean_std([r[s] for r in randoms]) if randoms else None,
                              "mined": mined[s], "all": alls[s]}

@@ -161,6 +161,7 @@ def test_cli_writes_json_and_table_and_mined_is_harder(world, tmp_path):
     assert rc == 0
     rep = json.loads((out / "evaluation.json").read_text())
     assert rep["n"] == 40 and rep["pool"] == len(ids) - 3 and rep["methods"] == ["gem", "sift"]
+    assert rep["missing"]["gem"] == {"mined": 0, "all": 0, "queries": 0, "database": 1}  # one positive never described
     for m in ("gem", "sift"):
         for s in ("medium", "hard"):
             r = rep["results"][m][s]

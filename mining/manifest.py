@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from mining.errors import UserError
 
@@ -41,34 +40,31 @@ def _fill_defaults(validator_class: type) -> type:
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
-    path = ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "additionalProperties":
-        return path + (" " if path else "") + "(unknown key)"
-    if error.validator == "required":
-        return path or "(top level)"
-    return path or "(top level)"
+def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None = None) -> dict[str, Any]:
+    """Validate a manifest dict in place (filling defaults); raise UserError naming the key
+    (and its line, when `lines` maps key paths to line numbers)."""
+    from mining.geofilter.manifest import _Where
 
-
-def validate(data: Any, source: str = "manifest") -> dict[str, Any]:
-    """Validate a manifest dict in place (filling defaults); raise UserError naming the key."""
     if not isinstance(data, dict):
         raise UserError(f"{source}: a manifest must be a YAML mapping")
     validator = _fill_defaults(jsonschema.Draft202012Validator)(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         e = errors[0]
-        raise UserError(f"{source}: invalid key {_key_path(e)}: {e.message}")
+        raise _Where(source, lines or {}).error(tuple(e.absolute_path), e.message)
     return data
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """Read and validate a manifest file."""
+    """Read and validate a whole manifest: the schema, then the geofilter section's own
+    checks (country codes, coordinates, GeoJSON files), all before any data is read."""
+    from mining import geofilter
+    from mining.geofilter.manifest import read_manifest
+
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: manifest not found")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return validate(data, str(p))
+    data, lines = read_manifest(p)
+    validate(data, str(p), lines)
+    geofilter.load(p)
+    return data

@@ -32,7 +32,7 @@ def _demo() -> dict:
 @pytest.mark.parametrize(
     "edit, words",
     [
-        (lambda m: m.update(colour="blue"), ["colour", "unknown"]),
+        (lambda m: m.update(colour="blue"), ["colour", "not allowed"]),
         (lambda m: m["download"].update(size="x"), ["download.size"]),
         (lambda m: m.pop("methods"), ["methods"]),
         (lambda m: m["select"].update(n=-1), ["select.n"]),
@@ -55,3 +55,19 @@ def test_missing_and_unparsable_files(tmp_path):
     bad.write_text("a: [unclosed\n")
     with pytest.raises(UserError, match="YAML"):
         manifest.load(bad)
+
+
+def test_load_names_the_line_and_checks_country_codes(tmp_path):
+    text = (REPO / "manifests" / "demo.yaml").read_text().replace("code: FRA", "code: XYZ")
+    bad = tmp_path / "m.yaml"
+    bad.write_text(text)
+    with pytest.raises(UserError) as exc:
+        manifest.load(bad)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "XYZ" in l)
+    assert "XYZ" in str(exc.value) and f"line {line}" in str(exc.value)
+    text = (REPO / "manifests" / "demo.yaml").read_text().replace("review_top: 50", "review_top: -1")
+    bad.write_text(text)
+    with pytest.raises(UserError) as exc:
+        manifest.load(bad)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "review_top" in l)
+    assert "score.review_top" in str(exc.value) and f"line {line}" in str(exc.value)

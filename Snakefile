@@ -11,7 +11,7 @@ min_version("9.0")
 from mining import manifest as _manifest
 from mining.errors import UserError
 
-MANIFEST_PATH = config.get("manifest", "manifests/demo.yaml")
+MANIFEST_PATH = config.get("manifest", f"{workflow.basedir}/manifests/demo.yaml")
 try:
     M = _manifest.load(MANIFEST_PATH)
 except UserError as exc:

@@ -197,27 +197,28 @@ def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
 
 # ---- running tasks: Dask (LocalCluster or a scheduler) or in-process -------------------
 @contextlib.contextmanager
-def task_runner(workers: int, scheduler: str | None) -> Iterator[Callable[[Callable[..., Any], list[tuple]], Iterator[Any]]]:
-    """Yield `run(fn, arglist)` that yields results as tasks finish."""
-    if not scheduler and workers <= 0:
+def task_runner(workers: int, scheduler: str | None,
+                slurm: str | None = None) -> Iterator[Callable[[Callable[..., Any], list[tuple]], Iterator[Any]]]:
+    """Yield `run(fn, arglist)` that yields results as tasks finish (in-process when workers = 0)."""
+    if not scheduler and not slurm and workers <= 0:
         yield lambda fn, arglist: (fn(*a) for a in arglist)
         return
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import as_completed
 
-    with contextlib.ExitStack() as stack:
-        if scheduler:
-            client = stack.enter_context(Client(scheduler))
-        else:
-            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.WARNING))
-            client = stack.enter_context(Client(cluster))
+    from mining.cluster import make_client
 
+    client, cluster = make_client(scheduler, workers, slurm)
+    try:
         def run(fn: Callable[..., Any], arglist: list[tuple]) -> Iterator[Any]:
             futures = [client.submit(fn, *a, pure=False) for a in arglist]
             for fut in as_completed(futures):
                 yield fut.result()
 
         yield run
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 # ---- the stage -------------------------------------------------------------------------
@@ -231,7 +232,8 @@ def _file_sha(path: Path) -> str:
 
 def describe(method_name: str, images: str | Path, image_set: str, out: str | Path, *,
              params: dict[str, Any] | None = None, model: str | Path | None = None,
-             workers: int = 0, scheduler: str | None = None, shard_size: int = 1000,
+             workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
+             shard_size: int = 1000,
              fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
     """Describe an image set into the store `out`; returns the store info (also in store.json)."""
     from tqdm import tqdm
@@ -266,7 +268,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             raise UserError(f"method {method_name} learns on candidates: describe the candidates first and pass "
                             "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
         state_path = (out / MODEL_FILE).resolve()
-    threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if (workers > 0 and not scheduler) else 0
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if (workers > 0 and not scheduler and not slurm) else 0
     ids_hash = _sha("\n".join(i.id for i in items).encode())
     info: dict[str, Any] = {
         "method": method_name, "kind": method.kind, "set": image_set, "params": params,
@@ -279,7 +281,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
     out.mkdir(parents=True, exist_ok=True)
     descriptors.write_store_info(out, {**info, "complete": False})
 
-    with task_runner(workers, scheduler) as run:
+    with task_runner(workers, scheduler, slurm) as run:
         if method.learns and model is None and not state_path.is_file():
             spec = json.dumps({"method": method_name, "params": params, "query": False, "state": None, "threads": threads})
             rng = np.random.default_rng(seed)

@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=2,
                    help="Dask LocalCluster worker processes (default 2; 0 = in this process, no Dask)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a LocalCluster)")
+    p.add_argument("--slurm", metavar="YAML",
+                   help="start dask-jobqueue SLURM workers: a YAML of SLURMCluster keyword arguments (+ `jobs`)")
     p.add_argument("--shard-size", type=int, default=1000, help="images per shard (the unit of resume; default 1000)")
     p.add_argument("--fit-images", type=int, default=2000, help="candidates sampled for learning (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the learning sample and k-means")
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workers must be >= 0")
     params = {key: getattr(args, opt) for opt, key in _PARAMS.items() if getattr(args, opt) is not None}
     info = describe(args.method, args.images, args.image_set, args.out, params=params, model=args.model,
-                    workers=args.workers, scheduler=args.scheduler, shard_size=args.shard_size,
+                    workers=args.workers, scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
                     fit_images=args.fit_images, seed=args.seed, progress=not args.quiet)
     print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
     return 0

@@ -198,3 +198,22 @@ def test_killed_then_resumed_run_gives_identical_outputs(micro_run, micro_manife
     ok_a = sorted(p.name for p in (demo_run / "results/demo/images/jpg").rglob("*.jpg"))
     ok_b = sorted(p.name for p in (work / "results/demo/images/jpg").rglob("*.jpg"))
     assert ok_a == ok_b
+
+
+@pytest.mark.parametrize("dask, flag", [
+    ({"cluster": "scheduler", "scheduler": "tcp://10.1.2.3:8786"}, "--scheduler tcp://10.1.2.3:8786"),
+    ({"cluster": "slurm", "slurm": "workflows/profiles/slurm/dask-jobqueue.yaml"},
+     "--slurm workflows/profiles/slurm/dask-jobqueue.yaml"),
+], ids=["scheduler", "slurm"])
+def test_one_manifest_key_moves_fan_out_stages_to_another_cluster(tmp_path, dask, flag):
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    m["dask"] = dask
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(m))
+    r = snakemake(tmp_path, "-n", "-p", "--cores", "2", manifest=path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    shells = [l for l in r.stdout.splitlines() if l.startswith("Shell command:")]
+    download = [l for l in shells if "mining download" in l]
+    candidates = [l for l in shells if "--set candidates" in l]
+    assert download and all(flag in l for l in download)
+    assert candidates and all(flag in l for l in candidates)

@@ -25,7 +25,7 @@ def dask_args():
     if d["cluster"] == "scheduler":
         return f"--scheduler {shlex.quote(d['scheduler'])}"
     if d["cluster"] == "slurm":
-        return "--slurm"
+        return f"--slurm {shlex.quote(d['slurm'])}"
     return ""
 
 

@@ -141,6 +141,19 @@ class _TokenBucket:
             return ok
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that give up (deadlines, resets) are normal here, not server errors."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class DemoServer:
     """A threaded HTTP/1.1 server over a built world; use as a context manager in tests.
 
@@ -171,7 +184,7 @@ class DemoServer:
         self.stopping = threading.Event()
         self.placeholder = _placeholder_png()
         self._small: dict[tuple[int, int], bytes] = {}
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._httpd = _QuietServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -185,7 +185,10 @@ def test_killed_then_resumed_run_gives_identical_outputs(micro_run, micro_manife
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert not (work / OUTPUTS[0]).exists()
-    # A plain rerun (the default profile has rerun-incomplete) finishes the job.
+    # What a user does after a kill -9: unlock, then the same command (the default profile
+    # has rerun-incomplete); finished shards are kept by the stages themselves.
+    r = snakemake(work, "--unlock", manifest=micro_manifest)
+    assert r.returncode == 0, r.stderr[-2000:]
     r = snakemake(work, "--cores", "2", manifest=micro_manifest)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     for rel in ("results/demo/selected/distractors.txt", "results/demo/selected/distractors.parquet"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from mining import __version__
@@ -60,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # Dask's own INFO chatter (and its INFO-level tracebacks when workers close) would
+        # bury the stage's messages in the logs. distributed sets its logger levels from the
+        # dask config when first imported (inside the stages), hence the config variable.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mining.descriptors import as_float32  # noqa: E402
 from mining.score import MethodInput, Problem, score_candidates  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def main() -> None:
         def blocks(q=q, pool=pool):
             for c in range(n_chunks):
                 d = pool[c % len(pool)][: min(chunk, n - c * chunk)]
-                yield q @ d.astype(np.float32).T  # what a global store's similarity_function does
+                yield q @ as_float32(d).T  # what a global store's similarity_function does
 
         methods.append(MethodInput(f"m{mi}", np.arange(a.queries), [p.astype(np.float32) for p in pos], ids, blocks))
 
@@ -79,7 +80,7 @@ def main() -> None:
             del p32
             t0 = time.perf_counter()
             for c in range(n_chunks):
-                _ = q @ pool[c % len(pool)][: min(chunk, n - c * chunk)].astype(np.float32).T
+                _ = q @ as_float32(pool[c % len(pool)][: min(chunk, n - c * chunk)]).T
             sim += time.perf_counter() - t0
         return gemm, sim
 

@@ -101,3 +101,17 @@ def test_arguments_after_double_dash_pass_through(monkeypatch):
     monkeypatch.setattr(cli.importlib, "import_module", lambda name: argparse.Namespace(register=fake_register))
     assert cli.main(["demo", "--", "mining", "download", "--host", "{host}"]) == 0
     assert seen["tail"] == ["mining", "download", "--host", "{host}"]
+
+
+def test_fp16_rows_decode_bit_exactly():
+    import numpy as np
+
+    from mining.descriptors import as_float32
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((257, 96)).astype(np.float16)
+    a[0, :5] = [0.0, -0.0, 6e-8, np.inf, 65504]  # zeros, a subnormal, inf, max
+    out = as_float32(a)
+    assert out.dtype == np.float32
+    assert np.array_equal(out.view(np.uint32), a.astype(np.float32).view(np.uint32))
+    assert as_float32(np.zeros((0, 8), np.float16)).shape == (0, 8)

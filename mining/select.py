@@ -53,17 +53,10 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
 
 def load_decisions(path: Path) -> tuple[Any, str | None]:
     """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any."""
-    import pyarrow.parquet as pq
+    from mining.tables import read_table
 
-    if not path.is_file():
-        raise UserError(f"decisions file {path} not found (export it with `mining review export`)")
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 - any reader failure is the user's file
-        raise UserError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in ("landmark", "photo_id", "decision") if c not in table.column_names]
-    if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(missing)} (expected landmark, photo_id, decision)")
+    table = read_table(path, ("landmark", "photo_id", "decision"), "decisions file",
+                       hint="export it with `mining review export`")
     meta = table.schema.metadata or {}
     fp = meta.get(b"landmarks_fingerprint")
     df = table.select(["landmark", "photo_id", "decision"]).to_pandas()

@@ -107,18 +107,10 @@ class ImportResult:
 
 def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     """Add a review queue's rows; existing (landmark, photo_id) keep their votes, get new rank/score."""
-    import pyarrow.parquet as pq
+    from mining.tables import read_table
 
     p = Path(queue)
-    if not p.exists():
-        raise UserError(f"{p}: review queue not found")
-    try:
-        table = pq.read_table(p)
-    except Exception as exc:  # noqa: BLE001 - any read failure is the user's file
-        raise UserError(f"{p}: not a readable Parquet file ({exc})") from None
-    missing = [c for c in QUEUE_REQUIRED if c not in table.column_names]
-    if missing:
-        raise UserError(f"{p}: review queue lacks column(s) {', '.join(missing)}")
+    table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
             if c in table.column_names}
     n = table.num_rows

@@ -103,10 +103,15 @@ def check_out_dir(out: str | os.PathLike[str]) -> Path:
 
 
 def plan_fingerprint(ids: list[int], urls: list[str], shard_size: int) -> str:
-    """Identity of a plan: same candidates, URLs and shard size → same shards."""
+    """Identity of a plan: same candidates, image paths and shard size → same shards.
+
+    The host is left out on purpose: resuming from another mirror (or from the demo
+    server on a new port) is the same download."""
+    from urllib.parse import urlsplit
+
     h = hashlib.sha256(f"{shard_size}\n".encode())
     for pid, url in zip(ids, urls):
-        h.update(f"{pid} {url}\n".encode())
+        h.update(f"{pid} {urlsplit(url).path}\n".encode())
     return h.hexdigest()
 
 

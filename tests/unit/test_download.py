@@ -226,3 +226,13 @@ def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
     for p, r in rows.items():
         if r["status"] == "ok":
             assert hashlib.sha256((out / image_relpath(p)).read_bytes()).hexdigest() == r["sha256"]
+
+
+def test_resuming_from_another_host_is_the_same_plan():
+    from mining.download.reader import plan_fingerprint
+
+    ids = [1, 2, 3]
+    a = plan_fingerprint(ids, [f"http://127.0.0.1:8001/7/{i}_s_b.jpg" for i in ids], 100)
+    b = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_b.jpg" for i in ids], 100)
+    c = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_o.jpg" for i in ids], 100)
+    assert a == b and a != c and a != plan_fingerprint(ids, [f"http://127.0.0.1:8001/7/{i}_s_b.jpg" for i in ids], 50)

@@ -1,6 +1,11 @@
 # Paths and small helpers shared by the rules (no stage logic here).
 import shlex
+import sys
 from pathlib import Path
+
+# Rules call the `mining` installed beside the Python that runs Snakemake, so that
+# `.venv/bin/snakemake` works without activating the virtualenv (also on cluster nodes).
+shell.prefix(f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; ')
 
 WORLD = f"{R}/world"
 LOGS = f"{R}/logs"

@@ -25,8 +25,15 @@ def snakemake(workdir: Path, *args: str, manifest: Path | None = None, timeout: 
     cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
     if manifest is not None:
         cmd += ["--config", f"manifest={manifest}"]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    # No virtualenv on PATH, as after `make setup` without activating it: the rules must
+    # find `mining` beside Snakemake's own Python.
+    env = dict(os.environ, PATH=_path_without_venv())
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def _path_without_venv() -> str:
+    venv_bin = str(Path(sys.executable).parent)
+    return os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
 
 
 def _touch_inputs(manifest: Path, workdir: Path) -> None:
@@ -173,7 +180,7 @@ def test_killed_then_resumed_run_gives_identical_outputs(micro_run, micro_manife
     work.mkdir()
     cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2",
            "--config", f"manifest={micro_manifest}"]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=_path_without_venv())
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     try:

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mining.descriptors import as_float32  # noqa: E402
-from mining.score import MethodInput, Problem, score_candidates  # noqa: E402
+from mining.score import CandidateVectors, MethodInput, Problem, score_candidates  # noqa: E402
 
 
 def normalised(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -60,12 +60,12 @@ def main() -> None:
         pools.append(pool)
         queries.append(q)
 
-        def blocks(q=q, pool=pool):
-            for c in range(n_chunks):
-                d = pool[c % len(pool)][: min(chunk, n - c * chunk)]
-                yield q @ as_float32(d).T  # what a global store's similarity_function does
+        def blocks(pool=pool):
+            for c in range(n_chunks):  # what a global store's blocks are: its float16 shards
+                yield CandidateVectors(pool[c % len(pool)][: min(chunk, n - c * chunk)])
 
-        methods.append(MethodInput(f"m{mi}", np.arange(a.queries), [p.astype(np.float32) for p in pos], ids, blocks))
+        methods.append(MethodInput(f"m{mi}", np.arange(a.queries), [p.astype(np.float32) for p in pos], ids,
+                                   blocks, query_vectors=q))
 
     def bare_products() -> tuple[float, float]:
         """Seconds of the float32 GEMMs alone, and of what a float16 store's similarity costs

@@ -24,9 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--review-top", type=int, default=2000, metavar="K",
                    help="candidates per landmark in the review queue (default 2000, as R1M)")
     p.add_argument("--chunk", type=int, default=32768, metavar="N",
-                   help="candidates per processing chunk (memory vs. overhead; default 32768)")
+                   help="candidates per processing chunk (memory vs. overhead; default 32768; "
+                        "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
     p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="threads for the counting (default: all CPUs; BLAS threads are set by its own env vars)")
+                   help="threads for the similarities and the counting (default: the CPUs this process may "
+                        "use); the result does not depend on it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -10,7 +10,8 @@ import pytest
 
 from mining.cli import main
 from mining.descriptors import write_global_shard, write_store_info
-from mining.score import MethodInput, PositiveCounter, Problem, score_candidates
+from mining.errors import UserError
+from mining.score import PIECE, CandidateVectors, MethodInput, PositiveCounter, Problem, score_candidates
 
 
 # ----------------------------------------------------------------------------- reference
@@ -169,6 +170,87 @@ def test_query_without_positives_contributes_nothing():
     assert r.score.tolist() == [1.0, 0.0]
     assert r.closest_landmark.tolist() == [0, -1]
     assert r.review["a"].photo_id.tolist() == [5] and r.review["b"].photo_id.size == 0
+
+
+# ----------------------------------------------------------------------------- global descriptors
+def vector_methods(seed: int, n_cand: int, dim: int, dyadic: bool, shard: int = 1234):
+    """Two global methods yielding float16 CandidateVectors in shards of `shard` rows; the
+    second holds its candidates in reverse order (the spilled path)."""
+    rng = np.random.default_rng(seed)
+    n_q = 16  # BLAS picks shape-dependent kernels from here on (with 7 it did not)
+    problem = Problem([f"q{i}" for i in range(n_q)], ["a"] * 6 + ["b"] * 5 + ["c"] * 5, ["a", "b", "c"])
+
+    def vectors(n):
+        if dyadic:  # dot products exact in float32 whatever the summation order
+            return (rng.integers(-2, 3, size=(n, dim)) / 4).astype(np.float16)
+        v = rng.standard_normal((n, dim)).astype(np.float32)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float16)
+
+    ids = rng.choice(10**9, size=n_cand, replace=False).astype(np.int64)
+    methods, truth = [], []
+    for mi, name in enumerate(["g1", "g2"]):
+        q = vectors(n_q).astype(np.float32)
+        db = vectors(40).astype(np.float32)
+        cand = vectors(n_cand)
+        twins = cand[rng.choice(n_cand, size=200, replace=False)].astype(np.float32)  # duplicates of positives:
+        pos = [np.concatenate([q[i] @ db[rng.choice(40, size=int(rng.integers(0 if i == n_q - 1 else 1, 12)),  # ties,
+                                                  replace=False)].T,                   # or one ulp off if
+                               (q[i] @ twins.T) if i != n_q - 1 else []])                   # BLAS rounds them
+               for i in range(n_q)]                                                    # differently
+        order = np.arange(n_cand) if mi == 0 else np.arange(n_cand)[::-1]
+
+        def blocks(cand=cand, order=order):
+            for a in range(0, n_cand, shard):
+                yield CandidateVectors(cand[order[a:a + shard]])
+
+        methods.append(MethodInput(name, np.arange(n_q), [np.asarray(p, np.float32) for p in pos], ids[order], blocks,
+                                   query_vectors=q))
+        truth.append((q, pos, cand))
+    return problem, methods, truth, ids
+
+
+def test_global_vectors_match_brute_force():
+    problem, methods, truth, ids = vector_methods(0, n_cand=3 * PIECE + 77, dim=16, dyadic=True)
+    r = score_candidates(problem, methods, chunk=1000, review_top=5, threads=2)
+    assert r.photo_id.tolist() == ids.tolist()
+    assert r.stats["methods"]["g2"]["aligned"] == "spilled"
+    for (name, (q, pos, cand)) in zip(["g1", "g2"], truth):
+        sims = cand.astype(np.float64) @ q.astype(np.float64).T  # exact: dyadic values
+        want = np.zeros(len(ids))
+        for i, p in enumerate(pos):
+            if len(p):
+                p = np.asarray(p, np.float64)
+                want += ((p[None, :] < sims[:, i:i + 1]).sum(1) * 2 + (p[None, :] == sims[:, i:i + 1]).sum(1)) / (2 * len(p))
+        np.testing.assert_allclose(r.method_scores[name], want, rtol=0, atol=1e-12)
+    assert (r.score > 0).any() and len({round(x, 9) for x in r.score}) > 50  # ties, but not all equal
+
+
+def test_global_vectors_are_independent_of_chunk_size_and_threads():
+    """BLAS rounds differently for different product shapes and thread counts; the score
+    multiplies fixed pieces on one thread each, so nothing changes a bit."""
+    problem, methods, _, _ = vector_methods(1, n_cand=3 * PIECE + 501, dim=512, dyadic=False, shard=999)
+    runs = [score_candidates(problem, methods, chunk=chunk, review_top=20, threads=threads)
+            for chunk, threads in [(10**6, 1), (10**6, 4), (777, 2), (PIECE, 3), (2 * PIECE + 1, 1)]]
+    first = runs[0]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.score, first.score)
+        for name in first.method_scores:
+            np.testing.assert_array_equal(other.method_scores[name], first.method_scores[name])
+        np.testing.assert_array_equal(other.closest_landmark, first.closest_landmark)
+        for lm in problem.landmarks:
+            np.testing.assert_array_equal(other.review[lm].photo_id, first.review[lm].photo_id)
+            np.testing.assert_array_equal(other.review[lm].best_query, first.review[lm].best_query)
+    assert first.review["a"].photo_id.size == 20 and set(first.review["a"].best_query) <= set(range(6))
+
+
+def test_duplicate_candidate_ids_are_refused():
+    problem, specs = random_problem(0)
+    for victim in (0, 1):
+        bad = [dict(s) for s in specs]
+        bad[victim]["ids"] = bad[victim]["ids"].copy()
+        bad[victim]["ids"][1] = bad[victim]["ids"][0]
+        with pytest.raises(UserError, match=f"method {bad[victim]['name']}: candidate store holds duplicate ids"):
+            score_candidates(problem, to_inputs(bad, 10), chunk=10, review_top=3)
 
 
 # ----------------------------------------------------------------------------- CLI on stores

@@ -236,7 +236,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
              shard_size: int = 1000,
              fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
     """Describe an image set into the store `out`; returns the store info (also in store.json)."""
-    from tqdm import tqdm
+    from mining.progress import bar as progress_bar
 
     out = Path(out)
     if shard_size < 1:
@@ -288,7 +288,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
             chunks = [(sample[i:i + 50], spec) for i in range(0, len(sample), 50)]
             feats: list[np.ndarray] = []
-            bar = tqdm(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
+            bar = progress_bar(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
             for res in run(fit_features_chunk, chunks):
                 feats.extend(res)
                 bar.update(50)
@@ -304,7 +304,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
         shards = [(f"{i // shard_size:05d}", items[i:i + shard_size]) for i in range(0, len(items), shard_size)]
         todo = [(str(out), name, chunk, spec) for name, chunk in shards
                 if not (out / "shards" / f"{name}.ids.parquet").is_file()]
-        bar = tqdm(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
+        bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
                    desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
         for n_ok, n_fail in run(describe_shard, todo):
             bar.update(n_ok + n_fail)

@@ -394,7 +394,7 @@ def score_candidates(
     """Stream every candidate of every method through the score; see the module docstring."""
     import pandas as pd
     from threadpoolctl import ThreadpoolController
-    from tqdm import tqdm
+    from mining.progress import bar as progress_bar
 
     if chunk < 1:
         raise UserError("--chunk must be at least 1")
@@ -461,7 +461,7 @@ def score_candidates(
         has = [np.zeros(n, bool) for _ in methods]
         for h, (_, _, pos, _) in zip(has, prepared):
             h[pos] = True
-        bar = tqdm(total=n, unit="cand", desc="score", disable=not progress, mininterval=2)
+        bar = progress_bar(total=n, unit="cand", desc="score", disable=not progress, mininterval=2)
         for a in range(0, n, chunk):
             b = min(n, a + chunk)
             w = b - a

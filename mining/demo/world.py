@@ -123,13 +123,13 @@ def _landmarks(cfg: dict[str, int], seed: int) -> list[Landmark]:
 
 def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, desc: str) -> dict[str, tuple[Any, str]]:
     """Render tasks in parallel (or inline for one worker), with a progress bar."""
-    from tqdm import tqdm
+    from mining.progress import bar
 
     args = [(seed, str(root), t, resume) for t in tasks]
     results: dict[str, tuple[Any, str]] = {}
     if workers <= 1:
         it = map(_run_task, args)
-        for out, bbox, problem, _ in tqdm(it, total=len(args), desc=desc, unit="img", leave=False):
+        for out, bbox, problem, _ in bar(it, total=len(args), desc=desc, unit="img", leave=False):
             results[out] = (bbox, problem)
         return results
     import multiprocessing as mp
@@ -137,7 +137,7 @@ def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, d
     ctx = mp.get_context("spawn")  # fork after OpenCV has started its threads can deadlock
     with ctx.Pool(workers, initializer=_worker_init) as pool:
         it = pool.imap(_run_task, args, chunksize=8)
-        for out, bbox, problem, _ in tqdm(it, total=len(args), desc=desc, unit="img", leave=False):
+        for out, bbox, problem, _ in bar(it, total=len(args), desc=desc, unit="img", leave=False):
             results[out] = (bbox, problem)
     return results
 

@@ -7,13 +7,11 @@ and the progress counter are Dask Actors, so all workers share them.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from mining.cluster import dashboard_link, make_client  # noqa: F401 - re-exported for callers
-from mining.errors import UserError
 
 
 class Counter:

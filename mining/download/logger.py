@@ -6,7 +6,6 @@ about DIR after any number of interrupted and resumed runs; speeds are this run'
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ from mining.download.reader import STATUSES
 
 
 def progress_bar(total: int, initial: int = 0) -> Any:
-    from tqdm import tqdm
+    from mining.progress import bar
 
-    return tqdm(total=total, initial=initial, unit="img", desc="download", file=sys.stderr, dynamic_ncols=True,
-                smoothing=0.1)
+    return bar(total=total, initial=initial, unit="img", desc="download", smoothing=0.1)
 
 
 def read_status(out: Path) -> pa.Table:

@@ -101,9 +101,8 @@ def reduce_method(
 
 def load_method(method_dir: Path, dataset: Any, progress: bool = False) -> MethodData:
     """Stream DESC/<method>/{queries,database,candidates} into MethodData."""
-    from tqdm import tqdm
-
     from mining.descriptors import iter_similarities, open_store
+    from mining.progress import bar
 
     stores = {}
     for part in ("queries", "database", "candidates"):
@@ -119,7 +118,7 @@ def load_method(method_dir: Path, dataset: Any, progress: bool = False) -> Metho
     db_sims = np.concatenate(db_blocks, axis=1) if db_blocks else np.zeros((len(q_ids), 0), np.float32)
     cands = iter_similarities(stores["queries"], stores["candidates"])
     if progress:
-        cands = tqdm(cands, total=len(stores["candidates"].shard_names()), desc=f"evaluate {stores['candidates'].method}", unit="shard")
+        cands = bar(cands, total=len(stores["candidates"].shard_names()), desc=f"evaluate {stores['candidates'].method}", unit="shard")
     return reduce_method(stores["candidates"].method, dataset, q_ids, (db_ids, db_sims), cands)
 
 

@@ -182,10 +182,10 @@ def _chunks(files: list[Path], progress: bool) -> Iterator[pa.Table | pa.RecordB
     """The metadata in order, ~BATCH_ROWS rows at a time. Whole row groups are read
     together (pyarrow decodes their columns in parallel); a row group much larger than
     BATCH_ROWS is streamed in batches so memory stays bounded."""
-    from tqdm import tqdm
+    from mining.progress import bar as progress_bar
 
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    with tqdm(total=total, unit="row", unit_scale=True, desc="geofilter", disable=None if progress else True) as bar:
+    with progress_bar(total=total, unit="row", unit_scale=True, desc="geofilter", disable=not progress) as bar:
         for f in files:
             pf = pq.ParquetFile(f)
             group: list[int] = []

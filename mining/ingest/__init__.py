@@ -283,7 +283,7 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
 
 def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,
          block_size: int, compression: str, progress: bool) -> dict[str, Any]:
-    from tqdm import tqdm
+    from mining.progress import bar as progress_bar
 
     from mining.ingest.places import PlacesJoin
 
@@ -292,7 +292,7 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
     writer = _PartWriter(staging, schema, rows_per_part, compression)
     joiner = PlacesJoin(places_path) if places_path is not None else None
     per_file: list[dict[str, Any]] = []
-    bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
+    bar = progress_bar(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
                desc="ingest", disable=not progress)
     try:
         with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(_WORKERS) as pool:

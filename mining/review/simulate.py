@@ -53,7 +53,7 @@ def simulate(app: Any, truth: dict[int, tuple[str, str | None]], reviewers: int 
     import logging
 
     import httpx
-    from tqdm import tqdm
+    from mining.progress import bar as progress_bar
 
     from mining.review.server import running
 
@@ -71,7 +71,7 @@ def simulate(app: Any, truth: dict[int, tuple[str, str | None]], reviewers: int 
                                            headers={"x-review-token": _token(app)}) as client:
         landmarks = _get(client, "/api/landmarks")["landmarks"]
         total = sum(lm["total"] for lm in landmarks) * reviewers
-        bar = tqdm(total=total, desc="simulated review", unit="vote", disable=not progress)
+        bar = progress_bar(total=total, desc="simulated review", unit="vote", disable=not progress)
         for r in range(reviewers):
             name = f"simulated-{r + 1}"
             for lm in landmarks:

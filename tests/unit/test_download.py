@@ -137,6 +137,25 @@ def test_cluster_wide_rate_limit_with_two_workers(tmp_path):
     assert 6 <= seen <= 10
 
 
+def test_download_joins_a_running_scheduler_and_leaves_it_running(tmp_path):
+    """`--scheduler ADDRESS`: the shards run on that cluster's worker processes (the same
+    path as a SLURM deployment's scheduler), and the cluster is not ours to close."""
+    from distributed import Client, LocalCluster
+
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 25)))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            ServerProcess() as s:
+        before = cluster.scheduler.transition_counter
+        summary = download(cand, tmp_path / "out", FetchConfig(rps=100, threads=4), host=s.url, shard_size=6,
+                           scheduler=cluster.scheduler_address, progress=False)
+        assert cluster.scheduler.transition_counter - before >= 4 * 3  # 4 shards went through it
+        with Client(cluster) as c:
+            assert c.submit(lambda: 41 + 1).result(timeout=30) == 42  # still up
+        n_requests = len(s.fetch_log())
+    assert summary["counts"]["ok"] == 24 and n_requests == 24
+    assert stored(tmp_path / "out") == {Path(image_relpath(i)).name for i in range(1, 25)}
+
+
 def test_end_to_end_summary_duplicates_and_resume(tmp_path):
     behaviour = {2: "not_found", 3: "placeholder_redirect", 4: "dup", 5: "dup", 6: "error500", 7: "truncated"}
     cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))

@@ -10,7 +10,6 @@ import pickle
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from mining.cli import main
 from mining.landmarks import load_landmarks

@@ -24,4 +24,4 @@ rule score:
         ENV
     shell:
         "mining score --landmarks {input.gnd} --descriptors {params.methods} --out {params.out} "
-        "--review-top {params.top} --threads {threads} --no-progress > {log} 2>&1"
+        "--review-top {params.top} --threads {threads} > {log} 2>&1"

@@ -291,7 +291,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             bar = progress_bar(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
             for res in run(fit_features_chunk, chunks):
                 feats.extend(res)
-                bar.update(50)
+                bar.update(min(50, len(sample) - bar.n))  # chunks of 50, one shorter
             bar.close()
             state = method.fit(feats, seed=seed)
             with atomic.atomic_path(state_path) as tmp:

@@ -173,7 +173,7 @@ def test_query_without_positives_contributes_nothing():
 
 
 # ----------------------------------------------------------------------------- global descriptors
-def vector_methods(seed: int, n_cand: int, dim: int, dyadic: bool, shard: int = 1234):
+def vector_methods(seed: int, n_cand: int, dim: int, dyadic: bool, shard: int = 1234, dtype=np.float16):
     """Two global methods yielding float16 CandidateVectors in shards of `shard` rows; the
     second holds its candidates in reverse order (the spilled path)."""
     rng = np.random.default_rng(seed)
@@ -201,7 +201,7 @@ def vector_methods(seed: int, n_cand: int, dim: int, dyadic: bool, shard: int = 
 
         def blocks(cand=cand, order=order):
             for a in range(0, n_cand, shard):
-                yield CandidateVectors(cand[order[a:a + shard]])
+                yield CandidateVectors(cand[order[a:a + shard]].astype(dtype))
 
         methods.append(MethodInput(name, np.arange(n_q), [np.asarray(p, np.float32) for p in pos], ids[order], blocks,
                                    query_vectors=q))
@@ -209,8 +209,9 @@ def vector_methods(seed: int, n_cand: int, dim: int, dyadic: bool, shard: int = 
     return problem, methods, truth, ids
 
 
-def test_global_vectors_match_brute_force():
-    problem, methods, truth, ids = vector_methods(0, n_cand=3 * PIECE + 77, dim=16, dyadic=True)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_global_vectors_match_brute_force(dtype):
+    problem, methods, truth, ids = vector_methods(0, n_cand=3 * PIECE + 77, dim=16, dyadic=True, dtype=dtype)
     r = score_candidates(problem, methods, chunk=1000, review_top=5, threads=2)
     assert r.photo_id.tolist() == ids.tolist()
     assert r.stats["methods"]["g2"]["aligned"] == "spilled"

@@ -305,7 +305,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
         todo = [(str(out), name, chunk, spec) for name, chunk in shards
                 if not (out / "shards" / f"{name}.ids.parquet").is_file()]
         bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
-                   desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
+                           desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
         for n_ok, n_fail in run(describe_shard, todo):
             bar.update(n_ok + n_fail)
         bar.close()

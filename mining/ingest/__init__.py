@@ -293,7 +293,7 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
     joiner = PlacesJoin(places_path) if places_path is not None else None
     per_file: list[dict[str, Any]] = []
     bar = progress_bar(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
-               desc="ingest", disable=not progress)
+                       desc="ingest", disable=not progress)
     try:
         with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(_WORKERS) as pool:
             quarantine.write(QUARANTINE_HEADER)

@@ -1,6 +1,7 @@
 """The shared foundation: CLI dispatch, atomic writes, image layout, landmark loading."""
 
 import pickle
+from pathlib import Path
 import subprocess
 import sys
 
@@ -146,3 +147,27 @@ def test_progress_goes_to_a_log_as_whole_lines(monkeypatch):
     b.update(2)
     b.close()
     assert quiet.getvalue() == ""
+
+
+def test_kernels_work_without_a_writable_numba_cache(tmp_path):
+    """A read-only install with a read-only HOME leaves numba no cache location; it would
+    refuse `cache=True` at import. The kernels compile per run instead."""
+    import os
+
+    (tmp_path / "nowhere.py").write_text(
+        "from numba.core.caching import InTreeCacheLocator\n"
+        "class Nowhere(InTreeCacheLocator):\n"
+        "    @classmethod\n"
+        "    def from_function(cls, py_func, py_file):\n"
+        "        return None\n")
+    code = ("import numpy as np\n"
+            "from mining.descriptors import as_float32\n"
+            "from mining.score import PositiveCounter\n"
+            "assert as_float32(np.array([[1.5, -2]], np.float16)).tolist() == [[1.5, -2.0]]\n"
+            "c = PositiveCounter.build(np.array([0.1, 0.5], np.float32))\n"
+            "print(c.count2(np.array([0.0, 0.3, 0.5, 0.9], np.float32)).tolist())\n")
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "nowhere.Nowhere",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[2])])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[0, 2, 3, 4]"

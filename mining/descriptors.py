@@ -116,17 +116,18 @@ def write_ids(path: str | Path, shard: str, ids: list[str]) -> None:
     atomic.write_parquet(Path(path) / "shards" / f"{shard}.ids.parquet", pa.table({"id": pa.array(ids, pa.string())}))
 
 
-def as_float32(block: Any) -> np.ndarray:
+def as_float32(block: Any, out: np.ndarray | None = None) -> np.ndarray:
     """Rows as float32 for BLAS. float16 rows (how stores keep them) are decoded by a compiled
     loop on the CPU's conversion instruction: equal to numpy's cast for every non-NaN value
     and ~8x faster, which matters because for a few dozen queries the cast would cost more
-    than the matrix product itself."""
+    than the matrix product itself. `out` (same shape, float32): decode into it instead of
+    a new array."""
     a = np.asarray(block)
     if a.dtype != np.float16:
         return np.asarray(a, np.float32)
     from mining.kernels import decode_f16
 
-    out = np.empty(a.shape, np.float32)
+    out = np.empty(a.shape, np.float32) if out is None else out
     decode_f16(np.ascontiguousarray(a).view(np.uint16), out)
     return out
 
@@ -139,13 +140,8 @@ def similarity_rows(vectors: np.ndarray, queries_t: np.ndarray, out: np.ndarray,
     still in cache for the GEMM (measured: decode + GEMM this way is faster than a float32
     GEMM reading twice the bytes)."""
     v = np.asarray(vectors)
-    if v.dtype == np.float16:
-        from mining.kernels import decode_f16
-
-        buf = scratch[: v.shape[0]] if scratch is not None else np.empty(v.shape, np.float32)
-        decode_f16(np.ascontiguousarray(v).view(np.uint16), buf)
-        v = buf
-    np.matmul(np.asarray(v, np.float32), queries_t, out=out)
+    buf = scratch[: v.shape[0]] if scratch is not None and v.dtype == np.float16 else None
+    np.matmul(as_float32(v, buf), queries_t, out=out)
     return out
 
 

@@ -7,7 +7,6 @@ One place for "which cluster", so that download and describe (and the workflow's
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from mining.errors import UserError
@@ -39,14 +38,15 @@ def make_client(scheduler: str | None = None, workers: int | None = None, slurm:
 
 def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
     """dask-jobqueue SLURMCluster from a YAML of its keyword arguments (+ optional `jobs`)."""
-    import yaml
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
-    try:
-        kwargs = yaml.safe_load(Path(config).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"cannot read SLURM config {config}: {exc}") from None
+    from mining.yamlfile import read_yaml
+
+    kwargs, _ = read_yaml(config, "SLURM config")
+    kwargs = kwargs or {}
+    if not isinstance(kwargs, dict):
+        raise UserError(f"SLURM config {config}: expected a mapping of SLURMCluster keyword arguments")
     jobs = int(kwargs.pop("jobs", workers or 1))
     cluster = SLURMCluster(**kwargs)
     cluster.scale(jobs=jobs)

@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 
 from mining.errors import UserError
+from mining.yamlfile import Locator
 
 
 def schema() -> dict[str, Any]:
@@ -43,15 +44,13 @@ def _fill_defaults(validator_class: type) -> type:
 def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None = None) -> dict[str, Any]:
     """Validate a manifest dict in place (filling defaults); raise UserError naming the key
     (and its line, when `lines` maps key paths to line numbers)."""
-    from mining.geofilter.manifest import _Where
-
     if not isinstance(data, dict):
         raise UserError(f"{source}: a manifest must be a YAML mapping")
     validator = _fill_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         e = errors[0]
-        raise _Where(source, lines or {}).error(tuple(e.absolute_path), e.message)
+        raise Locator(source, lines).error(tuple(e.absolute_path), e.message)
     return data
 
 

@@ -13,14 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mining.errors import UserError
+from mining.yamlfile import KeyPath, Locator, read_yaml
 
 SECTION = "geofilter"
-
-Path_ = tuple[str | int, ...]
-
 
 @dataclass(frozen=True)
 class CountryRule:
@@ -76,62 +72,9 @@ def load_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-def _line_index(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
-    """Map every key path of a composed YAML document to its 1-based line number."""
-    if isinstance(node, yaml.MappingNode):
-        for knode, vnode in node.value:
-            sub = path + (str(knode.value),)
-            out[sub] = knode.start_mark.line + 1
-            _line_index(vnode, sub, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            sub = path + (i,)
-            out[sub] = item.start_mark.line + 1
-            _line_index(item, sub, out)
-
-
-def format_path(path: Path_) -> str:
-    """`('geofilter', 'areas', 0, 'center')` → `geofilter.areas[0].center`."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-class _Where:
-    """Builds error messages that point at a manifest line and key path."""
-
-    def __init__(self, source: str, lines: dict[Path_, int]):
-        self.source, self.lines = source, lines
-
-    def error(self, path: Path_, message: str) -> UserError:
-        line = None
-        for n in range(len(path), 0, -1):
-            if path[:n] in self.lines:
-                line = self.lines[path[:n]]
-                break
-        at = f"{self.source} line {line}" if line else self.source
-        return UserError(f"manifest {at}: {format_path(path)}: {message}")
-
-
-def read_manifest(path: str | Path) -> tuple[dict[str, Any], dict[Path_, int]]:
-    """Parse a manifest YAML file; return the document and its key-path → line index."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read manifest {p}: {exc.strerror or exc}") from None
-    try:
-        doc = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"manifest {p}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    lines: dict[Path_, int] = {}
-    if node is not None:
-        _line_index(node, (), lines)
-    return doc, lines
+def read_manifest(path: str | Path) -> tuple[dict[str, Any], dict[KeyPath, int]]:
+    """Parse a manifest YAML file (the one strict reader); the document and its line index."""
+    return read_yaml(path, "manifest")
 
 
 # Coordinates --------------------------------------------------------------------------
@@ -194,8 +137,8 @@ def parse_coordinate(value: Any) -> tuple[float, float]:
 # Validation ---------------------------------------------------------------------------
 
 
-def _schema_error(where: _Where, err: Any) -> UserError:
-    path: Path_ = (SECTION,) + tuple(err.absolute_path)
+def _schema_error(where: Locator, err: Any) -> UserError:
+    path: KeyPath = (SECTION,) + tuple(err.absolute_path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
         extra = sorted(str(k) for k in err.instance if k not in allowed)
@@ -208,7 +151,7 @@ def _schema_error(where: _Where, err: Any) -> UserError:
     return where.error(path, err.message)
 
 
-def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[Path_, int] | None = None,
+def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[KeyPath, int] | None = None,
                   base_dir: Path | None = None, known_codes: Any = None) -> Recipe:
     """Validate a `geofilter:` mapping and build the Recipe; raise UserError naming the key.
 
@@ -217,7 +160,7 @@ def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[Path_
     """
     from jsonschema import Draft202012Validator
 
-    where = _Where(source, lines or {})
+    where = Locator(source, lines or {})
     if section is None:
         section = {}
     validator = Draft202012Validator(load_schema())

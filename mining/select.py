@@ -13,18 +13,18 @@ give the same list, bytes included.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
 from mining.layout import image_relpath
+from mining.publish import csv_text, md_link, md_text, plain
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         **{c: sel[c].to_numpy() for c in method_cols},
         **({"closest_landmark": sel.closest_landmark.to_numpy()} if "closest_landmark" in sel else {}),
     })
-    pages = [pg if isinstance(pg, str) and pg else f"https://www.flickr.com/photos/{o}/{p}"
+    pages = [pg if isinstance(pg, str) and pg else f"https://www.flickr.com/photos/{quote(plain(o), safe='@')}/{p}"
              for pg, o, p in zip(meta.page_url, meta.user_nsid, sel_ids)]
     titles = ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in meta.title]
 
@@ -223,13 +223,11 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
 
 
 def attribution_csv(frame: Any, titles: list[str], pages: list[str]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["path", "photo_id", "title", "owner_nsid", "owner_name", "source", "license_name", "license_url"])
-    for row, title, page in zip(frame.itertuples(index=False), titles, pages):
-        w.writerow([row.path, row.photo_id, title, row.user_nsid, row.user_nickname or "", page,
-                    row.license_name, row.license_url])
-    return buf.getvalue()
+    """One record per photo; every value made safe to open in a spreadsheet (mining.publish)."""
+    return csv_text(
+        ["path", "photo_id", "title", "owner_nsid", "owner_name", "source", "license_name", "license_url"],
+        ([row.path, row.photo_id, title, row.user_nsid, row.user_nickname, page, row.license_name, row.license_url]
+         for row, title, page in zip(frame.itertuples(index=False), titles, pages)))
 
 
 def attribution_md(frame: Any, titles: list[str], pages: list[str]) -> str:
@@ -245,12 +243,8 @@ def attribution_md(frame: Any, titles: list[str], pages: list[str]) -> str:
         "|---|---|---|---|---|---|",
     ]
 
-    def cell(v: Any) -> str:
-        return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
-
     for row, title, page in zip(frame.itertuples(index=False), titles, pages):
-        author = row.user_nickname or row.user_nsid
-        lic = f"[{cell(row.license_name)}]({row.license_url})" if row.license_url else cell(row.license_name)
-        lines.append(f"| {row.rank} | `{row.path}` | {cell(title)} | {cell(author)} ({cell(row.user_nsid)}) "
-                     f"| {page} | {lic} |")
+        author = plain(row.user_nickname).strip() or row.user_nsid
+        lines.append(f"| {row.rank} | `{row.path}` | {md_text(title)} | {md_text(author)} ({md_text(row.user_nsid)}) "
+                     f"| {md_link(page, page)} | {md_link(row.license_name, row.license_url)} |")
     return "\n".join(lines) + "\n"

@@ -61,7 +61,7 @@ SCHEMA = pa.schema([
 ])
 PLACE_FIELDS = [("place_country", pa.string()), ("place_locality", pa.string())]
 
-DECODED_TEXT = {"user_nickname", "capture_device", "title", "description"}
+DECODED_TEXT = {"user_nickname", "capture_device", "title", "description", "license_name"}
 TAG_LISTS = {"user_tags", "machine_tags"}
 _PLAIN_TEXT = {
     f.name for f in SCHEMA if pa.types.is_string(f.type) and f.name not in DECODED_TEXT

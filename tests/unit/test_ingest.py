@@ -345,3 +345,21 @@ def test_empty_input_gives_an_empty_typed_dataset(tmp_path):
     assert (stats["rows_in"], stats["rows_out"], stats["parts"]) == (0, 0, ["part-00000.parquet"])
     table = open_dataset(tmp_path / "out").to_table()
     assert table.num_rows == 0 and table.schema.equals(output_schema(False))
+
+
+def test_licence_names_are_form_decoded(tmp_path, sample_lines):
+    """YFCC writes licence names form-encoded (`Attribution+License`); they come out as text."""
+    good = sample_lines[0].split(b"\t")
+    at = yfcc.FIELDS_23.index("license_name")
+    rows = []
+    for i, name in enumerate([b"Attribution+License", b"Attribution-NonCommercial-ShareAlike+License",
+                              b"Attribution-NonCommercial License", b"Public%20Domain+Mark%3A+1.0"]):
+        f = list(good)
+        f[0], f[at] = str(7088065 + i).encode(), name
+        rows.append(b"\t".join(f))
+    (tmp_path / "lic.tsv").write_bytes(b"\n".join(rows) + b"\n")
+    stats = ingest([tmp_path / "lic.tsv"], tmp_path / "out", progress=False)
+    assert stats["rows_out"] == 4
+    assert [r["license_name"] for r in read(tmp_path / "out")] == [
+        "Attribution License", "Attribution-NonCommercial-ShareAlike License", "Attribution-NonCommercial License",
+        "Public Domain Mark: 1.0"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import pickle
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -146,3 +148,100 @@ def test_refusals(tmp_path, capsys):
     refused(good, "--landmarks", str(other), msg="scores were made for landmark dataset")
     (scores_dir / "stats.json").unlink()
     refused(good, msg="stats.json not found")
+
+
+def hostile_selection(tmp_path):
+    """A selection whose candidates carry the hostile corpus in titles, owners and URLs."""
+    from hostile import TEXT, make_hostile
+
+    n = 2 * len(TEXT)
+    scores_dir, ids, score = make_inputs(tmp_path, n=n)
+    meta = make_hostile(tmp_path / "candidates.parquet")
+    dec = write_decisions(tmp_path / "d.parquet", [])
+    out = tmp_path / "sel"
+    assert select(tmp_path, scores_dir, dec, out, "--n", str(n)) == 0
+    return out, expected(ids, score, set(), n), meta
+
+
+def test_attribution_csv_of_hostile_metadata_reads_back_one_record_per_photo(tmp_path):
+    import pyarrow.csv as pacsv
+    from hostile import shown
+
+    out, want, meta = hostile_selection(tmp_path)
+    raw = (out / "ATTRIBUTION.csv").read_bytes()
+    header = ["path", "photo_id", "title", "owner_nsid", "owner_name", "source", "license_name", "license_url"]
+    assert raw.count(b"\n") == len(want) + 1 and b"\r" not in raw and b"\t" not in raw
+    rows = list(csv.reader(io.StringIO(raw.decode())))
+    assert rows[0] == header and len(rows) == len(want) + 1
+    recs = [dict(zip(header, r)) for r in rows[1:]]
+    assert all(len(r) == len(header) for r in rows)
+    assert [int(r["photo_id"]) for r in recs] == want
+    assert [r["path"] for r in recs] == [image_relpath(p) for p in want]
+    fields = {"title": "title", "owner_nsid": "user_nsid", "owner_name": "user_nickname",
+              "source": "page_url", "license_name": "license_name", "license_url": "license_url"}
+    formula = 0
+    for r in recs:
+        m = meta[int(r["photo_id"])]
+        for col, src in fields.items():
+            got, orig = r[col], m[src]
+            assert not any(c in got for c in "\r\n\t\x00\x1b\x7f\x85")
+            if orig[:1] in "=+-@\t\r" and orig or orig.lstrip(" ").startswith(("=", "+", "-", "@")):
+                formula += 1
+                assert got.startswith("'"), (col, orig, got)
+                got = got[1:]
+            else:
+                assert got.lstrip(" ")[:1] not in ("=", "+", "-", "@", "'"), (col, orig, got)
+            assert got == "".join(" " if c in "\r\n\t" or ord(c) < 32 or 0x7f <= ord(c) <= 0x9f
+                                  or c in "\u2028\u2029" else c for c in orig), (col, orig, got)
+    assert formula >= 6 * 7  # every formula string of the corpus, in every field
+    one = next(r for r in recs if meta[int(r["photo_id"])]["title"].startswith("=HYPERLINK"))
+    assert one["title"] == "'=HYPERLINK(\"http://evil.example/\",\"click me\")"
+    crlf = next(r for r in recs if meta[int(r["photo_id"])]["title"].startswith("line one"))
+    assert crlf["title"] == "line one  line two | x | y |" and crlf["photo_id"] != ""
+    table = pacsv.read_csv(out / "ATTRIBUTION.csv")
+    assert table.column_names == header and table.num_rows == len(want)
+    assert table.column("photo_id").to_pylist() == want
+    assert table.column("title").to_pylist() == [r["title"] or None for r in recs] or \
+        [t or "" for t in table.column("title").to_pylist()] == [r["title"] for r in recs]
+    assert shown(" a\tb ") == "a b"
+
+
+def test_attribution_md_of_hostile_metadata_is_one_inert_row_per_photo(tmp_path):
+    from hostile import markdown_parser, shown
+
+    out, want, meta = hostile_selection(tmp_path)
+    md = (out / "ATTRIBUTION.md").read_text()
+    tokens = markdown_parser().parse(md)
+    assert not [t for t in tokens if t.type.startswith("html")]
+    inline = [c for t in tokens if t.type == "inline" for c in (t.children or [])]
+    assert not [c for c in inline if c.type.startswith("html") or c.type == "image"]
+    hrefs = [c.attrs["href"] for c in inline if c.type == "link_open"]
+    assert hrefs and all(h.startswith(("http://", "https://")) for h in hrefs)
+    assert not [h for h in hrefs if any(ch in h for ch in " ()<>|\"'`\\\r\n")]
+    # the table: one body row per photo, six cells each, in rank order
+    rows, cells, row = [], None, None
+    for t in tokens:
+        if t.type == "tr_open":
+            row = []
+        elif t.type == "inline" and row is not None:
+            row.append(t)
+        elif t.type == "tr_close":
+            rows.append(row)
+            row = None
+    assert len(rows) == len(want) + 1 and all(len(r) == 6 for r in rows)
+    for r, pid in zip(rows[1:], want):
+        rank, path, title, author, source, licence = r
+        assert path.children[0].content == image_relpath(pid)
+        m = meta[pid]
+        text = "".join(c.content for c in title.children if c.type == "text")
+        assert text == shown(m["title"]), (m["title"], title.content)
+        nick = shown(m["user_nickname"]) or shown(m["user_nsid"])
+        who = "".join(c.content for c in author.children if c.type == "text")
+        assert who == f"{nick} ({shown(m['user_nsid'])})".strip()
+        for cell, url, label in ((source, m["page_url"], m["page_url"]), (licence, m["license_url"], m["license_name"])):
+            links = [c for c in cell.children if c.type == "link_open"]
+            ok = url.startswith(("http://", "https://")) and "\n" not in url and url != "http://[::1"
+            assert len(links) == (1 if ok else 0), (url, cell.content)
+            if ok:  # the link goes where the metadata says, percent-encoded
+                assert unquote(links[0].attrs["href"]) == url
+    assert "creativecommons.org/licenses/by/2.0/" in md

@@ -49,9 +49,29 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     validator = _fill_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        e = errors[0]
-        raise Locator(source, lines).error(tuple(e.absolute_path), e.message)
+        raise schema_error(Locator(source, lines), errors[0])
     return data
+
+
+def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -> UserError:
+    """One line for a jsonschema error: the key path (and line), and what was expected.
+
+    A schema says what it expects in words with an `errorMessage` next to a `pattern` or
+    `oneOf`; an unknown key lists the allowed ones; a `oneOf` without words reports its
+    most relevant branch.
+    """
+    if err.validator in ("oneOf", "anyOf") and "errorMessage" not in err.schema and err.context:
+        return schema_error(where, jsonschema.exceptions.best_match(err.context), prefix)
+    path = prefix + tuple(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(str(k) for k in err.instance if k not in allowed)
+        key = extra[0] if extra else "?"
+        return where.error(path + (key,), f"unknown key {key!r} is not allowed (allowed: {', '.join(allowed)})")
+    if err.validator in ("pattern", "oneOf") and "errorMessage" in err.schema:
+        value = f"{err.instance!r}: " if err.validator == "pattern" else ""
+        return where.error(path, value + err.schema["errorMessage"])
+    return where.error(path, err.message)
 
 
 def load(path: str | Path) -> dict[str, Any]:

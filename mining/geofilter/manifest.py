@@ -137,20 +137,6 @@ def parse_coordinate(value: Any) -> tuple[float, float]:
 # Validation ---------------------------------------------------------------------------
 
 
-def _schema_error(where: Locator, err: Any) -> UserError:
-    path: KeyPath = (SECTION,) + tuple(err.absolute_path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
-        extra = sorted(str(k) for k in err.instance if k not in allowed)
-        key = extra[0] if extra else "?"
-        return where.error(path + (key,), f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
-    if err.validator == "oneOf" and path[-2:-1] == ("areas",):
-        return where.error(path, "an area needs exactly one of: center (with radius_km), bbox, geojson")
-    if err.validator == "oneOf" and path[-1:] == ("center",):
-        return where.error(path, "expected [latitude, longitude] or a string such as \"36.17 N, 115.14 W\"")
-    return where.error(path, err.message)
-
-
 def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[KeyPath, int] | None = None,
                   base_dir: Path | None = None, known_codes: Any = None) -> Recipe:
     """Validate a `geofilter:` mapping and build the Recipe; raise UserError naming the key.
@@ -166,7 +152,9 @@ def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[KeyPa
     validator = Draft202012Validator(load_schema())
     errors = sorted(validator.iter_errors(section), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        raise _schema_error(where, errors[0])
+        from mining.manifest import schema_error
+
+        raise schema_error(where, errors[0], (SECTION,))
 
     countries = []
     seen: set[str] = set()

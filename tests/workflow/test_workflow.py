@@ -84,6 +84,63 @@ def test_bad_manifest_fails_fast_naming_the_key(tmp_path, edit, key):
     assert not (tmp_path / "results").exists()
 
 
+# ------------------------------------------------- manifest paths never reach the shell raw
+
+
+def _micro(tmp_path: Path, **top) -> Path:
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    m["demo"]["preset"] = "micro"
+    m.update(top)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(m))
+    return path
+
+
+def test_every_rule_quotes_manifest_paths(tmp_path):
+    """Dry run of every rule with a results folder holding a space: each shell command,
+    split as the shell splits it, keeps every path whole."""
+    r = snakemake(tmp_path, "-n", "-p", "--cores", "2", manifest=_micro(tmp_path, results="results/my run"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    shells = [l.removeprefix("Shell command: ") for l in r.stdout.splitlines()
+              if l.startswith("Shell command:") and l != "Shell command: None"]  # None: rule all
+    assert len(shells) >= 12, r.stdout[-3000:]
+    import shlex
+
+    for cmd in shells:
+        words = shlex.split(cmd)
+        assert "run" not in words and not any(w.startswith("run/") for w in words), cmd
+        assert any("results/my run/" in w for w in words), cmd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("results", ["results/my run", "results/x;touch FILE;"], ids=["space", "semicolon"])
+def test_hostile_results_paths_run_the_first_stages(tmp_path, results):
+    """A real run up to the download (demo world, ingest, geofilter, the demo server and the
+    downloader): outputs land in the folder as written and nothing in the path is executed."""
+    work = tmp_path / "work"
+    work.mkdir()
+    r = snakemake(work, "--cores", "2", "--until", "download", manifest=_micro(tmp_path, results=results))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    root = work / results
+    assert json.loads((root / "candidates/stats.json").read_text())["rows_out"] > 0
+    assert json.loads((root / "images/summary.json").read_text())
+    assert list((root / "images/jpg").rglob("*.jpg"))
+    assert not (work / "FILE").exists() and not list(tmp_path.rglob("FILE")), "a manifest path ran a command"
+
+
+@pytest.mark.parametrize("top, key", [
+    ({"results": "results/{x}"}, "results"),
+    ({"results": "-rf"}, "results"),
+    ({"name": "../etc"}, "name"),
+    ({"download": {"host": "http://x';touch FILE;'"}}, "download.host"),
+], ids=["wildcard", "option", "name", "host"])
+def test_unsafe_manifest_strings_are_refused_before_anything_runs(tmp_path, top, key):
+    r = snakemake(tmp_path, "-n", "--cores", "1", manifest=_micro(tmp_path, **top))
+    assert r.returncode != 0
+    assert f": {key}: " in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "FILE").exists()
+
+
 # ---------------------------------------------------------------- end to end (tiny demo)
 
 OUTPUTS = [

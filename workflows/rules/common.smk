@@ -61,5 +61,5 @@ def review_gate_message():
 
 
 def method_dirs(stores):
-    """DESC/<method> folders from their store.json files (one per method)."""
-    return " ".join(sorted({str(Path(s).parent.parent) for s in stores}))
+    """DESC/<method> folders from their store.json files (one per method; a list for `:q`)."""
+    return sorted({str(Path(s).parent.parent) for s in stores})

@@ -23,8 +23,8 @@ rule describe_candidates:
     conda:
         ENV
     shell:
-        "mining describe --method {wildcards.method} --images {params.images} --set candidates "
-        "--out {params.out} --workers {threads} --shard-size {params.shard} {params.dask} > {log} 2>&1"
+        "mining describe --method {wildcards.method:q} --images {params.images:q} --set candidates "
+        "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} > {log:q} 2>&1"
 
 
 rule describe_landmarks:
@@ -50,5 +50,5 @@ rule describe_landmarks:
     conda:
         ENV
     shell:
-        "mining describe --method {wildcards.method} --images {input.gnd} --set {wildcards.set} "
-        "--model {params.model} --out {params.out} --workers {threads} --shard-size {params.shard} > {log} 2>&1"
+        "mining describe --method {wildcards.method:q} --images {input.gnd:q} --set {wildcards.set:q} "
+        "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size {params.shard} > {log:q} 2>&1"

@@ -12,7 +12,7 @@ rule download:
         out=subpath(output[0], parent=True),
         # On the demo world, its Flickr-like server runs for the duration of the download
         # and `{host}` becomes its address.
-        serve=(lambda w, input: f"mining demo serve {Path(input.world).parent} --port {M['demo']['port']} -- ")
+        serve=(lambda w, input: f"mining demo serve {shlex.quote(str(Path(input.world).parent))} --port {M['demo']['port']} -- ")
         if DEMO
         else "",
         host=lambda w: "{host}" if DEMO else D["host"],
@@ -32,5 +32,5 @@ rule download:
     conda:
         ENV
     shell:
-        "{params.serve}mining download {input.candidates} --out {params.out} --host {params.host} "
-        "--workers {threads} {params.args} {params.dask} > {log} 2>&1"
+        "{params.serve}mining download {input.candidates:q} --out {params.out:q} --host {params.host:q} "
+        "--workers {threads} {params.args} {params.dask} > {log:q} 2>&1"

@@ -31,9 +31,9 @@ rule evaluate:
     conda:
         ENV
     shell:
-        "mining evaluate --landmarks {input.gnd} --descriptors {params.methods} --scores {params.scores} "
-        "--selected {params.selected} --decisions {input.decisions} --n {params.n} "
-        "--random-seeds {params.seeds} --setups {params.setups} --out {params.out} > {log} 2>&1"
+        "mining evaluate --landmarks {input.gnd:q} --descriptors {params.methods:q} --scores {params.scores:q} "
+        "--selected {params.selected:q} --decisions {input.decisions:q} --n {params.n} "
+        "--random-seeds {params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -55,4 +55,4 @@ rule report:
     conda:
         ENV
     shell:
-        "mining report --run {params.run} --manifest {input.manifest} --out {output} > {log} 2>&1"
+        "mining report --run {params.run:q} --manifest {input.manifest:q} --out {output:q} > {log:q} 2>&1"

@@ -8,7 +8,7 @@ rule ingest:
         f"{R}/metadata/stats.json",
     params:
         out=subpath(output[0], parent=True),
-        places=f"--places {M['places']}" if M.get("places") else "",
+        places=f"--places {shlex.quote(M['places'])}" if M.get("places") else "",
     log:
         f"{LOGS}/ingest.log",
     benchmark:
@@ -20,7 +20,7 @@ rule ingest:
     conda:
         ENV
     shell:
-        "mining ingest {input} {params.places} --out {params.out} > {log} 2>&1"
+        "mining ingest {input:q} {params.places} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule geofilter:
@@ -44,4 +44,4 @@ rule geofilter:
     conda:
         ENV
     shell:
-        "mining geofilter {params.metadata} --manifest {input.manifest} --out {params.out} > {log} 2>&1"
+        "mining geofilter {params.metadata:q} --manifest {input.manifest:q} --out {params.out:q} > {log:q} 2>&1"

@@ -15,7 +15,7 @@ rule review_import:
     conda:
         ENV
     shell:
-        "mining review import {input} --db {output} > {log} 2>&1"
+        "mining review import {input:q} --db {output:q} > {log:q} 2>&1"
 
 
 if M["review"]["mode"] == "simulate":
@@ -36,6 +36,6 @@ if M["review"]["mode"] == "simulate":
         conda:
             ENV
         shell:
-            "(mining review simulate --db {input.db} --truth {input.truth} "
+            "(mining review simulate --db {input.db:q} --truth {input.truth:q} "
             "--reviewers {params.reviewers} --seed {params.seed} && "
-            "mining review export --db {input.db} --out {output}) > {log} 2>&1"
+            "mining review export --db {input.db:q} --out {output:q}) > {log:q} 2>&1"

@@ -23,5 +23,5 @@ rule score:
     conda:
         ENV
     shell:
-        "mining score --landmarks {input.gnd} --descriptors {params.methods} --out {params.out} "
-        "--review-top {params.top} --threads {threads} > {log} 2>&1"
+        "mining score --landmarks {input.gnd:q} --descriptors {params.methods:q} --out {params.out:q} "
+        "--review-top {params.top} --threads {threads} > {log:q} 2>&1"

@@ -24,5 +24,5 @@ rule select:
     conda:
         ENV
     shell:
-        "mining select {params.scores} --decisions {input.decisions} --candidates {input.candidates} "
-        "--landmarks {input.gnd} --n {params.n} {params.unclear} --out {params.out} > {log} 2>&1"
+        "mining select {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
+        "--landmarks {input.gnd:q} --n {params.n} {params.unclear} --out {params.out:q} > {log:q} 2>&1"

@@ -8,9 +8,11 @@ subcommand and sets `func`. Heavy imports (torch, dask, ...) happen inside `func
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
+import re
 import sys
 
 from mining import __version__
@@ -28,6 +30,26 @@ STAGES = [
     "evaluate",
     "report",
 ]
+
+
+# OSErrors that are about the machine (permissions, space, a path that cannot be a folder),
+# not about the code: reported in one line. Any other OSError keeps its traceback.
+_ENVIRONMENT_ERRNOS = frozenset({
+    errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+    errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP,
+})
+
+
+def os_error_line(exc: OSError, fallback: object = None) -> str:
+    """`PATH: reason` for an OSError; Arrow's errors carry no filename, but often quote it."""
+    path = exc.filename
+    if path is None:
+        quoted = re.search(r"'([^']+)'", str(exc))
+        path = quoted.group(1) if quoted else fallback
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.filename2 is not None:
+        return f"{path} -> {exc.filename2}: {reason}"
+    return f"{path}: {reason}" if path is not None else reason
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"mining {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        # a read-only, full or unreachable output place: the stages write atomically, so
+        # nothing partial is left; say where in one line
+        print(f"mining {args.command}: error: {os_error_line(exc, getattr(args, 'out', None))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"mining {args.command}: interrupted", file=sys.stderr)
         return 130

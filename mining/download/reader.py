@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from mining.download.writer import image_exists
 from mining.errors import UserError
+from mining.flickr import url_field_problem
 
 REQUIRED = ("photo_id", "server_id", "secret", "secret_original", "extension")
 DEFAULT_HOST = "https://live.staticflickr.com"
@@ -45,7 +46,12 @@ class Shard:
 
 
 def photo_url(host: str, size: str, server: int, photo_id: int, secret: str, secret_original: str | None, ext: str | None) -> str:
-    """Flickr static URL: `_b` (1024 px long side) from the secret, `_o` from the original secret."""
+    """Flickr static URL: `_b` (1024 px long side) from the secret, `_o` from the original secret.
+
+    Values outside their domains (`mining.flickr`: a secret like `../../etc/passwd`) are refused."""
+    problem = url_field_problem(photo_id, server, secret, *((secret_original or "", ext or "") if size == "o" else ()))
+    if problem:
+        raise UserError(f"photo {photo_id!r}: {problem}; no URL built (metadata not from `mining ingest`?)")
     host = host.rstrip("/")
     if size == "b":
         return f"{host}/{server}/{photo_id}_{secret}_b.jpg"

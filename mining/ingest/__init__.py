@@ -1,7 +1,8 @@
 """`mining ingest`: YFCC100M `yfcc100m_dataset` files → a typed Parquet dataset.
 
 Output folder (see docs/formats.md): `part-NNNNN.parquet`, `quarantine.tsv` (file, line,
-reason, raw line of every rejected row) and `stats.json` (written last: its presence means
+reason, raw line of every rejected row; backslash escapes, read it with `read_quarantine`) and
+`stats.json` (written last: its presence means
 the folder is complete). Everything is first written to a hidden staging folder inside OUT
 and moved into place at the end, so OUT never mixes two runs; rerunning on unchanged inputs
 is a no-op.
@@ -14,9 +15,11 @@ places file is merged in a sliding window.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +43,7 @@ from mining.ingest.yfcc import (
     sniff_compression,
 )
 
-__all__ = ["ingest", "open_dataset", "output_schema", "REASONS", "SCHEMA"]
+__all__ = ["ingest", "open_dataset", "output_schema", "read_quarantine", "REASONS", "SCHEMA"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,45 @@ _STAGING_PREFIX = ".ingest-staging-"
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _DICTIONARY = ["license_name", "license_url", "extension", "place_country"]
 _STATISTICS = ["photo_id", "longitude", "latitude", "accuracy", "date_uploaded", "marker"]
+
+
+# quarantine.tsv fields are escaped so that a record is one line of exactly four fields,
+# whatever bytes a file name or a raw line holds (tabs, lone CRs, newlines in file names)
+_ESCAPES = ((b"\\", b"\\\\"), (b"\t", b"\\t"), (b"\n", b"\\n"), (b"\r", b"\\r"))
+_UNESCAPES = {b"\\": b"\\", b"t": b"\t", b"n": b"\n", b"r": b"\r"}
+
+
+def escape_field(value: bytes) -> bytes:
+    """A quarantine.tsv field: backslash, TAB, LF and CR written as `\\\\`, `\\t`, `\\n`, `\\r`."""
+    for raw, escaped in _ESCAPES:
+        if raw in value:
+            value = value.replace(raw, escaped)
+    return value
+
+
+def unescape_field(value: bytes) -> bytes:
+    """The inverse of `escape_field`."""
+    if b"\\" not in value:
+        return value
+    return re.sub(rb"\\(.)", lambda m: _UNESCAPES.get(m.group(1), b"\\" + m.group(1)), value, flags=re.S)
+
+
+def read_quarantine(folder_or_file: str | os.PathLike[str]) -> list[tuple[str, int, str, bytes]]:
+    """The rows of an ingest output's quarantine.tsv: (file, line, reason, raw line), unescaped."""
+    path = Path(folder_or_file)
+    if path.is_dir():
+        path = path / "quarantine.tsv"
+    lines = path.read_bytes().split(b"\n")
+    if lines[0] + b"\n" != QUARANTINE_HEADER:
+        raise UserError(f"not a quarantine file (bad header): {path}")
+    rows = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, number, reason, raw = line.split(b"\t")
+        rows.append((unescape_field(name).decode("utf-8", "surrogateescape"), int(number), reason.decode(),
+                     unescape_field(raw)))
+    return rows
 
 
 def output_schema(with_places: bool) -> pa.Schema:
@@ -207,17 +249,21 @@ def ingest(
             log.info("%s is already complete for these inputs; nothing to do (--force rebuilds)", out_dir)
             return previous
 
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
         shutil.rmtree(stale, ignore_errors=True)
     staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
-    staging.mkdir()
     try:
+        staging.mkdir()
         stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress)
         stats["fingerprint"] = fingerprint
         _publish(staging, out_dir, stats)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if created:  # a failed first run leaves nothing behind (not even an empty folder)
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()
         raise
     return stats
 
@@ -241,7 +287,7 @@ class _Sink:
         self.writer.write(table)
         offset = fstats["rows_in"]  # lines of this file before the block
         for number, reason, text in block.rejects:
-            self.quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, offset + number, reason.encode(), text))
+            self.quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, offset + number, reason.encode(), escape_field(text)))
             fstats["rejected"][reason] += 1
         fstats["rows_in"] += block.lines
         fstats["rows_out"] += table.num_rows
@@ -252,7 +298,7 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     """Stream one dataset file through the parser threads into the sink; return its stats."""
     nfields = detect_layout(path)
     fstats = sink.file_stats(path, nfields)
-    label = str(path).encode("utf-8", "surrogateescape")
+    label = escape_field(str(path).encode("utf-8", "surrogateescape"))
     stream, raw = open_stream(path)
     # (parsed block, input bytes read up to its end): the bar moves as blocks are written
     pending: collections.deque[tuple[Future[Block], int]] = collections.deque()
@@ -266,7 +312,7 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
         done = pos
 
     try:
-        for data in iter_blocks(stream, block_size, max(block_size, 1 << 28)):
+        for data in _read_blocks(path, stream, block_size):
             pending.append((pool.submit(parse_block, data, nfields), raw.tell()))
             while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
                 take_oldest()
@@ -278,7 +324,41 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
         stream.close()
         raw.close()
     bar.update(path.stat().st_size - done)
+    if fstats["rows_in"] == 0:
+        log.warning("%s has no rows (an empty input adds nothing to the dataset)", path)
     return fstats
+
+
+class _CountingReader:
+    """Reads a stream in pieces of at most 1 MiB, counting the lines it has handed out, so that
+    a read error can say how far the file was read."""
+
+    def __init__(self, stream: pa.NativeFile):
+        self.stream, self.lines = stream, 0
+
+    def read(self, n: int) -> bytes:
+        pieces: list[bytes] = []
+        got = 0
+        while got < n:
+            piece = self.stream.read(min(n - got, 1 << 20))
+            if not piece:
+                break
+            self.lines += piece.count(b"\n")
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces)
+
+
+def _read_blocks(path: Path, stream: pa.NativeFile, block_size: int) -> Iterable[bytes]:
+    """`iter_blocks`, with a read error (a truncated .gz/.bz2, a failing disk) as one line
+    naming the file and the last whole line read."""
+    reader = _CountingReader(stream)
+    try:
+        yield from iter_blocks(reader, block_size, max(block_size, 1 << 28))  # type: ignore[arg-type]
+    except (OSError, pa.ArrowException) as exc:
+        kind = sniff_compression(path)
+        what = f"the {kind} stream is truncated or corrupt" if kind else "read error"
+        raise UserError(f"{path}: {what} after line {reader.lines} ({exc})") from None
 
 
 def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,

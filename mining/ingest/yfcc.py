@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv  # noqa: F401  (pa.csv)
 
+from mining import flickr
 from mining.errors import UserError
 from mining.ingest.formdecode import form_decode, split_decode, to_utf8
 
@@ -67,20 +68,28 @@ _PLAIN_TEXT = {
     f.name for f in SCHEMA if pa.types.is_string(f.type) and f.name not in DECODED_TEXT
 }
 
-# Reject reasons, in the order they are checked: a row gets the first that applies.
+# Reject reasons, in priority order: a row gets the earliest of those that apply.
 WRONG_FIELD_COUNT = "wrong_field_count"
-BAD_PHOTO_ID = "bad_photo_id"
+NUL_BYTE = "nul_byte"  # a NUL byte in any field, raw or %00-decoded
+BAD_PHOTO_ID = "bad_photo_id"  # unparsable, or not positive
 BAD_COORDINATES = "bad_coordinates"  # unparsable, or only one of longitude/latitude
 LATITUDE_OUT_OF_RANGE = "latitude_out_of_range"
 LONGITUDE_OUT_OF_RANGE = "longitude_out_of_range"
+BAD_URL_FIELD = "bad_url_field"  # server/farm not digits, secrets not hex, unknown extension
 BAD_ENCODING = "bad_encoding"  # invalid UTF-8 or a bad %-escape
-BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, ids, marker)
+BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, marker) unparsable
+OUT_OF_DOMAIN = "out_of_domain"  # marker not 0/1, accuracy not 0-16 (mining.flickr)
 REASONS = [
-    WRONG_FIELD_COUNT, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
-    LONGITUDE_OUT_OF_RANGE, BAD_ENCODING, BAD_NUMBER,
+    WRONG_FIELD_COUNT, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
+    LONGITUDE_OUT_OF_RANGE, BAD_URL_FIELD, BAD_ENCODING, BAD_NUMBER, OUT_OF_DOMAIN,
 ]
+# Fields that go into image URLs: (pattern their raw text must match, from mining.flickr)
+_URL_FIELDS = {
+    "server_id": flickr.DIGITS_RE, "farm_id": "^$|" + flickr.DIGITS_RE, "secret": flickr.SECRET_RE,
+    "secret_original": flickr.SECRET_ORIGINAL_RE, "extension": flickr.EXTENSION_RE,
+}
 
-_INT_RE = r"^[+-]?[0-9]{1,18}$"
+_INT_RE = r"^-?[0-9]{1,18}$"  # what Arrow casts (no "+" sign)
 _FLOAT_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
 _NL, _TAB, _CR = 10, 9, 13
 _INT_RANGE = {pa.int8(): (-128, 127), pa.int32(): (-(2**31), 2**31 - 1), pa.int64(): (None, None)}
@@ -131,11 +140,19 @@ def iter_blocks(stream: pa.NativeFile, block_size: int, max_line: int) -> Iterat
 def detect_layout(path: Path, sample_bytes: int = 1 << 20) -> int:
     """25 or 23: the field count most lines at the start of the file have (25 if none)."""
     stream, raw = open_stream(path)
+    chunks: list[bytes] = []
     try:
-        head = stream.read(sample_bytes)
+        while sum(map(len, chunks)) < sample_bytes:
+            chunk = stream.read(min(sample_bytes, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except (OSError, pa.ArrowException):
+        pass  # a truncated stream: decide from what was read; the ingest reports the error
     finally:
         stream.close()
         raw.close()
+    head = b"".join(chunks)
     lines = head.split(b"\n")[:-1] if b"\n" in head else [head]
     counts = {23: 0, 25: 0}
     for line in lines[:1000]:
@@ -291,16 +308,37 @@ def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tu
         if pc.any(empty).as_py():
             return None
     return raw, wrong, nlines
-def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.ndarray]:
-    """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok)."""
+def _mask(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _has_nul(col: pa.Array) -> np.ndarray:
+    """Rows of a text or list<text> column that hold a NUL byte."""
+    if pa.types.is_list(col.type):
+        hit = np.zeros(len(col), dtype=bool)
+        values = pc.fill_null(pc.match_substring(pc.list_flatten(col), "\x00"), False)
+        hit[pc.list_parent_indices(col).to_numpy()[_mask(values)]] = True
+        return hit
+    return _mask(pc.fill_null(pc.match_substring(col, "\x00"), False))
+
+
+def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok).
+
+    `maybe_nul`: whether the block may hold a NUL byte (raw, or as `%00`); False skips that check.
+    """
     reason = np.full(n, -1, dtype=np.int8)
 
-    def flag(mask: np.ndarray, why: str) -> None:
-        reason[(reason < 0) & mask] = REASONS.index(why)
+    def flag(mask: np.ndarray, why: str) -> None:  # the reason earliest in REASONS wins
+        code = REASONS.index(why)
+        reason[mask & ((reason < 0) | (reason > code))] = code
 
+    if maybe_nul:
+        for col in raw.values():
+            flag(_has_nul(col), NUL_BYTE)
     cols: dict[str, pa.Array] = {}
     cols["photo_id"], bad = _parse_ints(raw["photo_id"], pa.int64(), nullable=False)
-    flag(bad, BAD_PHOTO_ID)
+    flag(bad | _mask(pc.fill_null(pc.less_equal(cols["photo_id"], 0), False)), BAD_PHOTO_ID)
 
     lon, lon_present, lon_bad = _parse_floats(raw["longitude"])
     lat, lat_present, lat_bad = _parse_floats(raw["latitude"])
@@ -312,6 +350,8 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
         flag(lat_present & ~(np.abs(lat_np) <= 90.0), LATITUDE_OUT_OF_RANGE)
         flag(lon_present & ~(np.abs(lon_np) <= 180.0), LONGITUDE_OUT_OF_RANGE)
     cols["longitude"], cols["latitude"] = lon, lat
+    for name, pattern in _URL_FIELDS.items():
+        flag(~_mask(pc.match_substring_regex(raw[name], pattern)), BAD_URL_FIELD)
 
     for name in SCHEMA.names:
         if name in cols:
@@ -333,6 +373,13 @@ def _convert(raw: dict[str, pa.Array], n: int) -> tuple[dict[str, pa.Array], np.
         else:
             cols[name], bad = _parse_ints(col, typ, nullable=True)
             flag(bad, BAD_NUMBER)
+        if maybe_nul and (name in DECODED_TEXT or name in TAG_LISTS):
+            flag(_has_nul(cols[name]), NUL_BYTE)  # a decoded %00
+    lo, hi = flickr.ACCURACY_RANGE
+    accuracy, marker = cols["accuracy"], cols["marker"]
+    flag(_mask(pc.fill_null(pc.or_(pc.less(accuracy, lo), pc.greater(accuracy, hi)), False))
+         | _mask(pc.fill_null(pc.invert(pc.is_in(marker, pa.array(flickr.MARKERS, pa.int8()))), False)),
+         OUT_OF_DOMAIN)
     return cols, reason
 
 
@@ -348,7 +395,7 @@ def parse_block(data: bytes, nfields: int, first_line: int = 1) -> Block:
         split = _exact_split(data, nfields)
     raw, wrong, nlines = split
     n = len(raw["photo_id"])
-    cols, reason = _convert(raw, n)
+    cols, reason = _convert(raw, n, maybe_nul=b"\x00" in data or b"%00" in data)
     table = pa.table([cols[name] for name in SCHEMA.names], schema=SCHEMA)
     rejects = [(i, WRONG_FIELD_COUNT, text) for i, text in wrong]
     bad_rows = np.flatnonzero(reason >= 0)

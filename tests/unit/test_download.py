@@ -38,8 +38,8 @@ KINDS = {
 
 
 def candidates(path: Path, ids: list[int], drop: str | None = None) -> Path:
-    cols = {"photo_id": ids, "server_id": [7] * len(ids), "secret": ["5ecre7"] * len(ids),
-            "secret_original": ["0r1g"] * len(ids), "extension": ["jpg"] * len(ids), "title": ["t"] * len(ids)}
+    cols = {"photo_id": ids, "server_id": [7] * len(ids), "secret": ["5ec4e7"] * len(ids),
+            "secret_original": ["0a1b"] * len(ids), "extension": ["jpg"] * len(ids), "title": ["t"] * len(ids)}
     if drop:
         cols.pop(drop)
     pq.write_table(pa.table(cols), path)
@@ -63,7 +63,7 @@ def test_every_status_and_never_retrying_final_answers(tmp_path):
     behaviour[100] = behaviour[101] = "dup"
     with FaultServer(behaviour) as s:
         ids = sorted(behaviour)
-        urls = [f"{s.url}/7/{i}_5ecre7_b.jpg" for i in ids]
+        urls = [f"{s.url}/7/{i}_5ec4e7_b.jpg" for i in ids]
         cfg = FetchConfig(timeout=1.5, max_throttle_wait=2.5, threads=8, max_retries=2,
                           placeholder_sha256=frozenset({hashlib.sha256(s.placeholder_jpeg).hexdigest()}))
         result = download_shard(Shard(0, ids, urls), tmp_path, cfg, HostSchedule(0))
@@ -94,7 +94,7 @@ def test_retry_after_cools_the_whole_host(tmp_path):
     behaviour = {1: "throttle_once"}
     with FaultServer(behaviour, default="ok", delay=0.02, retry_after="1") as s:
         ids = list(range(1, 41))
-        urls = [f"{s.url}/7/{i}_5ecre7_b.jpg" for i in ids]
+        urls = [f"{s.url}/7/{i}_5ec4e7_b.jpg" for i in ids]
         download_shard(Shard(0, ids, urls), tmp_path, FetchConfig(threads=4), HostSchedule(0))
         log = sorted(s.log)
     t429 = next(t for t, _, c in log if c == 429)

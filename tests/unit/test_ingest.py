@@ -5,7 +5,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from mining.errors import UserError
-from mining.ingest import ingest, open_dataset, output_schema
+from mining.ingest import ingest, open_dataset, output_schema, read_quarantine
 from mining.ingest import yfcc
 from mining.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 from mining.ingest.synthetic import write_synthetic
@@ -26,7 +28,7 @@ SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "yfcc1
 
 @pytest.fixture(scope="module")
 def sample_lines() -> list[bytes]:
-    if not SAMPLE.exists():  # the shared data folder sits beside the checkout
+    if not SAMPLE.exists():
         pytest.fail(f"real sample rows missing: {SAMPLE}")
     return SAMPLE.read_bytes().splitlines()
 
@@ -45,9 +47,12 @@ def read(out: Path) -> list[dict]:
 
 
 def quarantine(out: Path) -> list[list[bytes]]:
-    lines = (out / "quarantine.tsv").read_bytes().splitlines()
-    assert lines[0] == b"file\tline\treason\traw_line"
-    return [line.split(b"\t", 3) for line in lines[1:]]
+    """quarantine.tsv as [file, line, reason, raw line] bytes, read back the documented way."""
+    lines = (out / "quarantine.tsv").read_bytes().split(b"\n")
+    assert lines[0] == b"file\tline\treason\traw_line" and lines[-1] == b""
+    assert all(line.count(b"\t") == 3 for line in lines[1:-1])  # one record per line, 4 fields
+    return [[f.encode("utf-8", "surrogateescape"), str(n).encode(), r.encode(), raw]
+            for f, n, r, raw in read_quarantine(out)]
 
 
 def check_real_rows(rows: list[dict]) -> None:
@@ -363,3 +368,208 @@ def test_licence_names_are_form_decoded(tmp_path, sample_lines):
     assert [r["license_name"] for r in read(tmp_path / "out")] == [
         "Attribution License", "Attribution-NonCommercial-ShareAlike License", "Attribution-NonCommercial License",
         "Public Domain Mark: 1.0"]
+
+
+# Input domains and faults (issue 14) --------------------------------------------------------
+
+HOSTILE = [  # (field, value, reason): values a stranger can put in the metadata
+    ("secret", b"../../../../etc/passwd", "bad_url_field"),
+    ("secret", b"", "bad_url_field"),
+    ("secret", b"65c9d45e09?x=1", "bad_url_field"),
+    ("secret_original", b"%2E%2E%2F", "bad_url_field"),
+    ("server_id", b"-8", "bad_url_field"),
+    ("server_id", b"8/../..", "bad_url_field"),
+    ("server_id", b"", "bad_url_field"),
+    ("farm_id", b"+1", "bad_url_field"),
+    ("extension", b"php", "bad_url_field"),
+    ("extension", b"jpg/../../x", "bad_url_field"),
+    ("photo_id", b"-7088065", "bad_photo_id"),
+    ("photo_id", b"0", "bad_photo_id"),
+    ("title", b"Gno\x00me", "nul_byte"),
+    ("title", b"Gno%00me", "nul_byte"),  # decodes to a NUL
+    ("user_tags", b"gnome,pr%00ank", "nul_byte"),
+    ("user_nsid", b"30302697@N00\x00", "nul_byte"),
+    ("marker", b"2", "out_of_domain"),
+    ("marker", b"-1", "out_of_domain"),
+    ("accuracy", b"17", "out_of_domain"),
+    ("accuracy", b"-1", "out_of_domain"),
+    ("date_uploaded", b"+1111467388", "bad_number"),  # Arrow does not cast a "+" sign (was a traceback)
+    ("accuracy", b"+3", "bad_number"),
+]
+FINE = [  # values inside their domains: the row is kept
+    ("accuracy", b"0"), ("accuracy", b""), ("accuracy", b"16"), ("extension", b"PNG"), ("extension", b"mp4"),
+    ("extension", b""), ("secret_original", b""), ("farm_id", b""), ("marker", b"1"),
+]
+
+
+@pytest.mark.parametrize("path_kind", ["fast", "exact"])
+def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lines, path_kind):
+    good = sample_lines[0].split(b"\t")
+
+    def row(name: str, value: bytes) -> bytes:
+        f = list(good)
+        f[yfcc.FIELDS_23.index(name)] = value
+        return b"\t".join(f)
+
+    lines = [row(n, v) for n, v, _ in HOSTILE] + [row(n, v) for n, v in FINE]
+    if path_kind == "exact":  # a line of invalid UTF-8 sends the block to the exact splitter
+        lines.append(b"\xff\xfe")
+    data = b"\n".join(lines) + b"\n"
+    assert (yfcc._fast_split(data, 23) is None) == (path_kind == "exact")
+    path = tmp_path / "in.tsv"
+    path.write_bytes(data)
+    stats = ingest([path], tmp_path / "out", progress=False)
+    got = [(int(n), r.decode(), raw) for _, n, r, raw in quarantine(tmp_path / "out")]
+    want = [(i + 1, reason, lines[i]) for i, (_, _, reason) in enumerate(HOSTILE)]
+    if path_kind == "exact":
+        want.append((len(lines), "wrong_field_count", b"\xff\xfe"))
+    assert got == want
+    assert stats["rows_out"] == len(FINE)
+    kept = read(tmp_path / "out")
+    assert [(r["accuracy"], r["extension"], r["secret_original"], r["farm_id"], r["marker"]) for r in kept] == [
+        (0, "jpg", "65c9d45e09", 1, 0), (None, "jpg", "65c9d45e09", 1, 0), (16, "jpg", "65c9d45e09", 1, 0),
+        (15, "PNG", "65c9d45e09", 1, 0), (15, "mp4", "65c9d45e09", 1, 0), (15, "", "65c9d45e09", 1, 0),
+        (15, "jpg", "", 1, 0), (15, "jpg", "65c9d45e09", None, 0), (15, "jpg", "65c9d45e09", 1, 1)]
+
+
+def test_photo_url_refuses_values_outside_their_domains():
+    from mining.download.reader import build_urls, photo_url
+
+    host = "https://live.staticflickr.com"
+    assert photo_url(host, "b", 8, 7088065, "65c9d45e09", None, None) == \
+        "https://live.staticflickr.com/8/7088065_65c9d45e09_b.jpg"
+    assert photo_url(host, "o", 8, 7088065, "65c9d45e09", "8ed1387833", "png").endswith("/8/7088065_8ed1387833_o.png")
+    for args in [("b", 8, 7088065, "../../../../etc/passwd", None, None), ("b", -8, 7088065, "65c9d45e09", None, None),
+                 ("b", 8, -1, "65c9d45e09", None, None), ("b", 8, 7088065, None, None, None),
+                 ("o", 8, 7088065, "65c9d45e09", "../x", "jpg"), ("o", 8, 7088065, "65c9d45e09", None, "jpg"),
+                 ("o", 8, 7088065, "65c9d45e09", "8ed1387833", "jpg?x=/../")]:
+        with pytest.raises(UserError, match="no URL built"):
+            photo_url(host, *args)
+    # a candidates table that did not come through ingest is refused before any request
+    table = pa.table({"photo_id": [1, 2], "server_id": [8, 8], "secret": ["65c9d45e09", "../../../../etc/passwd"],
+                      "secret_original": [None, None], "extension": ["jpg", "jpg"]})
+    with pytest.raises(UserError, match="photo 2: secret '../../../../etc/passwd' is not hexadecimal"):
+        build_urls(table, host, "b")
+
+
+def test_quarantine_survives_tabs_newlines_and_backslashes_in_names_and_lines(tmp_path, sample_lines):
+    folder = tmp_path / "odd\tname\nwith\\slash\rcr"
+    folder.mkdir()
+    path = folder / "in\t1.tsv"
+    raw_lines = [b"short\tline\\n\twith a lone \r CR and a \\ backslash", b"two\tfields"]
+    path.write_bytes(b"\n".join([sample_lines[0], *raw_lines, sample_lines[1]]) + b"\n")
+    stats = ingest([path], tmp_path / "out", progress=False)
+    assert stats["rows_rejected"] == 2 and stats["rows_out"] == 2
+    text = (tmp_path / "out" / "quarantine.tsv").read_bytes()
+    assert text.count(b"\n") == 3 and b"\r" not in text  # header + 2 records, one line each
+    assert read_quarantine(tmp_path / "out") == [
+        (str(path), 2, "wrong_field_count", raw_lines[0]), (str(path), 3, "wrong_field_count", raw_lines[1])]
+    # the same with Python's csv module, as a stranger would read it (escape character `\`)
+    import csv
+    import io
+    records = list(csv.reader(io.StringIO(text.decode(), newline=""), delimiter="\t", quoting=csv.QUOTE_NONE,
+                              escapechar="\\"))
+    assert [len(r) for r in records] == [4, 4, 4]
+
+
+def _truncated(tmp_path: Path, codec: str, keep: float) -> tuple[Path, int, int]:
+    """A real compressed dataset file cut at `keep` of its bytes: (path, whole lines Python's
+    own decompressor gets out of it, lines in the full file)."""
+    src = tmp_path / "full.tsv"
+    write_synthetic(src, 6000, seed=11, nfields=25, malformed=0.0)
+    data = src.read_bytes()
+    packed = (gzip.compress if codec == "gz" else bz2.compress)(data)
+    path = tmp_path / f"yfcc100m_dataset.{codec}"
+    path.write_bytes(packed[: int(len(packed) * keep)])
+    lines = 0
+    try:
+        with (gzip.open if codec == "gz" else bz2.open)(path) as f:
+            for _ in f:
+                lines += 1
+    except EOFError:
+        pass
+    return path, lines, data.count(b"\n")
+
+
+@pytest.mark.parametrize("codec,keep", [("gz", 0.5), ("gz", 0.01), ("bz2", 0.7)])
+def test_truncated_compressed_input_is_one_line_naming_the_file_and_line(tmp_path, codec, keep, capsys):
+    path, readable, total = _truncated(tmp_path, codec, keep)
+    if codec == "bz2":
+        assert readable > 0  # cut past its first block: part of the file does decompress
+    with pytest.raises(UserError) as err:
+        ingest([path], tmp_path / "out", progress=False, block_size=4 << 20)
+    msg = str(err.value)
+    m = re.fullmatch(re.escape(str(path)) + r": the (gzip|bz2) stream is truncated or corrupt after line (\d+) .*", msg)
+    assert m, msg
+    assert readable - 5000 <= int(m.group(2)) <= readable < total  # the line reached, to within a MiB
+    assert not (tmp_path / "out").exists()
+    from mining.cli import main
+    assert main(["ingest", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "truncated" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_input_warns_naming_the_file(tmp_path, caplog):
+    empty, full = tmp_path / "empty.tsv", tmp_path / "empty.tsv.gz"
+    empty.write_bytes(b"")
+    full.write_bytes(gzip.compress(b""))
+    with caplog.at_level("WARNING", logger="mining.ingest"):
+        stats = ingest([empty, SAMPLE, full], tmp_path / "out", progress=False)
+    assert stats["rows_out"] == 4
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"{empty} has no rows (an empty input adds nothing to the dataset)",
+                      f"{full} has no rows (an empty input adds nothing to the dataset)"]
+
+
+def _one_line_error(capsys, rc: int, path: Path, reason: str) -> None:
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err == f"mining ingest: error: {path}: {reason}\n"
+
+
+def test_unwritable_output_is_one_line_naming_the_path_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from mining.cli import main
+
+    blocker = tmp_path / "a-file"  # --out under a regular file: ENOTDIR, whoever runs the test
+    blocker.write_text("x")
+    rc = main(["ingest", str(SAMPLE), "--out", str(blocker / "out"), "--quiet"])
+    _one_line_error(capsys, rc, blocker / "out", "Not a directory")
+    # a full disk while the Parquet parts are written: nothing partial is left, and a
+    # complete earlier output survives a failed --force rerun untouched
+    out = tmp_path / "out"
+    assert main(["ingest", str(SAMPLE), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", no_space)
+    rc = main(["ingest", str(SAMPLE), "--out", str(out), "--quiet", "--force"])
+    _one_line_error(capsys, rc, out, "No space left on device")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    rc = main(["ingest", str(SAMPLE), "--out", str(tmp_path / "new"), "--quiet"])
+    _one_line_error(capsys, rc, tmp_path / "new", "No space left on device")
+    assert not (tmp_path / "new").exists()
+
+
+def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
+    from faults import full_disk, read_only_folder
+
+    from mining.cli import main
+
+    src = tmp_path / "in.tsv"
+    write_synthetic(src, 3000, seed=2, nfields=25, malformed=0.01)  # ~1.5 MB of rows
+    with read_only_folder(tmp_path / "ro") as ro:
+        rc = main(["ingest", str(src), "--out", str(ro / "metadata"), "--quiet"])
+        _one_line_error(capsys, rc, ro / "metadata", "Read-only file system" if os.geteuid() == 0 else "Permission denied")
+        assert list(ro.iterdir()) == []
+    with full_disk(tmp_path / "full", size_kb=256) as full:
+        rc = main(["ingest", str(src), "--out", str(full / "metadata"), "--quiet"])
+        _one_line_error(capsys, rc, full / "metadata", "No space left on device")
+        assert list(full.iterdir()) == []

@@ -36,7 +36,7 @@ def make_inputs(tmp_path, n=30, seed=0):
                              "methods_missing": np.zeros(n, np.int8)}), scores_dir / "scores.parquet")
     (scores_dir / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp, "landmarks": LANDMARKS}))
     pq.write_table(pa.table({
-        "photo_id": ids, "server_id": np.full(n, 65535, np.int32), "secret": [f"s{i}" for i in ids],
+        "photo_id": ids, "server_id": np.full(n, 65535, np.int32), "secret": [f"5e{i}" for i in ids],
         "secret_original": ["o"] * n, "extension": ["jpg"] * n,
         "license_name": ["Attribution License"] * n,
         "license_url": ["http://creativecommons.org/licenses/by/2.0/"] * n,
@@ -81,7 +81,7 @@ def test_select_drops_confirmed_keeps_top_n_deterministically(tmp_path):
     assert confirmed not in table.photo_id.tolist() and unclear in table.photo_id.tolist()
     assert table["rank"].tolist() == list(range(1, 11))
     assert (out / "distractors.txt").read_text().splitlines() == [image_relpath(p) for p in want]
-    assert table.url[0] == f"https://live.staticflickr.com/65535/{want[0]}_s{want[0]}_b.jpg"
+    assert table.url[0] == f"https://live.staticflickr.com/65535/{want[0]}_5e{want[0]}_b.jpg"
     assert {"license_name", "license_url", "user_nsid", "user_nickname", "score", "score_cnn", "path"} <= set(table)
     rows = list(csv.DictReader((out / "ATTRIBUTION.csv").open()))
     assert [int(r["photo_id"]) for r in rows] == want

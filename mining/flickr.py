@@ -1,0 +1,48 @@
+"""The domains of the YFCC100M/Flickr fields that end up in image URLs (and a few others).
+
+Metadata is written by strangers: `secret: ../../../../etc/passwd` must never reach a URL.
+`mining ingest` checks whole columns against these patterns (quarantining the rows that
+fail) and `mining.download.reader.photo_url` checks each value again before it builds a
+URL, so a candidates file made some other way is held to the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Flickr secrets are 10 lower-case hex digits; any short hex string is accepted.
+SECRET_RE = r"^[0-9a-fA-F]{1,64}$"
+SECRET_ORIGINAL_RE = r"^[0-9a-fA-F]{0,64}$"  # empty: no original available
+DIGITS_RE = r"^[0-9]{1,10}$"  # server and farm ids (int32 range checked after parsing)
+# Extension of the original (`originalformat`): Flickr's image formats and the video
+# containers it accepts (videos are dropped later, by geofilter's photos_only).
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "gif", "tif", "tiff", "bmp", "webp", "heic")
+VIDEO_EXTENSIONS = ("mp4", "m4v", "mov", "avi", "wmv", "3gp", "mpg", "mpeg", "mts", "m2ts",
+                    "ogg", "ogv", "webm", "flv", "asf", "dv", "vob", "mkv")
+EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+EXTENSION_RE = "(?i)^(" + "|".join(EXTENSIONS) + ")?$"  # empty: unknown, URLs use jpg
+ACCURACY_RANGE = (0, 16)  # 1 world … 16 street; 0 (or empty) = unknown
+MARKERS = (0, 1)  # 0 photo, 1 video
+
+_SECRET = re.compile(SECRET_RE)
+_EXTENSION = re.compile(EXTENSION_RE)
+
+
+def url_field_problem(photo_id: object, server: object, secret: object,
+                      secret_original: object = None, ext: object = None) -> str | None:
+    """Why these values cannot go into a Flickr URL (None when they can).
+
+    `secret_original`/`ext`: None = not used by this URL (not checked); given, they must be
+    a hex original secret and a known extension (empty = jpg)."""
+    if not isinstance(photo_id, int) or isinstance(photo_id, bool) or photo_id <= 0:
+        return f"photo id {photo_id!r} is not a positive integer"
+    if not isinstance(server, int) or isinstance(server, bool) or server < 0:
+        return f"server {server!r} is not a non-negative integer"
+    if not isinstance(secret, str) or not _SECRET.fullmatch(secret):
+        return f"secret {secret!r} is not hexadecimal"
+    if secret_original is not None and (not isinstance(secret_original, str)
+                                        or not _SECRET.fullmatch(secret_original)):
+        return f"secret_original {secret_original!r} is not hexadecimal"
+    if ext is not None and (not isinstance(ext, str) or not _EXTENSION.fullmatch(ext)):
+        return f"extension {ext!r} is not a known image or video extension"
+    return None

@@ -50,7 +50,19 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise schema_error(Locator(source, lines), errors[0])
+    check_methods(data["methods"], Locator(source, lines))
     return data
+
+
+def check_methods(methods: list[str], where: Locator) -> None:
+    """Every method is in the registry (built-ins and installed plug-ins), so that a typo
+    fails now, not at describe after the download."""
+    from mining.methods import method_names
+
+    known = method_names()
+    for i, name in enumerate(methods):
+        if name not in known:
+            raise where.error(("methods", i), f"unknown method {name!r} (known: {', '.join(known)})")
 
 
 def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -> UserError:

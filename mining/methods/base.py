@@ -90,13 +90,26 @@ class Method:
         return np.asarray(queries, np.float32) @ np.asarray(database, np.float32).T
 
 
+ENTRY_POINT_GROUP = "mining.methods"
+
+
+def registry() -> dict[str, str]:
+    """Method name -> "module:Class": the built-ins and the plug-ins installed under the
+    `mining.methods` entry-point group (metadata only: nothing is imported)."""
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **REGISTRY}
+
+
 def method_names() -> list[str]:
-    return sorted(REGISTRY)
+    return sorted(registry())
 
 
 def get_method(name: str, params: dict[str, Any] | None = None, query: bool = False) -> Method:
-    """Instantiate the method called `name` (a built-in, or `package.module:Class` of a plug-in)."""
-    target = REGISTRY.get(name, name if ":" in name else None)
+    """Instantiate the method called `name` (a built-in, an installed plug-in, or
+    `package.module:Class`)."""
+    target = registry().get(name, name if ":" in name else None)
     if target is None:
         raise UserError(f"unknown method {name!r}; built-ins: {', '.join(method_names())} (or module:Class)")
     module, _, cls_name = target.partition(":")

@@ -71,3 +71,27 @@ def test_load_names_the_line_and_checks_country_codes(tmp_path):
         manifest.load(bad)
     line = next(i for i, l in enumerate(text.splitlines(), 1) if "review_top" in l)
     assert "score.review_top" in str(exc.value) and f"line {line}" in str(exc.value)
+
+
+def test_methods_are_checked_against_the_registry(tmp_path):
+    text = (REPO / "manifests" / "demo.yaml").read_text()
+    text = text.replace("methods: [cnn-gem, rsift-asmk, rsift-vlad]", "methods:\n  - cnn-gem\n  - sift-magic")
+    bad = tmp_path / "m.yaml"
+    bad.write_text(text)
+    line = text.splitlines().index("  - sift-magic") + 1
+    with pytest.raises(UserError) as exc:
+        manifest.load(bad)
+    assert str(exc.value) == (f"manifest {bad} line {line}: methods[1]: unknown method 'sift-magic' "
+                              "(known: cnn-gem, rsift-asmk, rsift-vlad)")
+
+
+def test_installed_plugin_methods_are_known(tmp_path, monkeypatch):
+    """A plug-in registered under the `mining.methods` entry-point group passes the check."""
+    dist = tmp_path / "site" / "mining_plug-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mining-plug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mining.methods]\nsift-magic = mining_plug:SiftMagic\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    m = _demo()
+    m["methods"] = ["cnn-gem", "sift-magic"]
+    assert manifest.validate(m, "x.yaml")["methods"] == ["cnn-gem", "sift-magic"]

@@ -68,8 +68,9 @@ def test_lint_is_clean(tmp_path):
         (lambda m: m["geofilter"]["countries"].append({"code": "XYZ", "include_dependencies": False}), "XYZ"),
         (lambda m: m["geofilter"]["areas"][0].update(radius_km=-5), "radius"),
         (lambda m: m["select"].update(n=0), "select.n"),
+        (lambda m: m.update(methods=["cnn-gem", "sift-magic"]), "methods[1]: unknown method 'sift-magic'"),
     ],
-    ids=["unknown-key", "unknown-country", "negative-radius", "bad-n"],
+    ids=["unknown-key", "unknown-country", "negative-radius", "bad-n", "unknown-method"],
 )
 def test_bad_manifest_fails_fast_naming_the_key(tmp_path, edit, key):
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())

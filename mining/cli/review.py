@@ -25,8 +25,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)")
     srv.add_argument("--port", type=int, default=8765)
     srv.add_argument("--token", default=None,
-                     help="required on every request (default: $MINING_REVIEW_TOKEN); "
-                          "mandatory when --host is not loopback")
+                     help="one person's token, required on every request (default: $MINING_REVIEW_TOKEN); "
+                          "mandatory when --host is not loopback, unless --reviewers")
+    srv.add_argument("--reviewer", default=None,
+                     help="with --token: the reviewer it stands for (default: your login name)")
+    srv.add_argument("--reviewers", default=None, metavar="NAME,NAME",
+                     help="a personal link (token) per reviewer: their votes and undos are theirs alone")
+    srv.add_argument("--reviewers-file", default=None, metavar="FILE",
+                     help="reviewer names, one per line (# comments), as --reviewers")
+    srv.add_argument("--links-file", default=None, metavar="FILE",
+                     help="where the personal links are kept, mode 0600, so a restart keeps them "
+                          "(default: beside the DB, review.links.json)")
+    srv.add_argument("--new-links", action="store_true",
+                     help="replace every reviewer's token: the old links stop working")
 
     exp = verbs.add_parser("export", help="write decisions.parquet (majority of each reviewer's latest vote)")
     exp.add_argument("--db", required=True)
@@ -62,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         _report({"rows": r.rows, "added": r.added, "updated": r.updated})
         return 0
     if cmd == "export":
-        con = db.connect(args.db)
+        con = db.connect_readonly(args.db)
         try:
             if args.complete:
                 _, unvoted = db.export_rows(con)
@@ -77,13 +88,17 @@ def run(args: argparse.Namespace) -> int:
     from mining.review.app import create_app
 
     if cmd == "serve":
-        from mining.review.server import resolve_token, serve
+        from mining.review.access import announce, links_file_for, resolve_access
+        from mining.review.server import serve
 
-        token = resolve_token(args.host, args.token)
-        app = create_app(args.db, args.images, args.landmarks, token=token)
+        links_file = args.links_file or links_file_for(args.db)
+        access = resolve_access(args.host, args.token, args.reviewer, args.reviewers, args.reviewers_file,
+                                links_file, args.new_links)
+        app = create_app(args.db, args.images, args.landmarks, access=access)
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        suffix = f"/?token={token}" if token else "/"
-        print(f"review app: http://{shown}:{args.port}{suffix}  (Ctrl-C to stop)", file=sys.stderr)
+        for line in announce(access, f"http://{shown}:{args.port}", links_file):
+            print(line, file=sys.stderr)
+        print("(Ctrl-C to stop)", file=sys.stderr)
         serve(app, args.host, args.port)
         return 0
     if cmd == "simulate":

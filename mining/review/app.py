@@ -2,13 +2,14 @@
 
 The client never sends a path: images are addressed by item id or query index and mapped to
 files server-side, then resolved and checked to lie under their root (symlinks included).
-Every vote goes to SQLite at once; the browser keeps only the reviewer's name.
+Every vote goes to SQLite at once. Who votes: with tokens (one, or one per reviewer) the token a
+request carries names the reviewer and a request cannot speak for anyone else (403); without a
+token (loopback only) the browser keeps the reviewer's name and sends it (see `access`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ from mining.errors import UserError
 from mining.landmarks import LandmarkDataset, load_landmarks
 from mining.layout import image_key, image_relpath
 from mining.review import db, thumbs
+from mining.review.access import Access, single
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 4096  # a vote is ~60 bytes; anything much larger is refused before parsing
@@ -42,7 +44,7 @@ class Settings:
     images: Path
     landmarks: LandmarkDataset | None
     thumbs: Path
-    token: str | None
+    access: Access
 
 
 def thumbs_dir_for(db_path: Path) -> Path:
@@ -51,8 +53,16 @@ def thumbs_dir_for(db_path: Path) -> Path:
 
 
 def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | None = None,
-               token: str | None = None, thumbs_dir: str | Path | None = None) -> FastAPI:
-    """Build the app; refuses missing inputs up front so `serve` fails before binding a port."""
+               token: str | None = None, thumbs_dir: str | Path | None = None, *,
+               reviewer: str | None = None, access: Access | None = None) -> FastAPI:
+    """Build the app; refuses missing inputs up front so `serve` fails before binding a port.
+
+    `token` (one person, named `reviewer`) or `access` (a token per reviewer); neither: open
+    mode, loopback Host headers only, the client names itself."""
+    if token and access is not None:
+        raise UserError("pass a token or per-reviewer access, not both")
+    if access is None:
+        access = single(token, reviewer) if token else Access()
     dbp = Path(db_path)
     root = Path(images)
     if not root.is_dir():
@@ -68,28 +78,32 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         if known and known != ds.fingerprint():
             raise UserError(f"{ds.path}: landmark dataset {ds.fingerprint()} is not the one the queue "
                             f"was scored against ({known})")
-    s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), token or None)
+    s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), access)
     app = FastAPI(title="mining review", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = s
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
-        """Token (when set) on every request; otherwise only loopback Host headers (DNS rebinding)."""
-        if s.token is not None:
+        """A known token on every request (it names the reviewer: request.state.reviewer);
+        without tokens, only loopback Host headers (DNS rebinding)."""
+        request.state.reviewer = None
+        given = ""
+        if not s.access.open:
             given = (request.headers.get(TOKEN_HEADER) or request.query_params.get("token")
                      or request.cookies.get(TOKEN_COOKIE) or "")
             auth = request.headers.get("authorization", "")
             if auth.lower().startswith("bearer "):
                 given = given or auth[7:]
-            if not hmac.compare_digest(given.encode(), s.token.encode()):
+            request.state.reviewer = s.access.reviewer_for(given)
+            if request.state.reviewer is None:
                 return JSONResponse({"detail": "missing or wrong token"}, status_code=401)
         else:
             if _hostname(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
                 return JSONResponse({"detail": "host not allowed"}, status_code=403)
         response = await call_next(request)
-        if s.token is not None and request.query_params.get("token") == s.token:
+        if given and request.query_params.get("token") == given:
             # The page URL carries the token once; the cookie then authorises images and API calls.
-            response.set_cookie(TOKEN_COOKIE, s.token, httponly=True, samesite="strict")
+            response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
         return response
@@ -110,15 +124,31 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     def user_error(exc: UserError) -> HTTPException:
         return HTTPException(status_code=400, detail=str(exc))
 
+    def who(request: Request, claimed: Any) -> Any:
+        """The reviewer a request speaks for: its token's, whatever it claims (another name is
+        refused, 403); without tokens, the name the client sends."""
+        bound = request.state.reviewer
+        if bound is None:
+            return claimed
+        name = " ".join(claimed.split()) if isinstance(claimed, str) else claimed
+        if name is not None and name != bound:
+            raise HTTPException(403, f"this link belongs to reviewer {bound!r}; it cannot act as {name!r}")
+        return bound
+
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
+    @app.get("/api/me")
+    def api_me(request: Request) -> dict[str, Any]:
+        """Who this link votes as (null: the page asks for a name)."""
+        return {"reviewer": request.state.reviewer}
+
     @app.get("/api/landmarks")
-    def api_landmarks(reviewer: str | None = Query(None, max_length=200),
+    def api_landmarks(request: Request, reviewer: str | None = Query(None, max_length=200),
                       con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
         try:
-            overview = db.landmarks_overview(con, reviewer)
+            overview = db.landmarks_overview(con, who(request, reviewer))
         except UserError as exc:
             raise user_error(exc) from None
         queries = _queries_by_landmark(s.landmarks)
@@ -128,12 +158,12 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                 "mine": sum(x["mine"] for x in overview)}
 
     @app.get("/api/items")
-    def api_items(landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0, le=MAX_ID),
+    def api_items(request: Request, landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0, le=MAX_ID),
                   limit: int = Query(100, ge=1, le=MAX_PAGE),
                   reviewer: str | None = Query(None, max_length=200),
                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
         try:
-            page = db.items_page(con, landmark, offset, limit, reviewer)
+            page = db.items_page(con, landmark, offset, limit, who(request, reviewer))
         except UserError as exc:
             raise user_error(exc) from None
         if page["total"] == 0:
@@ -141,18 +171,18 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         return page
 
     @app.get("/api/resume")
-    def api_resume(landmark: str = Query(..., max_length=500),
+    def api_resume(request: Request, landmark: str = Query(..., max_length=500),
                    reviewer: str | None = Query(None, max_length=200),
                    con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
         try:
-            return {"landmark": landmark, "position": db.first_open(con, landmark, reviewer)}
+            return {"landmark": landmark, "position": db.first_open(con, landmark, who(request, reviewer))}
         except UserError as exc:
             raise user_error(exc) from None
 
     @app.post("/api/votes")
     async def api_vote(request: Request) -> dict[str, Any]:
         body = await _json_body(request)
-        item, value, reviewer = body.get("item_id"), body.get("vote"), body.get("reviewer")
+        item, value, reviewer = body.get("item_id"), body.get("vote"), who(request, body.get("reviewer"))
         if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > MAX_ID:
             raise HTTPException(422, "item_id must be a non-negative integer")
         if value not in db.VOTES:
@@ -170,10 +200,11 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     @app.post("/api/undo")
     async def api_undo(request: Request) -> dict[str, Any]:
         body = await _json_body(request)
+        reviewer = who(request, body.get("reviewer"))
 
         def work() -> dict[str, Any]:
             con = thread_con()
-            done = db.undo(con, body.get("reviewer"))
+            done = db.undo(con, reviewer)
             if done is None:
                 return {"undone": None}
             lm, pos = db.position_of(con, done["item_id"]) or ("", 0)
@@ -184,10 +215,9 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             raise HTTPException(422, str(exc)) from None
 
     @app.get("/thumb/{item_id}")
-    def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
+    def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> Response:
         src, pid = _item_image(con, item_id)
-        out = thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src)
-        return FileResponse(out, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+        return _jpeg(thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src))
 
     @app.get("/image/{item_id}")
     def image(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
@@ -195,7 +225,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         return FileResponse(src, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
     @app.get("/query/{index}")
-    def query_crop(index: int = PathParam(ge=0, le=MAX_ID), full: bool = False) -> FileResponse:
+    def query_crop(index: int = PathParam(ge=0, le=MAX_ID), full: bool = False) -> Response:
         ds = s.landmarks
         if ds is None or not 0 <= index < len(ds.qimlist):
             raise HTTPException(404, "unknown query")
@@ -204,8 +234,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             raise HTTPException(404, "query image not found")
         bbox = ds.bbox(index) if ds.gnd[index].get("bbx") is not None else None
         tag = hashlib.sha256(json.dumps([ds.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
-        out = thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox)
-        return FileResponse(out, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+        return _jpeg(thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox))
 
     def _item_image(con: sqlite3.Connection, item_id: int) -> tuple[Path, int]:
         pid = db.photo_of(con, item_id)
@@ -218,6 +247,13 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _jpeg(data: bytes | None) -> Response:
+    """A cached thumbnail; None: its cache entry was refused (a planted symlink, see thumbs)."""
+    if data is None:
+        raise HTTPException(404, "thumbnail cache entry refused")
+    return Response(data, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
 
 def _hostname(host: str) -> str:
@@ -254,6 +290,8 @@ async def _json_body(request: Request) -> dict[str, Any]:
         data = json.loads(b"".join(chunks) or b"null")
     except (ValueError, UnicodeDecodeError):
         raise HTTPException(400, "body is not valid JSON") from None
+    except RecursionError:  # "[[[[…" nested deeper than the parser's stack: bad input, not a 500
+        raise HTTPException(400, "body is nested too deeply") from None
     if not isinstance(data, dict):
         raise HTTPException(400, "body must be a JSON object")
     return data

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,45 @@ def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
     con.execute("PRAGMA synchronous = NORMAL")
     con.execute("PRAGMA foreign_keys = ON")
     con.executescript(SCHEMA)  # IF NOT EXISTS: also upgrades a database from an older version
+    return con
+
+
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open to read only (export): never creates, migrates or writes anything beside the file.
+
+    `mode=ro` reads a WAL database with its -wal. In a read-only folder without a -wal, SQLite
+    cannot make the -shm it needs, so the file is opened `immutable=1` (right then: with no
+    -wal, every vote is in the file, and nobody can write in that folder). A -wal that holds
+    votes but cannot be read is refused rather than silently left out."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: review database not found (run `mining review import` first)")
+    uri = "file:" + urllib.parse.quote(str(p.resolve()))
+    try:
+        return _probe(sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30, isolation_level=None), p)
+    except sqlite3.Error as exc:
+        first = exc
+    wal = p.with_name(p.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise UserError(f"{p}: cannot open read-only ({first}), and {wal.name} beside it holds votes not yet "
+                        "in the database file; copy the folder (with its -wal) somewhere writable and export there")
+    try:
+        return _probe(sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None), p)
+    except sqlite3.Error as exc:
+        raise UserError(f"{p}: cannot read the review database ({exc})") from None
+
+
+def _probe(con: sqlite3.Connection, p: Path) -> sqlite3.Connection:
+    """`con` once it has read the schema; refuses a database without the review tables."""
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        con.close()
+        raise
+    missing = sorted({"items", "reviewers", "votes", "current", "meta"} - tables)
+    if missing:
+        con.close()
+        raise UserError(f"{p}: not a review database (no table {', '.join(missing)})")
     return con
 
 
@@ -360,7 +400,8 @@ def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
     out = []
     for g in grouped.values():
         out.append({**g, "votes": json.dumps(g["votes"], sort_keys=True, ensure_ascii=False),
-                    "n_votes": len(g["votes"]), "decision": majority(g["votes"].values())})
+                    "voters": sorted(g["votes"]), "n_votes": len(g["votes"]),
+                    "decision": majority(g["votes"].values())})
     return out, int(total) - len(out)
 
 
@@ -372,12 +413,16 @@ def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
 
     rows, unvoted = export_rows(con)
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
-                        ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())])
+                        ("votes", pa.string()), ("voters", pa.list_(pa.string())), ("n_votes", pa.int32()),
+                        ("decision", pa.string())])
     fp = fingerprint(con)
     if fp:  # `mining select` refuses decisions made for another landmark dataset
         schema = schema.with_metadata({FINGERPRINT: fp})
     table = pa.Table.from_pylist(rows, schema=schema)
-    write_parquet(out, table)
+    try:
+        write_parquet(out, table)  # atomic: a failed write leaves no file under `out`
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write the decisions ({exc.strerror or exc})") from None
     counts = Counter(r["decision"] for r in rows)
     return {"rows": len(rows), "unvoted": unvoted, "votes": sum(r["n_votes"] for r in rows),
             **{d: counts.get(d, 0) for d in DECISION.values()}}

@@ -205,3 +205,181 @@ def test_serve_refuses_public_host_without_token(world, monkeypatch):
                  "--landmarks", str(world["landmarks"]), "--host", "0.0.0.0"]) == 2
     assert main(["review", "serve", "--db", str(world["db"]) + ".missing", "--images",
                  str(world["images"]), "--landmarks", str(world["landmarks"])]) == 2
+
+
+def test_deeply_nested_or_huge_json_is_a_client_error(client, world):
+    """Nesting past the parser's stack is bad input (400), never a 500; too large stays 413."""
+    before = snapshot(world["db"])
+    strict = TestClient(client.app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
+    json_type = {"content-type": "application/json"}
+    for path in ("/api/votes", "/api/undo"):
+        for body in (b"[" * 4000, b'{"reviewer": "ann", "x": ' + b"[" * 3000, b'{"a":' * 800):
+            r = strict.post(path, content=body, headers=json_type)
+            assert r.status_code == 400, (path, body[:20], r.status_code, r.text)
+        deep_but_valid = b'{"item_id": 1, "vote": "y", "x": ' + b"[" * 500 + b"]" * 500 + b"}"
+        assert strict.post(path, content=deep_but_valid, headers=json_type).status_code == 422  # no name
+        r = strict.post(path, content=b"[" * 100_000, headers=json_type)
+        assert r.status_code == 413
+    assert snapshot(world["db"]) == before
+
+
+def _thumb_entry(world, pid=10000):
+    from mining.layout import image_key
+
+    key = image_key(pid)
+    return world["db"].parent / "review.thumbs" / "items" / key[:3] / f"{key}.jpg"
+
+
+def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    first = client.get("/thumb/1")
+    entry = _thumb_entry(world)
+    assert first.status_code == 200 and entry.is_file()
+    # A file link (to a secret, or /etc/passwd): refused as a cache entry, replaced by a fresh thumbnail.
+    for target in (secret, "/etc/passwd"):
+        entry.unlink()
+        os.symlink(target, entry)
+        r = client.get("/thumb/1")
+        assert r.status_code == 200 and r.content == first.content
+        assert not entry.is_symlink() and entry.read_bytes() == first.content
+    assert secret.read_text() == "top secret"
+    # A hard link to a file elsewhere on the same file system: replaced too, the other file untouched.
+    entry.unlink()
+    os.link(secret, entry)
+    assert client.get("/thumb/1").content == first.content and secret.read_text() == "top secret"
+    # A directory link on the way: writing through it would write outside the cache, so refused.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / entry.name).write_text("top secret")
+    shard = entry.parent
+    for f in shard.iterdir():
+        f.unlink()
+    shard.rmdir()
+    os.symlink(outside, shard)
+    r = client.get("/thumb/1")
+    assert r.status_code == 404 and b"top secret" not in r.content
+    assert sorted(p.name for p in outside.iterdir()) == [entry.name]    # nothing written there
+    queries = world["db"].parent / "review.thumbs" / "queries"
+    assert client.get("/query/0").status_code == 200
+    for f in queries.iterdir():
+        f.unlink()
+    queries.rmdir()
+    os.symlink(outside, queries)
+    assert client.get("/query/0").status_code == 404
+    assert sorted(p.name for p in outside.iterdir()) == [entry.name]
+
+
+def test_a_cache_root_that_is_a_symlink_is_fine(world, tmp_path):
+    """Only links inside the cache are refused: the cache folder itself may live elsewhere."""
+    elsewhere = tmp_path / "big-disk"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, world["db"].parent / "review.thumbs")
+    c = TestClient(create_app(world["db"], world["images"], world["landmarks"]), base_url="http://127.0.0.1:8765")
+    assert c.get("/thumb/1").status_code == 200 and c.get("/thumb/1").status_code == 200
+    assert len(list(elsewhere.rglob("*.jpg"))) == 1
+
+
+def test_a_token_names_its_reviewer(world):
+    """One token per reviewer: requests act as the token's reviewer, never as a name they send."""
+    from mining.review.access import Access
+
+    access = Access({"alice-token-0001": "alice", "bob-token-00002": "bob"}, personal=True)
+    app = create_app(world["db"], world["images"], world["landmarks"], access=access)
+    alice = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "alice-token-0001"})
+    bob = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "bob-token-00002"})
+    assert alice.get("/api/me").json() == {"reviewer": "alice"}
+    assert bob.get("/api/me").json() == {"reviewer": "bob"}
+    assert TestClient(app, base_url="http://192.0.2.10:8765").get("/api/me").status_code == 401
+    assert alice.post("/api/votes", json={"item_id": 1, "vote": "y"}).status_code == 200
+    assert alice.post("/api/votes", json={"item_id": 2, "vote": "y", "reviewer": " alice "}).status_code == 200
+    before = snapshot(world["db"])
+    for c, body in ((bob, {"item_id": 1, "vote": "n", "reviewer": "alice"}),     # bob as alice
+                    (alice, {"item_id": 1, "vote": "n", "reviewer": "alice2"}),  # a second name
+                    (alice, {"item_id": 1, "vote": "n", "reviewer": ""}),
+                    (alice, {"item_id": 1, "vote": "n", "reviewer": 7})):
+        r = c.post("/api/votes", json=body)
+        assert r.status_code == 403, (body, r.text)
+    assert bob.post("/api/undo", json={"reviewer": "alice"}).status_code == 403
+    assert bob.get("/api/items", params={"landmark": "tower", "reviewer": "alice"}).status_code == 403
+    assert snapshot(world["db"]) == before
+    assert bob.post("/api/undo", json={}).json() == {"undone": None}        # bob has nothing to undo
+    assert alice.get("/api/landmarks").json()["mine"] == 2                 # no name needed
+    assert bob.get("/api/landmarks", params={"reviewer": "bob"}).json()["mine"] == 0
+    con = db.connect(world["db"])
+    try:
+        assert con.execute("SELECT name FROM reviewers").fetchall() == [("alice",)]
+    finally:
+        con.close()
+
+
+def test_the_one_token_mode_names_one_reviewer(world, monkeypatch):
+    app = create_app(world["db"], world["images"], world["landmarks"], token="s3cret-token", reviewer="ann")
+    c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
+    assert c.get("/api/me").json() == {"reviewer": "ann"}
+    assert c.post("/api/votes", json={"item_id": 1, "vote": "n", "reviewer": "bob"}).status_code == 403
+    assert c.post("/api/votes", json={"item_id": 1, "vote": "n", "reviewer": "ann"}).status_code == 200
+    assert c.post("/api/undo", json={}).json()["undone"]["item_id"] == 1
+    monkeypatch.setattr("getpass.getuser", lambda: "login-name")
+    app = create_app(world["db"], world["images"], world["landmarks"], token="s3cret-token")
+    c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
+    assert c.get("/api/me").json() == {"reviewer": "login-name"}             # --reviewer defaults to it
+
+
+def test_open_mode_lets_the_page_name_itself(client):
+    assert client.get("/api/me").json() == {"reviewer": None}
+
+
+def test_reviewer_lists_and_the_links_file(tmp_path, monkeypatch):
+    import json
+    import stat
+
+    from mining.review import access as acc
+
+    monkeypatch.delenv("MINING_REVIEW_TOKEN", raising=False)
+    names = tmp_path / "team.txt"
+    names.write_text("# the team\nalice\n\n  bob   smith  # second\n")
+    assert acc.parse_reviewers(None, names) == ["alice", "bob smith"]
+    assert acc.parse_reviewers("carol, dan", names) == ["carol", "dan", "alice", "bob smith"]
+    for bad, match in (("alice,alice", "twice"), (" , ", "no reviewer"), ("a\x00b", "printable"),
+                       ("x" * 65, "printable")):
+        with pytest.raises(UserError, match=match):
+            acc.parse_reviewers(bad, None)
+    with pytest.raises(UserError, match="missing.txt"):
+        acc.parse_reviewers(None, tmp_path / "missing.txt")
+
+    links = tmp_path / "review.links.json"
+    first = acc.resolve_access("0.0.0.0", None, None, "alice,bob", None, links)
+    assert sorted(first.tokens.values()) == ["alice", "bob"] and first.personal
+    assert all(len(t) >= 40 for t in first.tokens)
+    lines = acc.announce(first, "http://h:1", links)
+    assert stat.S_IMODE(links.stat().st_mode) == 0o600
+    saved = json.loads(links.read_text())["reviewers"]
+    for name, entry in saved.items():
+        assert first.reviewer_for(entry["token"]) == name
+        assert f"  {name}: {entry['link']}" in lines and entry["link"] == f"http://h:1/?token={entry['token']}"
+    again = acc.resolve_access("0.0.0.0", None, None, "alice,bob,carol", None, links)   # restart
+    assert {t: n for t, n in again.tokens.items() if n != "carol"} == dict(first.tokens)
+    fewer = acc.resolve_access("0.0.0.0", None, None, "alice", None, links)           # bob left
+    assert list(fewer.tokens.values()) == ["alice"] and set(fewer.tokens) < set(first.tokens)
+    fresh = acc.resolve_access("0.0.0.0", None, None, "alice,bob", None, links, rotate=True)
+    assert not set(fresh.tokens) & set(first.tokens)
+    assert first.reviewer_for("") is None and first.reviewer_for("x" * 43) is None
+
+    os.chmod(links, 0o644)                                   # tokens others could have read
+    with pytest.raises(UserError, match="readable by others"):
+        acc.resolve_access("0.0.0.0", None, None, "alice", None, links)
+    shared = {"reviewers": {"alice": {"token": "same-token-1234"}, "bob": {"token": "same-token-1234"}}}
+    links.write_text(json.dumps(shared))
+    os.chmod(links, 0o600)
+    with pytest.raises(UserError, match="share a token"):   # one token, two names: refused
+        acc.resolve_access("0.0.0.0", None, None, "alice,bob", None, links)
+    for args, match in (((None, "ann", None, None), "--reviewer"),
+                        (("long-enough", None, "alice", None), "one or the other"),
+                        ((None, "ann", "alice", None), "--reviewer")):
+        with pytest.raises(UserError, match=match):
+            acc.resolve_access("127.0.0.1", *args, links)
+    with pytest.raises(UserError, match="--new-links"):
+        acc.resolve_access("127.0.0.1", None, None, None, None, links, rotate=True)
+    assert acc.resolve_access("127.0.0.1", None, None, None, None, links).open
+    assert acc.resolve_access("0.0.0.0", "long-enough", "ann", None, None, links).tokens == {"long-enough": "ann"}

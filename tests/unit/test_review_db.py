@@ -1,6 +1,11 @@
 """Review database: idempotent import, append-only votes with undo, majority export."""
 
+import contextlib
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -172,3 +177,122 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     with pytest.raises(UserError, match="landmark dataset"):
         create_app(w["db"], w["images"], w["landmarks"])
     con.close()
+
+
+def _voted_db(tmp_path):
+    """A review database with a few votes (WAL checkpointed: every vote in the file)."""
+    w = make_world(tmp_path)
+    con = db.connect(w["db"], create=True)
+    db.import_queue(con, w["queue"])
+    for item, name, v in ((1, "ann", "y"), (1, "bob", "n"), (2, "ann", "n"), (1, "cy", "y")):
+        db.vote(con, item, name, v)
+    con.close()
+    return w
+
+
+def _folder_state(folder):
+    return sorted((p.name, p.is_dir(), p.read_bytes() if p.is_file() else None) for p in folder.iterdir())
+
+
+def test_export_reads_a_database_whose_folder_forbids_new_files(tmp_path, capsys):
+    """Without root-proof read-only mounts (see the next test): -wal and -shm cannot be created
+    (they are taken by folders, which stops root too), so SQLite's mode=ro cannot open the WAL
+    database; export falls back to immutable=1 and changes nothing beside the database."""
+    w = _voted_db(tmp_path / "w")
+    ref = tmp_path / "ref.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(ref)]) == 0
+    for suffix in ("-wal", "-shm"):
+        side = w["db"].parent / (w["db"].name + suffix)
+        if side.exists():  # left by the read-only connection above; the -wal is empty
+            assert suffix == "-shm" or side.stat().st_size == 0
+            side.unlink()
+        side.mkdir()
+    w["db"].chmod(0o444)
+    before = _folder_state(w["db"].parent)
+    out = tmp_path / "elsewhere" / "decisions.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(out), "--complete"]) == 2  # 8 open
+    assert "have no vote yet" in capsys.readouterr().err and not out.exists()
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 0
+    assert pq.read_table(out).equals(pq.read_table(ref))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["votes"] == 4
+    assert _folder_state(w["db"].parent) == before
+    # A write error names the output path in one line and leaves no partial file.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = blocker / "decisions.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "elsewhere", "ref.parquet", "w"]
+    assert db.connect_readonly(w["db"]).execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 4
+
+
+@contextlib.contextmanager
+def _mounted(*args):
+    """Run `mount ARGS… TARGET` (needs root and CAP_SYS_ADMIN); skip the test where it is refused."""
+    target = args[-1]
+    for cmd in (["mount", *args],) + ((["mount", "-o", "remount,bind,ro", str(target)],) if "--bind" in args else ()):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except FileNotFoundError:
+            r = None
+        if r is None or r.returncode != 0:
+            if cmd[1] == "-o":
+                subprocess.run(["umount", str(target)], capture_output=True)
+            pytest.skip(f"cannot mount here ({r.stderr.strip() if r else 'no mount command'}); "
+                        "test_export_reads_a_database_whose_folder_forbids_new_files covers the fallback")
+    try:
+        yield Path(target)
+    finally:
+        subprocess.run(["umount", str(target)], capture_output=True, timeout=30)
+
+
+def test_export_from_a_read_only_mount_and_to_a_full_disk(tmp_path, capsys):
+    """Real read-only and full file systems (root cannot write there either)."""
+    w = _voted_db(tmp_path / "w")
+    ref = tmp_path / "ref.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(ref)]) == 0
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with _mounted("--bind", str(w["db"].parent), str(ro)):
+        with pytest.raises(OSError):
+            (ro / "probe").write_text("")
+        out = tmp_path / "d.parquet"
+        assert main(["review", "export", "--db", str(ro / w["db"].name), "--out", str(out)]) == 0
+        assert pq.read_table(out).equals(pq.read_table(ref))
+        assert sorted(p.name for p in ro.iterdir()) == sorted(p.name for p in w["db"].parent.iterdir())
+        bad = ro / "decisions.parquet"                                  # output onto the read-only mount
+        assert main(["review", "export", "--db", str(w["db"]), "--out", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(bad) in err and not bad.exists()
+
+    # Votes still in a -wal (a server was killed, or is running): read with the WAL, never without.
+    live = db.connect(w["db"])
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    db.vote(live, 3, "dan", "y")
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copyfile(str(w["db"]) + suffix, snap / (w["db"].name + suffix))
+    live.close()
+    with _mounted("--bind", str(snap), str(ro)):
+        out = tmp_path / "d2.parquet"
+        assert main(["review", "export", "--db", str(ro / w["db"].name), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "-wal" in err and "copy the folder" in err and not out.exists()
+    assert main(["review", "export", "--db", str(snap / w["db"].name), "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["votes"] == 5                # writable: the -wal is read
+
+    full = tmp_path / "full"
+    full.mkdir()
+    with _mounted("-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)):
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError, match="No space"):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        out = full / "decisions.parquet"
+        assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(out) in err
+        assert sorted(p.name for p in full.iterdir()) == ["filler"]          # no partial output

@@ -1,5 +1,6 @@
-// mining review: keyboard-first grid of queued candidates. All votes live on the server;
-// the browser keeps only the reviewer's name (localStorage).
+// mining review: keyboard-first grid of queued candidates. All votes live on the server.
+// With a personal link the server says who this is (/api/me); without tokens the browser
+// keeps the reviewer's name (localStorage).
 "use strict";
 (() => {
   const PAGE = 100;
@@ -285,5 +286,9 @@
     } catch (e) { toast("could not load: " + e.message); }
   }
 
-  if (st.name) start(); else askName();
+  // A personal (or one-person) link names its reviewer: no name to enter, none to change.
+  api("/api/me").then((me) => {
+    if (me.reviewer) { st.name = me.reviewer; $("rename").hidden = true; start(); }
+    else if (st.name) start(); else askName();
+  }).catch((e) => toast("could not load: " + e.message));
 })();

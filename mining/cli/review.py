@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--links-file", default=None, metavar="FILE",
                      help="where the personal links are kept, mode 0600, so a restart keeps them "
                           "(default: beside the DB, review.links.json)")
+    srv.add_argument("--link-base", default=None, metavar="URL",
+                     help="how reviewers reach the app, for the printed links (default http://HOST:PORT)")
     srv.add_argument("--new-links", action="store_true",
                      help="replace every reviewer's token: the old links stop working")
 
@@ -96,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                 links_file, args.new_links)
         app = create_app(args.db, args.images, args.landmarks, access=access)
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        for line in announce(access, f"http://{shown}:{args.port}", links_file):
+        base = (args.link_base or f"http://{shown}:{args.port}").rstrip("/")
+        for line in announce(access, base, links_file):
             print(line, file=sys.stderr)
         print("(Ctrl-C to stop)", file=sys.stderr)
         serve(app, args.host, args.port)

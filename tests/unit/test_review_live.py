@@ -178,7 +178,8 @@ def test_per_reviewer_links_on_a_real_server(tmp_path):
     assert got[10001]["voters"] == ["bob"] and got[10001]["decision"] == "not_landmark"
 
     # Restarts: the links file keeps every listed reviewer's link valid; a reviewer left out loses it.
-    with serve_process(w, "--reviewers", "alice") as (url, _):
+    with serve_process(w, "--reviewers", "alice", "--link-base", "http://review.example:9/") as (url, err):
+        assert f"alice: http://review.example:9/?token={tok['alice']}" in open(err).read()
         assert httpx.get(url + "/api/me", headers={"x-review-token": tok["alice"]}).json() == {"reviewer": "alice"}
         assert httpx.get(url + "/api/me", headers={"x-review-token": tok["bob"]}).status_code == 401
     team = tmp_path / "team.txt"

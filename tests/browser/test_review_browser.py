@@ -112,3 +112,36 @@ def test_review_with_the_keyboard(tmp_path, browser):
     assert sorted(rows) == [("bridge", 1), ("tower", 1), ("tower", 2), ("tower", 4)]
     assert json.loads(rows[("tower", 1)]["votes"]) == {"alice": "y"}
     assert [rows[k]["decision"] for k in sorted(rows)] == ["landmark", "landmark", "not_landmark", "not_landmark"]
+
+
+def test_a_personal_link_names_the_reviewer(tmp_path, browser):
+    """Opened from a per-reviewer link: no name to enter or change; votes and undo are alice's."""
+    from mining.review.access import Access
+
+    w = make_world(tmp_path)
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    access = Access({"alice-personal-token": "alice", "bob-personal-token": "bob"}, personal=True)
+    app = create_app(w["db"], w["images"], w["landmarks"], access=access)
+    with running(app) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 820})
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.add_init_script("localStorage.setItem('mining-review-name', 'mallory')")  # ignored
+        page.goto(url + "/?token=alice-personal-token")
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.text_content("#who") == "alice"
+        assert page.is_hidden("#name-dialog") and page.is_hidden("#rename")
+        assert "token" not in page.url                      # the token left the address bar
+        for key in ("y", "n", "z", "u"):
+            page.keyboard.press(key)
+        settle(page)
+        assert tile_votes(page)[:3] == ["y", "u", ""]
+        page.reload()                                        # the cookie keeps the identity
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.text_content("#who") == "alice" and tile_votes(page)[:3] == ["y", "u", ""]
+        assert errors == []
+        ctx.close()
+    out = tmp_path / "decisions.parquet"
+    assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 0
+    assert [r["voters"] for r in pq.read_table(out).to_pylist()] == [["alice"], ["alice"]]

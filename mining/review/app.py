@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -196,6 +197,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             raise HTTPException(404, "unknown item") from None
         except UserError as exc:
             raise HTTPException(422, str(exc)) from None
+        except sqlite3.Error as exc:
+            raise _unwritable(exc) from None
 
     @app.post("/api/undo")
     async def api_undo(request: Request) -> dict[str, Any]:
@@ -213,6 +216,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             return await run_in_threadpool(work)
         except UserError as exc:
             raise HTTPException(422, str(exc)) from None
+        except sqlite3.Error as exc:
+            raise _unwritable(exc) from None
 
     @app.get("/thumb/{item_id}")
     def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> Response:
@@ -247,6 +252,12 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _unwritable(exc: sqlite3.Error) -> HTTPException:
+    """A vote the database could not store (disk full, read-only, locked too long): 503, not 500."""
+    logging.getLogger(__name__).error("review database write failed: %s", exc)
+    return HTTPException(503, f"the review database could not store this ({exc}); nothing was saved")
 
 
 def _jpeg(data: bytes | None) -> Response:

@@ -69,13 +69,21 @@ def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
     p = Path(path)
     if not create and not p.is_file():
         raise UserError(f"{p}: review database not found (run `mining review import` first)")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
-    con.execute("PRAGMA busy_timeout = 30000")
-    con.execute("PRAGMA journal_mode = WAL")
-    con.execute("PRAGMA synchronous = NORMAL")
-    con.execute("PRAGMA foreign_keys = ON")
-    con.executescript(SCHEMA)  # IF NOT EXISTS: also upgrades a database from an older version
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise UserError(f"{p}: cannot open the review database ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        con.execute("PRAGMA busy_timeout = 30000")
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = NORMAL")
+        con.execute("PRAGMA foreign_keys = ON")
+        con.executescript(SCHEMA)  # IF NOT EXISTS: also upgrades a database from an older version
+    except sqlite3.Error as exc:  # a read-only file or folder, a full disk, not a database
+        con.close()
+        raise UserError(f"{p}: cannot open the review database for writing ({exc}); "
+                        "`review export` reads it without writing") from None
     return con
 
 

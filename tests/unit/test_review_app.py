@@ -383,3 +383,29 @@ def test_reviewer_lists_and_the_links_file(tmp_path, monkeypatch):
         acc.resolve_access("127.0.0.1", None, None, None, None, links, rotate=True)
     assert acc.resolve_access("127.0.0.1", None, None, None, None, links).open
     assert acc.resolve_access("0.0.0.0", "long-enough", "ann", None, None, links).tokens == {"long-enough": "ann"}
+
+
+def test_a_vote_the_database_cannot_store_is_a_503(client, world, monkeypatch):
+    """A full disk or read-only database while serving: the reviewer is told, nothing half-saved."""
+    import sqlite3
+
+    def full(*_a, **_k):
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(db, "vote", full)
+    monkeypatch.setattr(db, "undo", full)
+    strict = TestClient(client.app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
+    r = strict.post("/api/votes", json={"item_id": 1, "vote": "y", "reviewer": "ann"})
+    assert r.status_code == 503 and "disk is full" in r.json()["detail"]
+    assert strict.post("/api/undo", json={"reviewer": "ann"}).status_code == 503
+
+
+def test_import_and_serve_refuse_a_database_they_cannot_write(world, capsys):
+    """-wal taken by a folder: SQLite cannot write (root neither); one line naming the file."""
+    from mining.cli import main
+
+    (world["db"].parent / (world["db"].name + "-wal")).mkdir()
+    assert main(["review", "import", str(world["queue"]), "--db", str(world["db"])]) == 2
+    assert main(["review", "serve", "--db", str(world["db"]), "--images", str(world["images"]),
+                 "--landmarks", str(world["landmarks"])]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(f"{world['db']}: cannot open the review database for writing" in e for e in err)

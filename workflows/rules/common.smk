@@ -55,6 +55,7 @@ def review_gate_message():
             "\nThe review queue is ready. Open the review app:\n"
             f"  mining review serve --db {R}/review/review.sqlite --images {R}/images "
             f"--landmarks {landmarks_gnd()}\n"
+            "  (several reviewers: add --reviewers alice,bob for one personal link each)\n"
             "When the review is done, export the decisions and run snakemake again:\n"
             f"  mining review export --db {R}/review/review.sqlite --out {decisions_path()}\n"
         )

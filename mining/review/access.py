@@ -47,7 +47,7 @@ class Access:
 
     def reviewer_for(self, given: str) -> str | None:
         """The reviewer holding token `given`, or None. Compares against every token, each in
-        constant time (hmac.compare_digest), so the answer time says nothing about the tokens."""
+        constant time (hmac.compare_digest), so timing says nothing about what a token holds."""
         found = None
         g = given.encode()
         for token, name in self.tokens.items():

@@ -12,8 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the metadata rows that may become distractors (countries, areas, licence, sample)",
         description=(
             "Filter a metadata dataset (the output of `mining ingest`) with the `geofilter:` section "
-            "of a manifest; write OUT/candidates.parquet and OUT/stats.json (rows_in, rows_out, "
-            "excluded per reason). The manifest is validated before any data is read."
+            "of a manifest; write OUT/candidates.parquet (one row per photo id; a photo with any "
+            "excluded row is excluded) and OUT/stats.json (the funnel in photos: rows_in, photos_in, "
+            "duplicate_ids, excluded per reason, photos_out). The manifest is validated before any "
+            "data is read."
         ),
     )
     p.add_argument("metadata", metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file)")

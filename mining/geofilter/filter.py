@@ -1,9 +1,19 @@
 """The streaming filter: metadata Parquet → candidates.parquet + stats.json.
 
-One pass over the metadata, batch by batch (bounded memory). Each row is dropped for the
-first reason that applies, in a fixed order, so `rows_in == rows_out + sum(excluded)`.
-The random sample is a "bottom-n" sample: every row gets a pseudo-random key from
-hash(seed, photo_id) and the n smallest keys win. That is a uniform sample without
+One photo, one candidate. A photo id may sit on several metadata rows (one in Paris, two in
+Tokyo); it becomes at most one candidate, and if any of its rows is excluded, the photo is.
+Two streaming passes, memory bounded whatever the input size:
+
+1. the columns the rules need, batch by batch: each row gets a code (the first reason that
+   excludes it, in a fixed order, or "kept"); (photo id, code) pairs are spilled to disk in
+   hash buckets, and the row's keep bit is remembered (one bit per row). Each bucket is then
+   sorted on its own: a photo's fate is the smallest code among its rows, and the funnel
+   counts photos. Photo ids on several rows come out of this step as two small sets.
+2. all the columns, batch by batch: rows kept in pass 1 are written, except those of a
+   photo excluded by another row and repeats of a photo (its first row in input order wins).
+
+The random sample is a "bottom-n" sample over photos: every photo gets a pseudo-random key
+from hash(seed, photo_id) and the n smallest keys win. That is a uniform sample without
 replacement, independent of batch size, file split and order, and it streams: rows whose
 key is already above the running n-th smallest are never written; a second pass over the
 (smaller) survivors file applies the final threshold.
@@ -11,6 +21,7 @@ key is already above the running n-th smallest are never written; a second pass 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -30,7 +41,10 @@ from mining.geofilter.manifest import Recipe
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 262_144
+BUCKET_ROWS = 1 << 22  # (photo id, code) pairs sorted at once: ~40 MB each, on disk until then
 _UINT64_MAX = np.iinfo(np.uint64).max
+_LEDGER = np.dtype([("id", "<i8"), ("code", "u1")])
+_DUPLICATE_EXAMPLES = 10
 
 
 def metadata_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -87,19 +101,6 @@ class BottomN:
         return t, self.n - int(np.count_nonzero(self.kept < t))
 
 
-@dataclass
-class Funnel:
-    rows_in: int = 0
-    excluded: dict[str, int] = field(default_factory=dict)
-
-    def drop(self, reason: str, count: int) -> None:
-        self.excluded[reason] = self.excluded.get(reason, 0) + int(count)
-
-    def stats(self, rows_out: int) -> dict:
-        assert self.rows_in == rows_out + sum(self.excluded.values()), "funnel does not add up"
-        return {"rows_in": self.rows_in, "rows_out": rows_out, "excluded": dict(self.excluded)}
-
-
 Mask = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -117,15 +118,15 @@ def build_rules(recipe: Recipe) -> list[tuple[str, Mask]]:
 
 
 def _required_columns(recipe: Recipe) -> set[str]:
-    need = {"latitude", "longitude"} if (recipe.require_geotag or recipe.countries or recipe.areas) else set()
+    need = {"photo_id"}
+    if recipe.require_geotag or recipe.countries or recipe.areas:
+        need |= {"latitude", "longitude"}
     if recipe.photos_only:
         need.add("marker")
     if recipe.licenses is not None:
         need |= {"license_name", "license_url"}
     if recipe.min_accuracy is not None:
         need.add("accuracy")
-    if recipe.sample_n is not None:
-        need.add("photo_id")
     return need
 
 
@@ -134,20 +135,30 @@ def _np(col: pa.ChunkedArray | pa.Array, dtype) -> np.ndarray:
 
 
 class _Filter:
-    def __init__(self, recipe: Recipe, rules: list[tuple[str, Mask]], funnel: Funnel):
-        self.recipe, self.rules, self.funnel = recipe, rules, funnel
-        self.licenses = pa.array(list(recipe.licenses)) if recipe.licenses is not None else None
+    """The recipe's rules as row codes: the index of the first reason that excludes a row
+    (in `reasons` order), or `kept` = len(reasons)."""
 
-    def keep_mask(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
-        """Mask of the rows that pass every rule; counts each dropped row once."""
-        r, f = self.recipe, self.funnel
+    def __init__(self, recipe: Recipe, rules: list[tuple[str, Mask]]):
+        self.recipe, self.rules = recipe, rules
+        self.licenses = pa.array(list(recipe.licenses)) if recipe.licenses is not None else None
+        self.reasons = [reason for reason, on in (
+            ("no_geotag", recipe.require_geotag), ("video", recipe.photos_only),
+            ("license", recipe.licenses is not None), ("accuracy", recipe.min_accuracy is not None)) if on]
+        self.reasons += [reason for reason, _ in rules]
+        self.kept = len(self.reasons)
+        if self.kept > 254:
+            raise UserError(f"too many geofilter rules ({len(rules)}); at most 250")
+
+    def codes(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
+        """Per row, the code of the first reason that excludes it (`kept` if none)."""
+        r = self.recipe
         n = batch.num_rows
-        f.rows_in += n
+        code = np.full(n, self.kept, dtype=np.uint8)
         alive = np.ones(n, dtype=bool)
 
         def drop(reason: str, bad: np.ndarray) -> None:
             hit = alive & bad
-            f.drop(reason, np.count_nonzero(hit))
+            code[hit] = self.reasons.index(reason)
             alive[hit] = False
 
         names = batch.schema.names
@@ -166,26 +177,119 @@ class _Filter:
         if r.min_accuracy is not None:
             ok = pc.fill_null(pc.greater_equal(batch.column("accuracy"), r.min_accuracy), False)
             drop("accuracy", ~_np(ok, bool))
-        if self.rules:
-            for reason, mask in self.rules:
-                sel = np.flatnonzero(alive & np.isfinite(lat) & np.isfinite(lon))
-                if sel.size == 0:
-                    f.drop(reason, 0)
-                    continue
-                bad = np.zeros(n, dtype=bool)
-                bad[sel] = mask(lon[sel], lat[sel])
-                drop(reason, bad)
-        return alive
+        for reason, mask in self.rules:
+            sel = np.flatnonzero(alive & np.isfinite(lat) & np.isfinite(lon))
+            if sel.size == 0:
+                continue
+            bad = np.zeros(n, dtype=bool)
+            bad[sel] = mask(lon[sel], lat[sel])
+            drop(reason, bad)
+        return code
 
 
-def _chunks(files: list[Path], progress: bool) -> Iterator[pa.Table | pa.RecordBatch]:
-    """The metadata in order, ~BATCH_ROWS rows at a time. Whole row groups are read
-    together (pyarrow decodes their columns in parallel); a row group much larger than
-    BATCH_ROWS is streamed in batches so memory stays bounded."""
+@dataclass
+class Photos:
+    """What pass 1 learnt about photos: the funnel in photos, and the photo ids that sit on
+    several rows (sorted int64 arrays): `excluded_elsewhere` have a kept row and an excluded
+    one (their kept rows must go), `repeated` have only kept rows (only the first is kept)."""
+
+    rows_in: int = 0
+    photos_in: int = 0
+    per_code: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
+    duplicate_photos: int = 0
+    duplicate_rows: int = 0
+    examples: list[int] = field(default_factory=list)
+    excluded_elsewhere: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    repeated: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+class _Ledger:
+    """(photo id, row code) of every metadata row, spilled to `folder` in hash buckets of
+    about BUCKET_ROWS rows, so that each bucket can be sorted on its own in bounded memory."""
+
+    def __init__(self, folder: Path, total_rows: int):
+        self.folder = folder
+        self.k = max(1, -(-total_rows // BUCKET_ROWS))
+        self.files = [open(folder / f"bucket-{i:05d}.bin", "wb") for i in range(self.k)]
+
+    def add(self, ids: np.ndarray, codes: np.ndarray) -> None:
+        rec = np.empty(ids.size, dtype=_LEDGER)
+        rec["id"], rec["code"] = ids, codes
+        if self.k == 1:
+            self.files[0].write(rec.tobytes())
+            return
+        bucket = (sample_keys(ids, 0x1D5) % np.uint64(self.k)).astype(np.int64)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(self.k + 1))
+        for b in np.flatnonzero(np.diff(bounds)):
+            self.files[b].write(rec[order[bounds[b]:bounds[b + 1]]].tobytes())
+
+    def photos(self, kept: int) -> Photos:
+        """Close the buckets and sort each: the photo-level funnel and the repeated ids."""
+        for f in self.files:
+            f.close()
+        out = Photos()
+        elsewhere: list[np.ndarray] = []
+        repeated: list[np.ndarray] = []
+        examples: list[np.ndarray] = []
+        for f in self.files:
+            rec = np.fromfile(f.name, dtype=_LEDGER)
+            Path(f.name).unlink()
+            out.rows_in += rec.size
+            if rec.size == 0:
+                continue
+            rec = rec[np.lexsort((rec["code"], rec["id"]))]
+            ids, codes = rec["id"], rec["code"]
+            first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+            last = np.concatenate((first[1:], [ids.size])) - 1
+            count = last - first + 1
+            fate = codes[first]  # the smallest code of each photo: kept only if all rows are
+            out.photos_in += first.size
+            out.per_code += np.bincount(fate, minlength=256)
+            dup = count > 1
+            out.duplicate_photos += int(np.count_nonzero(dup))
+            out.duplicate_rows += int(count[dup].sum())
+            dup_ids = ids[first[dup]]
+            examples.append(dup_ids[:_DUPLICATE_EXAMPLES])
+            elsewhere.append(ids[first[dup & (fate != kept) & (codes[last] == kept)]])
+            repeated.append(ids[first[dup & (fate == kept)]])
+        if examples:
+            out.examples = [int(i) for i in np.sort(np.concatenate(examples))[:_DUPLICATE_EXAMPLES]]
+            out.excluded_elsewhere = np.sort(np.concatenate(elsewhere))
+            out.repeated = np.sort(np.concatenate(repeated))
+        return out
+
+
+class _Bits:
+    """Pass 1's keep bit of every row, packed (one bit per row), read back in row order."""
+
+    def __init__(self) -> None:
+        self.packed: list[tuple[int, np.ndarray]] = []
+        self._buf = np.empty(0, dtype=bool)
+        self._next = 0
+
+    def add(self, keep: np.ndarray) -> None:
+        self.packed.append((keep.size, np.packbits(keep)))
+
+    def take(self, n: int) -> np.ndarray:
+        while self._buf.size < n:
+            size, bits = self.packed[self._next]
+            self.packed[self._next] = (0, np.empty(0, np.uint8))  # free as we go
+            self._next += 1
+            self._buf = np.concatenate((self._buf, np.unpackbits(bits, count=size).astype(bool)))
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def _chunks(files: list[Path], progress: bool, columns: list[str] | None = None,
+            desc: str = "geofilter") -> Iterator[pa.Table | pa.RecordBatch]:
+    """The metadata in order, ~BATCH_ROWS rows at a time (only `columns`, if given). Whole
+    row groups are read together (pyarrow decodes their columns in parallel); a row group
+    much larger than BATCH_ROWS is streamed in batches so memory stays bounded."""
     from mining.progress import bar as progress_bar
 
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    with progress_bar(total=total, unit="row", unit_scale=True, desc="geofilter", disable=not progress) as bar:
+    with progress_bar(total=total, unit="row", unit_scale=True, desc=desc, disable=not progress) as bar:
         for f in files:
             pf = pq.ParquetFile(f)
             group: list[int] = []
@@ -193,18 +297,28 @@ def _chunks(files: list[Path], progress: bool) -> Iterator[pa.Table | pa.RecordB
             for i in range(pf.metadata.num_row_groups + 1):
                 n = pf.metadata.row_group(i).num_rows if i < pf.metadata.num_row_groups else 0
                 if group and (i == pf.metadata.num_row_groups or rows + n > BATCH_ROWS):
-                    yield pf.read_row_groups(group)
+                    yield pf.read_row_groups(group, columns=columns)
                     bar.update(rows)
                     group, rows = [], 0
                 if i == pf.metadata.num_row_groups:
                     break
                 if n > 2 * BATCH_ROWS:
-                    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[i]):
+                    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[i], columns=columns):
                         yield batch
                         bar.update(batch.num_rows)
                 else:
                     group.append(i)
                     rows += n
+
+
+def _conform(batch: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """A batch in the first part's schema (parts written by other tools may differ slightly)."""
+    if batch.schema == schema:
+        return batch
+    try:
+        return batch.select(schema.names).cast(schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise UserError(f"metadata parts have different schemas: {exc}") from None
 
 
 # Low-cardinality columns: dictionary-encode these only (trying it on titles, URLs and
@@ -228,28 +342,60 @@ def _writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:
     return schema.remove_metadata()
 
 
+def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Path,
+                progress: bool) -> tuple[Photos, _Bits]:
+    """Pass 1: every row's code, spilled per photo id; the photo-level funnel; keep bits."""
+    columns = sorted(_required_columns(filt.recipe))
+    projected = pa.schema([schema.field(c) for c in columns])
+    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    ledger = _Ledger(scratch, total)
+    bits = _Bits()
+    for batch in _chunks(files, progress, columns=columns, desc="geofilter (rules)"):
+        batch = _conform(batch, projected)
+        if batch.column("photo_id").null_count:
+            raise UserError("metadata has rows without a photo_id")
+        codes = filt.codes(batch)
+        ledger.add(_np(batch.column("photo_id"), np.int64), codes)
+        bits.add(codes == filt.kept)
+    return ledger.photos(filt.kept), bits
+
+
 def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.PathLike[str],
               progress: bool = True) -> dict:
     """Filter a metadata dataset with a recipe; write OUT/candidates.parquet and OUT/stats.json.
 
-    Returns the stats dict: rows_in, rows_out, excluded {reason: count}, all reasons present
-    (zero when nothing was dropped for them) so funnels of different runs line up."""
+    One candidate per photo id (its first kept row), and none for a photo with any excluded
+    row. Returns the stats dict (the funnel in photos): rows_in, photos_in, duplicate_ids
+    {photos, rows, examples}, excluded {reason: photos} with all reasons present (zero when
+    nothing was dropped for them, so funnels of different runs line up), photos_out and
+    rows_out (the same number: rows in candidates.parquet)."""
     files = metadata_files(metadata)
     schema = _writer_schema(files, recipe)
     out_dir = Path(out)
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _geofilter(files, schema, recipe, out_dir, progress)
+    except BaseException:
+        if created:  # a failed first run leaves nothing behind (not even an empty folder)
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()
+        raise
+
+
+def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Path, progress: bool) -> dict:
     # stats.json is written last: present means candidates.parquet beside it is from the same run.
     (out_dir / "stats.json").unlink(missing_ok=True)
-
-    funnel = Funnel()
-    for reason, on in (("no_geotag", recipe.require_geotag), ("video", recipe.photos_only),
-                       ("license", recipe.licenses is not None), ("accuracy", recipe.min_accuracy is not None)):
-        if on:
-            funnel.drop(reason, 0)
-    rules = build_rules(recipe)
-    filt = _Filter(recipe, rules, funnel)
+    filt = _Filter(recipe, build_rules(recipe))
+    with tempfile.TemporaryDirectory(prefix=".geofilter-ids.", dir=out_dir) as scratch:
+        photos, bits = _first_pass(files, schema, filt, Path(scratch), progress)
+    if photos.duplicate_photos:
+        log.warning("%d photo ids sit on more than one metadata row (%d rows, e.g. %s): each is one "
+                    "candidate at most, excluded if any of its rows is", photos.duplicate_photos,
+                    photos.duplicate_rows, ", ".join(map(str, photos.examples[:3])))
     sampler = BottomN(recipe.sample_n) if recipe.sample_n is not None else None
     survivors = 0
+    seen: set[int] = set()  # repeated photo ids already written (a small set)
 
     with atomic_path(out_dir / "candidates.parquet") as final_tmp:
         fd, stage1_name = tempfile.mkstemp(prefix=".candidates.", suffix=".pass1.parquet", dir=out_dir)
@@ -258,16 +404,22 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
         try:
             target = final_tmp if sampler is None else stage1
             with _writer(target, schema) as writer:
-                for batch in _chunks(files, progress):
-                    if batch.schema != schema:
-                        try:
-                            batch = batch.select(schema.names).cast(schema)
-                        except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                            raise UserError(f"metadata parts have different schemas: {exc}") from None
-                    keep = filt.keep_mask(batch)
+                for batch in _chunks(files, progress, desc="geofilter (write)"):
+                    batch = _conform(batch, schema)
+                    keep = bits.take(batch.num_rows)
+                    if not keep.any():
+                        continue
+                    ids = _np(batch.column("photo_id"), np.int64)
+                    if photos.excluded_elsewhere.size:
+                        keep &= ~np.isin(ids, photos.excluded_elsewhere)
+                    if photos.repeated.size:
+                        for i in np.flatnonzero(keep & np.isin(ids, photos.repeated)):
+                            if int(ids[i]) in seen:
+                                keep[i] = False
+                            seen.add(int(ids[i]))
                     survivors += int(np.count_nonzero(keep))
                     if sampler is not None:
-                        keys = sample_keys(_np(batch.column("photo_id"), np.int64)[keep], recipe.sample_seed)
+                        keys = sample_keys(ids[keep], recipe.sample_seed)
                         sampler.add(keys)
                         # prune rows that can no longer make the sample (threshold only decreases)
                         idx = np.flatnonzero(keep)
@@ -275,25 +427,38 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
                         keep[idx[keys <= sampler.threshold]] = True
                     if keep.any():
                         writer.write(batch.filter(pa.array(keep)))
+            assert survivors == photos.per_code[filt.kept], "pass 2 disagrees with pass 1"
             rows_out = survivors
             if sampler is not None:
                 if survivors <= sampler.n:
                     os.replace(stage1, final_tmp)
                 else:
                     rows_out = _apply_threshold(stage1, final_tmp, schema, sampler, recipe.sample_seed)
-                funnel.drop("sampled_out", survivors - rows_out)
         finally:
             if stage1.exists():
                 stage1.unlink()
 
-    stats = funnel.stats(rows_out)
+    excluded = {reason: int(photos.per_code[i]) for i, reason in enumerate(filt.reasons)}
+    if sampler is not None:
+        excluded["sampled_out"] = survivors - rows_out
+    assert photos.photos_in == rows_out + sum(excluded.values()), "funnel does not add up"
+    stats = {
+        "rows_in": photos.rows_in,
+        "photos_in": photos.photos_in,
+        "duplicate_ids": {"photos": photos.duplicate_photos, "rows": photos.duplicate_rows,
+                          "examples": photos.examples},
+        "excluded": excluded,
+        "photos_out": rows_out,
+        "rows_out": rows_out,
+    }
     write_json(out_dir / "stats.json", stats)
     return stats
 
 
 def _apply_threshold(src: Path, dst: Path, schema: pa.Schema, sampler: BottomN, seed: int) -> int:
     """Second pass over the pruned survivors: keep keys below the final threshold, plus as
-    many keys equal to it (duplicate photo ids) as the sample still needs, in order."""
+    many keys equal to it as the sample still needs, in order (one row per photo by now,
+    and keys of distinct ids are distinct: SplitMix64 is a bijection, so this is defensive)."""
     thr, ties_left = sampler.final()
     written = 0
     with _writer(dst, schema) as writer:

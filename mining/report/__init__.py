@@ -132,8 +132,13 @@ def funnel(inp: Inputs) -> str:
     cand = _json(inp.candidates / "stats.json") if inp.candidates else None
     if cand:
         rows.append(["geofilter", "rows in", cand.get("rows_in", "?")])
+        if "photos_in" in cand:  # the funnel counts photos: one photo id may sit on several rows
+            rows.append(["geofilter", "photos in", cand["photos_in"]])
+            dup = cand.get("duplicate_ids") or {}
+            if dup.get("photos"):
+                rows.append(["geofilter", "photo ids on several rows", f"{dup['photos']} ({dup.get('rows')} rows)"])
         rows += [["geofilter", f"excluded: {k}", v] for k, v in (cand.get("excluded") or {}).items()]
-        rows.append(["geofilter", "candidates", cand.get("rows_out", "?")])
+        rows.append(["geofilter", "candidates", cand.get("photos_out", cand.get("rows_out", "?"))])
     summ = _json(inp.images / "summary.json") if inp.images else None
     if summ:
         rows += [["download", f"status: {k}", v] for k, v in (summ.get("counts") or {}).items() if v]

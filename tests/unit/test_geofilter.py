@@ -4,6 +4,7 @@ manifest validation, sampling, the stats funnel and the CLI."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -485,3 +486,129 @@ def test_grid_index_agrees_with_plain_geos(gbr):
     want = shapely.intersects_xy(gbr.geometry, lon, lat)
     assert idx.contains(lon, lat).tolist() == want.tolist()
     assert 0.05 < want.mean() < 0.6
+
+
+# One photo, one candidate (issue 13 §3) ----------------------------------------------------
+
+PARIS, TOKYO = (48.8566, 2.3522), (35.6762, 139.6503)
+# (photo id, place, marker, title): photo 100 is in Paris once and in Tokyo twice
+SAME_PHOTO_ROWS = [
+    (100, PARIS, 0, "100 paris"), (200, TOKYO, 0, "200 first"), (100, TOKYO, 0, "100 tokyo a"),
+    (300, TOKYO, 0, "300"), (200, TOKYO, 0, "200 second"), (100, TOKYO, 0, "100 tokyo b"),
+    (400, PARIS, 0, "400"), (500, TOKYO, 1, "500 video"), (500, TOKYO, 0, "500 photo"),
+    (600, None, 0, "600 no geotag"), (600, PARIS, 0, "600 paris"),
+]
+FRANCE_ONLY = """\
+geofilter:
+  countries: [{code: FRA, include_dependencies: false}]
+"""
+
+
+def _rows_table(rows) -> pa.Table:
+    return pa.table({
+        "photo_id": pa.array([r[0] for r in rows], pa.int64()),
+        "latitude": pa.array([r[1][0] if r[1] else None for r in rows], pa.float64()),
+        "longitude": pa.array([r[1][1] if r[1] else None for r in rows], pa.float64()),
+        "marker": pa.array([r[2] for r in rows], pa.int8()),
+        "title": [r[3] for r in rows],
+    })
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed, 3 parts, tiny batches and buckets"])
+def test_a_photo_on_several_rows_is_one_candidate_or_none(tmp_path, monkeypatch, order):
+    rows = SAME_PHOTO_ROWS if order == "as listed" else SAME_PHOTO_ROWS[::-1]
+    meta = tmp_path / "meta"
+    meta.mkdir()
+    table = _rows_table(rows)
+    if order == "as listed":
+        pq.write_table(table, meta / "part-00000.parquet")
+    else:
+        monkeypatch.setattr(gf, "BATCH_ROWS", 2)
+        monkeypatch.setattr(gf, "BUCKET_ROWS", 3)  # 4 spill buckets
+        for k, (start, length) in enumerate(((0, 4), (4, 3), (7, 4))):
+            pq.write_table(table.slice(start, length), meta / f"part-{k:05d}.parquet", row_group_size=2)
+    stats = gf.geofilter(meta, load(_manifest(tmp_path, FRANCE_ONLY)), tmp_path / "out", progress=False)
+    out = pq.read_table(tmp_path / "out" / "candidates.parquet")
+    # 100 (Paris, Tokyo, Tokyo) is excluded; 200 (Tokyo, Tokyo) is one candidate: its first row
+    first_200 = "200 first" if order == "as listed" else "200 second"
+    assert sorted(zip(out["photo_id"].to_pylist(), out["title"].to_pylist())) == [(200, first_200), (300, "300")]
+    assert stats == {
+        "rows_in": 11, "photos_in": 6,
+        "duplicate_ids": {"photos": 4, "rows": 9, "examples": [100, 200, 500, 600]},
+        # each photo once, for the first reason (in funnel order) that any of its rows meets
+        "excluded": {"no_geotag": 1, "video": 1, "country:FRA": 2},
+        "photos_out": 2, "rows_out": 2,
+    }
+    assert stats["photos_in"] == stats["photos_out"] + sum(stats["excluded"].values())
+    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["candidates.parquet", "stats.json"]
+
+
+def test_sample_counts_photos_and_never_takes_a_photo_excluded_elsewhere(tmp_path, monkeypatch):
+    meta = tmp_path / "meta"
+    # the second half repeats the first half's ids, each copy at another random place
+    table, place, geotagged = write_metadata(meta, n=3000, parts=3, dup_ids=True)
+    ids, marker = table["photo_id"].to_pylist(), table["marker"].to_numpy()
+    row_ok = [geotagged[i] and marker[i] != 1 and place[i] not in UK_SIDE and place[i] not in UK_COAST
+              and place[i] not in ("Las Vegas Strip", "Henderson") for i in range(len(ids))]
+    photo_ok: dict[int, bool] = {}
+    for pid, ok in zip(ids, row_ok):
+        photo_ok[pid] = photo_ok.get(pid, True) and ok
+    want = {pid for pid, ok in photo_ok.items() if ok}
+    assert 0 < len(want) < sum(row_ok)  # some photos are kept on one row and excluded on another
+    full = gf.geofilter(meta, _recipe(tmp_path), tmp_path / "full", progress=False)
+    full_ids = pq.read_table(tmp_path / "full" / "candidates.parquet")["photo_id"].to_pylist()
+    assert sorted(full_ids) == sorted(want) and full["photos_out"] == len(want)
+    assert full["photos_in"] == len(photo_ok) == 1500 and full["rows_in"] == 3000
+    assert full["duplicate_ids"]["photos"] == 1500 and full["duplicate_ids"]["rows"] == 3000
+    recipe = _recipe(tmp_path, "  sample: {n: 200, seed: 5}\n")
+    a = gf.geofilter(meta, recipe, tmp_path / "a", progress=False)
+    ids_a = pq.read_table(tmp_path / "a" / "candidates.parquet")["photo_id"].to_pylist()
+    assert len(ids_a) == len(set(ids_a)) == 200 == a["photos_out"] and set(ids_a) <= want
+    assert a["excluded"]["sampled_out"] == len(want) - 200
+    assert a["photos_in"] == a["photos_out"] + sum(a["excluded"].values())
+    # the same bytes whatever the number of spill buckets; the same rows whatever the batch size
+    monkeypatch.setattr(gf, "BUCKET_ROWS", 250)
+    b = gf.geofilter(meta, recipe, tmp_path / "b", progress=False)
+    for name in ("candidates.parquet", "stats.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    monkeypatch.setattr(gf, "BATCH_ROWS", 97)
+    c = gf.geofilter(meta, recipe, tmp_path / "c", progress=False)
+    assert pq.read_table(tmp_path / "c" / "candidates.parquet").equals(pq.read_table(tmp_path / "a" / "candidates.parquet"))
+    assert a == b == c
+
+
+# Places geofilter cannot write to (issue 14) -------------------------------------------------
+
+def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from faults import full_disk, read_only_folder
+
+    meta = tmp_path / "meta"
+    write_metadata(meta, n=3000)
+    m = str(_manifest(tmp_path, GOOD))
+    capsys.readouterr()
+
+    def check(out: Path, reason: str) -> None:
+        rc = main(["geofilter", str(meta), "--manifest", m, "--out", str(out), "--no-progress"])
+        err = capsys.readouterr().err
+        assert rc == 1 and err == f"mining geofilter: error: {out}: {reason}\n", err
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    check(blocker / "out", "Not a directory")
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(pq.ParquetWriter, "write_table", no_space)
+        mp.setattr(pq.ParquetWriter, "write_batch", no_space)
+        check(tmp_path / "c", "No space left on device")
+        assert not (tmp_path / "c").exists()  # no partial output, no scratch files, no folder
+    with read_only_folder(tmp_path / "ro") as ro:
+        check(ro / "c", "Read-only file system" if os.geteuid() == 0 else "Permission denied")
+    with full_disk(tmp_path / "full", size_kb=8) as full:  # the 3000 rows' photo-id spill is 27 KB
+        check(full / "c", "No space left on device")
+        assert list(full.iterdir()) == []

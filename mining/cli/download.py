@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cooldown one photo may wait in total before throttled_gave_up (default 600)")
     p.add_argument("--placeholder-sha256", metavar="FILE",
                    help="file of known placeholder image sha256 digests (one per line)")
+    p.add_argument("--min-ok-fraction", type=float, default=None, metavar="F",
+                   help="fail (exit 2, statuses kept) when fewer than this share of the photos are ok, or when "
+                   "the first 1000 photos of a run all fail (default 0.5; 0 = never)")
     p.add_argument("--tar", action="store_true", help="store images in one tar per shard instead of files")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
     from pathlib import Path
 
-    from mining.download import DEFAULT_HOST, FetchConfig, download
+    from mining.download import DEFAULT_HOST, DEFAULT_MIN_OK_FRACTION, FetchConfig, download
     from mining.download.logger import format_summary
     from mining.errors import UserError
 
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("distributed").setLevel(logging.WARNING)
     summary = download(args.candidates, args.out, cfg, host=args.host or DEFAULT_HOST, size=args.size,
                        shard_size=args.shard_size, tar=args.tar, scheduler=args.scheduler, workers=args.workers,
-                       slurm=args.slurm, progress=not args.no_progress)
+                       slurm=args.slurm, progress=not args.no_progress,
+                       min_ok_fraction=DEFAULT_MIN_OK_FRACTION if args.min_ok_fraction is None else args.min_ok_fraction)
     print(format_summary(summary))
     return 0

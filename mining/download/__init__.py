@@ -22,14 +22,34 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_HOST", "FetchConfig", "download"]
 
+# A download fails (UserError, after its statuses are written) when fewer than this share of
+# its photos are `ok`. R1M-like runs lose a few % (deleted photos, placeholders); a wrong or
+# unreachable host loses nearly all of them.
+DEFAULT_MIN_OK_FRACTION = 0.5
+# ... and stops early, before the rest of the shards, once this many photos of a run have all failed.
+GIVE_UP_AFTER = 1000
+
+
+class _Hopeless(Exception):
+    """Every photo this run tried so far failed: stop before the rest of the shards."""
+
 
 def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: str = DEFAULT_HOST, size: str = "b",
              shard_size: int = 2000, tar: bool = False, scheduler: str | None = None, workers: int | None = None,
-             slurm: str | None = None, processes: bool = True, progress: bool = True) -> dict:
-    """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json)."""
+             slurm: str | None = None, processes: bool = True, progress: bool = True,
+             min_ok_fraction: float = DEFAULT_MIN_OK_FRACTION, give_up_after: int = GIVE_UP_AFTER) -> dict:
+    """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json).
+
+    Raises UserError (naming the host and the most common failure) when fewer than
+    `min_ok_fraction` of the photos are `ok`, or when the first `give_up_after` photos of this
+    run all failed (then the remaining shards are not started); the statuses written so far
+    stay, so a rerun resumes. `min_ok_fraction=0` turns both checks off.
+    """
     from mining.download import distributor, logger
     from mining.download.writer import sweep_debris
 
+    if not 0 <= min_ok_fraction <= 1:
+        raise UserError(f"--min-ok-fraction must be between 0 and 1, not {min_ok_fraction}")
     table = load_candidates(candidates)
     ids, urls = build_urls(table, host, size)
     out = check_out_dir(out)
@@ -52,6 +72,14 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
     t0 = time.monotonic()
     results: list[dict] = []
     dashboard = None
+    stopped = False
+
+    def on_shard(r: dict) -> None:
+        results.append(r)
+        tried = sum(sum(x["counts"].values()) for x in results)
+        if min_ok_fraction > 0 and tried >= give_up_after and not any(x["counts"].get("ok") for x in results):
+            raise _Hopeless()
+
     if shards:
         client, cluster = distributor.make_client(scheduler, workers, slurm, processes=processes)
         try:
@@ -60,9 +88,10 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
                 log.info("Dask dashboard: %s", dashboard)
             bar: Any = logger.progress_bar(len(ids), len(ids) - remaining) if progress else None
             try:
-                results = distributor.run_shards(client, shards, out, cfg, tar,
-                                                 on_progress=(bar.update if bar else (lambda k: None)),
-                                                 on_shard=lambda r: None)
+                distributor.run_shards(client, shards, out, cfg, tar,
+                                       on_progress=(bar.update if bar else (lambda k: None)), on_shard=on_shard)
+            except _Hopeless:
+                stopped = True
             finally:
                 if bar is not None:
                     bar.close()
@@ -70,4 +99,8 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
             client.close()
             if cluster is not None:
                 cluster.close()
-    return logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard)
+    summary = logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard, host=host,
+                               min_ok_fraction=min_ok_fraction, stopped_early=stopped)
+    if summary["failure"]:
+        raise UserError(summary["failure"])
+    return summary

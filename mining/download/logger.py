@@ -44,8 +44,62 @@ def duplicate_groups(status: pa.Table, limit: int = 1000) -> tuple[int, list[lis
     return len(lists), lists[:limit]
 
 
-def summarize(out: Path, results: list[dict], seconds: float, planned: int, dashboard: str | None) -> dict:
-    """Write DIR/summary.json and return it."""
+# What each failure status means, for the one line a failing download ends with.
+EXPLAIN = {
+    "error": "no HTTP answer: connection refused, unknown host or network down",
+    "timeout": "no answer within --timeout",
+    "not_found": "HTTP 404",
+    "gone": "HTTP 410",
+    "forbidden": "HTTP 403",
+    "unavailable_placeholder": "redirected to a placeholder or to another host",
+    "too_small": "image smaller than --min-size",
+    "corrupt": "truncated or corrupt JPEG",
+    "not_jpeg": "not a JPEG (a web page?)",
+    "throttled_gave_up": "throttled (429/503) for longer than --max-throttle-wait",
+}
+
+
+def most_common_failure(status: pa.Table, host: str) -> str:
+    """`status (what it means) for N photos`, over the failed rows (those from `host` when any)."""
+    from collections import Counter
+    from urllib.parse import urlsplit
+
+    failed = status.filter(pc.not_equal(status.column("status"), "ok")).select(["url", "status", "http_code"])
+    rows = failed.to_pylist()
+    netloc = urlsplit(host).netloc
+    rows = [r for r in rows if urlsplit(r["url"] or "").netloc == netloc] or rows
+    if not rows:
+        return "none recorded"
+    (st, code), n = Counter((r["status"], r["http_code"]) for r in rows).most_common(1)[0]
+    what = f"HTTP {code}" if st == "error" and code else EXPLAIN.get(st, st)
+    return f"{st} ({what}) for {n} photo{'s' if n != 1 else ''}"
+
+
+def judge(status: pa.Table, ok: int, results: list[dict], host: str, min_ok_fraction: float,
+          stopped_early: bool) -> str | None:
+    """None for a download that (mostly) worked, else the one line that says why it failed.
+
+    Failed: this run gave up early (its first photos all failed), or fewer than
+    `min_ok_fraction` of the photos with a status are `ok` (0 turns both checks off).
+    """
+    if min_ok_fraction <= 0:
+        return None
+    recorded = status.num_rows
+    if stopped_early:
+        tried = sum(sum(r["counts"].values()) for r in results)
+        what = f"download stopped: none of the {tried} photos tried in this run could be downloaded from {host}"
+    elif recorded and ok < min_ok_fraction * recorded:
+        what = (f"download failed: only {ok} of {recorded} photos ({100 * ok / recorded:.1f}%) could be downloaded "
+                f"from {host}, below download.min_ok_fraction = {min_ok_fraction:g} (--min-ok-fraction)")
+    else:
+        return None
+    return (f"{what}; most common failure: {most_common_failure(status, host)}. Is the image host right? Set "
+            "`download.host` in the manifest (--host); statuses are kept, so rerunning resumes")
+
+
+def summarize(out: Path, results: list[dict], seconds: float, planned: int, dashboard: str | None,
+              host: str = "", min_ok_fraction: float = 0.0, stopped_early: bool = False) -> dict:
+    """Write DIR/summary.json and return it; its `failure` is None or why the download failed."""
     status = read_status(out)
     counts = {s: 0 for s in STATUSES}
     for s, n in zip(*pc.value_counts(status.column("status")).flatten()) if status.num_rows else []:
@@ -71,6 +125,7 @@ def summarize(out: Path, results: list[dict], seconds: float, planned: int, dash
         "duplicate_sha256_groups": n_dups,
         "duplicates": dups,
         "dashboard": dashboard,
+        "failure": judge(status, counts["ok"], results, host, min_ok_fraction, stopped_early),
     }
     atomic.write_json(out / "summary.json", summary)
     return summary

@@ -125,11 +125,18 @@ def status_path(out: Path, index: int) -> Path:
     return out / "status" / f"shard-{index:05d}.parquet"
 
 
+def _origin(url: str | None) -> str:
+    """`scheme://host:port` of a URL, lower case (a string split: millions of URLs on a resume)."""
+    return "/".join((url or "").split("/", 3)[:3]).lower()
+
+
 def plan_shards(out: Path, ids: list[int], urls: list[str], shard_size: int, tar: bool = False) -> tuple[list[Shard], int]:
     """Shards still to do (complete ones skipped) and the number of shards in the plan.
 
     A shard whose status file has only final statuses is complete. Otherwise its final rows
     are carried over and only its transient failures (and never-tried photos) are redone.
+    A final failure is final for the host that gave it: recorded for another host (a wrong
+    `--host` that answered 404 to everything, another mirror), the photo is asked again.
     """
     if shard_size < 1:
         raise UserError("--shard-size must be at least 1")
@@ -141,7 +148,10 @@ def plan_shards(out: Path, ids: list[int], urls: list[str], shard_size: int, tar
         sp = status_path(out, i)
         if sp.exists():
             prev = pq.read_table(sp).to_pylist()
-            keep = [r for r in prev if r["status"] not in TRANSIENT and (r["status"] != "ok" or image_exists(out, r["photo_id"], i if tar else None))]
+            origin = {p: _origin(u) for p, u in zip(shard.photo_ids, shard.urls)}
+            keep = [r for r in prev if r["status"] not in TRANSIENT and (
+                image_exists(out, r["photo_id"], i if tar else None) if r["status"] == "ok"
+                else _origin(r["url"]) == origin.get(r["photo_id"]))]
             if len(keep) == len(shard.photo_ids):
                 continue
             kept = {r["photo_id"] for r in keep}

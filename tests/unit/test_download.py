@@ -257,3 +257,83 @@ def test_resuming_from_another_host_is_the_same_plan():
     b = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_b.jpg" for i in ids], 100)
     c = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_o.jpg" for i in ids], 100)
     assert a == b and a != c and a != plan_fingerprint(ids, [f"http://127.0.0.1:8001/7/{i}_s_b.jpg" for i in ids], 50)
+
+
+def closed_port_url() -> str:
+    """The URL of a localhost port nobody listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_unreachable_host_fails_naming_host_failure_and_key_then_resumes(tmp_path, capsys):
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 31)))
+    out = tmp_path / "out"
+    host = closed_port_url()
+    args = ["download", str(cand), "--out", str(out), "--workers", "1", "--shard-size", "10", "--threads", "8",
+            "--retries", "1", "--no-progress"]
+    assert main([*args, "--host", host]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "only 0 of 30 photos (0.0%)" in err and host in err and "download.host" in err
+    assert "most common failure: error (no HTTP answer: connection refused" in err and "for 30 photos" in err
+    # the statuses stay (transient failures), so the same command with the right host resumes
+    assert {r["status"] for r in status_rows(out).values()} == {"error"} and len(status_rows(out)) == 30
+    assert json.loads((out / "summary.json").read_text())["failure"] == err.split("error: ", 1)[1]
+    with FaultServer() as s:
+        download(cand, out, FetchConfig(threads=8), host=s.url, shard_size=10, workers=1, processes=False,
+                 progress=False)
+        assert len(s.log) == 30
+    assert {r["status"] for r in status_rows(out).values()} == {"ok"} and len(stored(out)) == 30
+    assert json.loads((out / "summary.json").read_text())["failure"] is None
+
+
+def test_a_wrong_host_answering_404_fails_and_the_right_host_asks_again(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
+    out = tmp_path / "out"
+    cfg = FetchConfig(threads=4, max_retries=1)
+    kw = dict(shard_size=5, workers=1, processes=False, progress=False)
+    with FaultServer(default="not_found") as wrong:
+        with pytest.raises(UserError, match=r"only 0 of 12 photos .* most common failure: not_found \(HTTP 404\) "
+                                            r"for 12 photos\. .*`download.host`") as exc:
+            download(cand, out, cfg, host=wrong.url, **kw)
+        assert wrong.url in str(exc.value)
+        with pytest.raises(UserError, match="only 0 of 12"):  # the same host: final answers are not asked again
+            download(cand, out, cfg, host=wrong.url, **kw)
+        assert len(wrong.log) == 12
+    with FaultServer({3: "not_found"}) as right:  # a final failure is final for the host that gave it
+        summary = download(cand, out, cfg, host=right.url, **kw)
+        assert len(right.log) == 12
+    assert summary["counts"]["ok"] == 11 and summary["counts"]["not_found"] == 1 and summary["failure"] is None
+
+
+def test_the_ok_share_threshold_is_configurable(tmp_path):
+    behaviour = {i: "gone" for i in range(1, 8)}  # 7 of 12 gone: 5 ok = 41.7 %
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
+    kw = dict(shard_size=6, workers=1, processes=False, progress=False)
+    with FaultServer(behaviour) as s:
+        with pytest.raises(UserError, match=r"only 5 of 12 photos \(41.7%\) .* below download.min_ok_fraction = "
+                                            r"0.5 .* gone \(HTTP 410\) for 7 photos"):
+            download(cand, tmp_path / "a", FetchConfig(threads=4), host=s.url, **kw)
+        assert download(cand, tmp_path / "b", FetchConfig(threads=4), host=s.url, min_ok_fraction=0.4,
+                        **kw)["counts"]["ok"] == 5
+        with pytest.raises(UserError, match="between 0 and 1"):
+            download(cand, tmp_path / "c", FetchConfig(), host=s.url, min_ok_fraction=1.5, **kw)
+
+
+def test_a_hopeless_download_stops_before_the_remaining_shards(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", list(range(1, 201)))
+    host = closed_port_url()
+    cfg = FetchConfig(threads=10, max_retries=1)
+    kw = dict(shard_size=10, workers=1, processes=False, progress=False)
+    with pytest.raises(UserError, match=r"download stopped: none of the \d+ photos tried in this run could be "
+                                        rf"downloaded from {host}; most common failure: error"):
+        download(cand, tmp_path / "out", cfg, host=host, give_up_after=20, **kw)
+    done = len(list((tmp_path / "out" / "status").glob("shard-*.parquet")))
+    assert 2 <= done < 20
+    # with the checks off the same download runs to its end and reports its errors
+    summary = download(cand, tmp_path / "out", cfg, host=host, give_up_after=20, min_ok_fraction=0, **kw)
+    assert summary["counts"]["error"] == 200 and summary["failure"] is None

@@ -18,7 +18,8 @@ rule download:
         host=lambda w: "{host}" if DEMO else D["host"],
         args=(
             f"--size {D['size']} --per-host-rps {D['per_host_rps']} --shard-size {D['shard_size']} "
-            f"--min-size {D['min_size']} --timeout {D['timeout']}" + (" --tar" if D["tar"] else "")
+            f"--min-size {D['min_size']} --timeout {D['timeout']} --min-ok-fraction {D['min_ok_fraction']}"
+            + (" --tar" if D["tar"] else "")
         ),
         dask=dask_args(),
     log:

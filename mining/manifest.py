@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from mining.errors import UserError
-from mining.yamlfile import Locator
+from mining.yamlfile import Locator, read_yaml
 
 
 def schema() -> dict[str, Any]:
@@ -23,7 +23,12 @@ def schema() -> dict[str, Any]:
     full = json.loads((base / "manifest.schema.json").read_text())
     geo = base / "geofilter.schema.json"
     if geo.is_file():
-        full["properties"]["geofilter"] = json.loads(geo.read_text())
+        section = json.loads(geo.read_text())
+        # embedded without its own $schema/$id, which would make jsonschema validate it with
+        # a plain validator of that dialect (one that does not fill defaults)
+        section.pop("$schema", None)
+        section.pop("$id", None)
+        full["properties"]["geofilter"] = section
     return full
 
 
@@ -46,10 +51,7 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     (and its line, when `lines` maps key paths to line numbers)."""
     if not isinstance(data, dict):
         raise UserError(f"{source}: a manifest must be a YAML mapping")
-    validator = _fill_defaults(jsonschema.Draft202012Validator)(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise schema_error(Locator(source, lines), errors[0])
+    check(data, schema(), Locator(source, lines))
     check_methods(data["methods"], Locator(source, lines))
     return data
 
@@ -63,6 +65,15 @@ def check_methods(methods: list[str], where: Locator) -> None:
     for i, name in enumerate(methods):
         if name not in known:
             raise where.error(("methods", i), f"unknown method {name!r} (known: {', '.join(known)})")
+
+
+def check(instance: Any, sch: dict[str, Any], where: Locator, prefix: tuple[str | int, ...] = ()) -> None:
+    """Validate `instance` against `sch` in place, filling defaults; raise the first error
+    (the shallowest key first) as one line naming the key and its line."""
+    validator = _fill_defaults(jsonschema.Draft202012Validator)(sch)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise schema_error(where, errors[0], prefix)
 
 
 def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -> UserError:
@@ -86,16 +97,54 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
     return where.error(path, err.message)
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """Read and validate a whole manifest: the schema, then the geofilter section's own
-    checks (country codes, coordinates, GeoJSON files), all before any data is read."""
-    from mining import geofilter
-    from mining.geofilter.manifest import read_manifest
+class Manifest(dict):
+    """A validated manifest: the document with every schema default filled in (read it as
+    a dict, one section per stage: `m["download"]["host"]`), plus where it came from and
+    the typed geofilter recipe built from the same parse."""
 
+    def __init__(self, data: dict[str, Any], path: Path, lines: dict[Any, int]):
+        super().__init__(data)
+        self.path = path
+        self.lines = lines
+        self.geofilter: Any = None  # mining.geofilter.manifest.Recipe, set by load()
+
+    @property
+    def where(self) -> Locator:
+        return Locator(str(self.path), self.lines)
+
+
+def _read(path: str | Path) -> tuple[Path, Any, dict[Any, int]]:
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"{p}: manifest not found")
-    data, lines = read_manifest(p)
-    validate(data, str(p), lines)
-    geofilter.load(p)
-    return data
+        raise UserError(f"cannot read manifest {p}: not found")
+    data, lines = read_yaml(p, "manifest")
+    return p, data, lines
+
+
+def load(path: str | Path) -> Manifest:
+    """Read a manifest once and validate all of it before any data is read: the schema (with
+    its defaults), the methods against the registry, and the geofilter section's own checks
+    (country codes, coordinates, GeoJSON files)."""
+    from mining.geofilter.countries import is_known_code
+    from mining.geofilter.manifest import parse_section
+
+    p, data, lines = _read(path)
+    m = Manifest(validate(data, str(p), lines), p, lines)
+    m.geofilter = parse_section(m["geofilter"], m.where, base_dir=p.parent, known_codes=is_known_code)
+    return m
+
+
+def load_section(path: str | Path, name: str) -> tuple[dict[str, Any], Locator]:
+    """One section of a manifest file, validated against its schema with defaults filled, for
+    a stage run on its own (`mining geofilter --manifest`): the other sections are other
+    stages' business and are not checked."""
+    p, data, lines = _read(path)
+    if not isinstance(data, dict):
+        raise UserError(f"manifest {p}: expected a mapping with a {name}: section")
+    if name not in data:
+        raise UserError(f"manifest {p}: no {name}: section")
+    section = {} if data[name] is None else data[name]
+    where = Locator(str(p), lines)
+    full = schema()
+    check(section, {"$defs": full.get("$defs", {}), **full["properties"][name]}, where, (name,))
+    return section, where

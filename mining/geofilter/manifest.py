@@ -6,17 +6,15 @@ filtering. Errors name the manifest file, line and key path (e.g. `geofilter.are
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mining.errors import UserError
-from mining.yamlfile import KeyPath, Locator, read_yaml
+from mining.yamlfile import Locator
 
 SECTION = "geofilter"
+
 
 @dataclass(frozen=True)
 class CountryRule:
@@ -52,29 +50,18 @@ Area = CircleArea | BBoxArea | GeoJSONArea
 
 @dataclass(frozen=True)
 class Recipe:
-    """A validated geofilter recipe (defaults filled in)."""
+    """A validated geofilter recipe (defaults come from the schema)."""
 
-    countries: tuple[CountryRule, ...] = ()
-    areas: tuple[Area, ...] = ()
-    licenses: tuple[str, ...] | None = None
-    photos_only: bool = True
-    require_geotag: bool = True
-    min_accuracy: int | None = None
-    sample_n: int | None = None
-    sample_seed: int = 0
-    shoreline_buffer_km: float = 1.5
+    countries: tuple[CountryRule, ...]
+    areas: tuple[Area, ...]
+    licenses: tuple[str, ...] | None
+    photos_only: bool
+    require_geotag: bool
+    min_accuracy: int | None
+    sample_n: int | None
+    sample_seed: int
+    shoreline_buffer_km: float
     source: str = field(default="<manifest>", compare=False)
-
-
-def load_schema() -> dict[str, Any]:
-    """The JSON schema of the section (shipped in the package, reused by the workflow)."""
-    text = resources.files("mining").joinpath("schemas/geofilter.schema.json").read_text("utf-8")
-    return json.loads(text)
-
-
-def read_manifest(path: str | Path) -> tuple[dict[str, Any], dict[KeyPath, int]]:
-    """Parse a manifest YAML file (the one strict reader); the document and its line index."""
-    return read_yaml(path, "manifest")
 
 
 # Coordinates --------------------------------------------------------------------------
@@ -137,25 +124,14 @@ def parse_coordinate(value: Any) -> tuple[float, float]:
 # Validation ---------------------------------------------------------------------------
 
 
-def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[KeyPath, int] | None = None,
-                  base_dir: Path | None = None, known_codes: Any = None) -> Recipe:
-    """Validate a `geofilter:` mapping and build the Recipe; raise UserError naming the key.
+def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | None = None,
+                  known_codes: Any = None) -> Recipe:
+    """Build the Recipe from a `geofilter:` mapping already validated against its schema
+    (defaults filled: `mining.manifest`); check what a schema cannot, naming the key.
 
     `known_codes(code) -> bool` checks country codes (the Natural Earth table), so that an
     unknown code is rejected here, before any data is read.
     """
-    from jsonschema import Draft202012Validator
-
-    where = Locator(source, lines or {})
-    if section is None:
-        section = {}
-    validator = Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(section), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        from mining.manifest import schema_error
-
-        raise schema_error(where, errors[0], (SECTION,))
-
     countries = []
     seen: set[str] = set()
     for i, c in enumerate(section.get("countries", [])):
@@ -200,23 +176,20 @@ def parse_section(section: Any, *, source: str = "<manifest>", lines: dict[KeyPa
         countries=tuple(countries),
         areas=tuple(areas),
         licenses=tuple(section["licenses"]) if "licenses" in section else None,
-        photos_only=section.get("photos_only", True),
-        require_geotag=section.get("require_geotag", True),
+        photos_only=section["photos_only"],
+        require_geotag=section["require_geotag"],
         min_accuracy=section.get("min_accuracy"),
         sample_n=sample["n"] if sample else None,
-        sample_seed=sample.get("seed", 0) if sample else 0,
-        shoreline_buffer_km=float(section.get("shoreline_buffer_km", 1.5)),
-        source=source,
+        sample_seed=sample["seed"] if sample else 0,
+        shoreline_buffer_km=float(section["shoreline_buffer_km"]),
+        source=where.source,
     )
 
 
 def load_recipe(path: str | Path, known_codes: Any = None) -> Recipe:
     """Read a manifest file and validate its `geofilter:` section (other top-level keys are
     other stages' business and are ignored)."""
-    p = Path(path)
-    doc, lines = read_manifest(p)
-    if not isinstance(doc, dict):
-        raise UserError(f"manifest {p}: expected a mapping with a {SECTION}: section")
-    if SECTION not in doc:
-        raise UserError(f"manifest {p}: no {SECTION}: section")
-    return parse_section(doc[SECTION], source=str(p), lines=lines, base_dir=p.parent, known_codes=known_codes)
+    from mining.manifest import load_section
+
+    section, where = load_section(path, SECTION)
+    return parse_section(section, where, base_dir=Path(path).parent, known_codes=known_codes)

@@ -60,16 +60,14 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "landmarks": r / "world" / "landmarks", "benchmarks": r / "benchmarks",
         }
     manifest = overrides.get("manifest")
-    if manifest is not None and Path(manifest).is_file():
-        import yaml
+    if manifest is not None:
+        from mining import manifest as manifests
 
-        m = yaml.safe_load(Path(manifest).read_text()) or {}
-        if isinstance(m, dict):
-            if m.get("landmarks") not in (None, "demo"):
-                found["landmarks"] = Path(m["landmarks"])
-            dec = (m.get("review") or {}).get("decisions") if isinstance(m.get("review"), dict) else None
-            if dec:
-                found["decisions"] = Path(dec)
+        m = manifests.load(manifest)  # the one validated reading (defaults filled)
+        if m["landmarks"] != "demo":
+            found["landmarks"] = Path(m["landmarks"])
+        if m["review"]["decisions"]:
+            found["decisions"] = Path(m["review"]["decisions"])
     for k, v in overrides.items():
         if v is not None:
             found[k] = Path(v)

@@ -95,3 +95,34 @@ def test_installed_plugin_methods_are_known(tmp_path, monkeypatch):
     m = _demo()
     m["methods"] = ["cnn-gem", "sift-magic"]
     assert manifest.validate(m, "x.yaml")["methods"] == ["cnn-gem", "sift-magic"]
+
+
+def test_one_reading_gives_every_section_with_schema_defaults(tmp_path, monkeypatch):
+    """The file is parsed once; the geofilter recipe comes from that parse, and its defaults
+    (like every other section's) come from the schema alone."""
+    import mining.manifest as mm
+
+    reads = []
+    real = mm.read_yaml
+    monkeypatch.setattr(mm, "read_yaml", lambda *a, **k: reads.append(a) or real(*a, **k))
+    m = manifest.load(REPO / "manifests" / "demo.yaml")
+    assert len(reads) == 1
+    assert isinstance(m, manifest.Manifest) and m.path == REPO / "manifests" / "demo.yaml"
+    geo = manifest.schema()["properties"]["geofilter"]["properties"]
+    assert "shoreline_buffer_km" not in (REPO / "manifests" / "demo.yaml").read_text()
+    assert m["geofilter"]["shoreline_buffer_km"] == geo["shoreline_buffer_km"]["default"] == 1.5
+    assert m.geofilter.shoreline_buffer_km == 1.5
+    assert m.geofilter.photos_only is True and m.geofilter.require_geotag is True
+    assert [c.code for c in m.geofilter.countries] == ["GBR", "FRA"]
+    assert m["download"]["host"] == "https://live.staticflickr.com"
+
+
+def test_a_stage_given_only_its_section_gets_the_same_defaults(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("geofilter:\n  sample: {n: 5}\n")
+    section, where = manifest.load_section(p, "geofilter")
+    assert section == {"sample": {"n": 5, "seed": 0}, "photos_only": True, "require_geotag": True,
+                       "shoreline_buffer_km": 1.5}
+    p.write_text("geofilter:\n  sample: {n: 0}\n")
+    with pytest.raises(UserError, match=r"line 2: geofilter.sample.n: 0 is less than the minimum of 1"):
+        manifest.load_section(p, "geofilter")

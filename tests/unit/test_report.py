@@ -3,6 +3,7 @@
 import base64
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +15,8 @@ from mining.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
 from mining.layout import image_relpath
 from test_evaluate_experiment import build_world, run_inputs
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _jpg(path, color):
@@ -54,7 +57,8 @@ def make_run(tmp_path):
     (run / "images" / "summary.json").write_text(json.dumps({"counts": {"ok": 280, "not_found": 15, "placeholder": 5}}))
     (run / "benchmarks").mkdir()
     (run / "benchmarks" / "score.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t345.6\t20.1\n")
-    (tmp_path / "manifest.yaml").write_text("name: test-run\nlandmarks: demo\nselect:\n  n: 40\n")
+    (tmp_path / "manifest.yaml").write_text((REPO / "manifests" / "demo.yaml").read_text()
+                                            .replace("name: demo", "name: test-run").replace("n: 30", "n: 40"))
     return run
 
 
@@ -89,3 +93,13 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert doc.count("not available") == 5
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
+
+
+def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsys):
+    run = tmp_path / "partial"
+    (run / "metadata").mkdir(parents=True)
+    bad = tmp_path / "m.yaml"
+    bad.write_text((REPO / "manifests" / "demo.yaml").read_text() + "name: other\n")
+    assert main(["report", "--run", str(run), "--manifest", str(bad), "--out", str(tmp_path / "r.html")]) == 2
+    assert "duplicate key name" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()

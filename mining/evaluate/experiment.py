@@ -2,10 +2,19 @@
 
 Why it never ranks the distractors: a distractor only pushes positives down, so with a
 distractor set D the 0-based position of positive p (after junk removal) is its position in
-the landmark-only ranking plus #{d ∈ D : s(q, d) > s(q, p)}. Streaming the candidate
-similarities once, each (query, candidate) is reduced to a bucket = how many of the query's
-positive similarities it beats (`searchsorted`); any D then costs one gather + bincount per
-query, exactly. Ties rank the landmark image first, as a stable sort of [database, D] does.
+the landmark-only ranking plus #{d ∈ D : s(q, d) > s(q, p)}. Each (query, candidate) is
+reduced to a bucket = how many of the query's positive similarities it beats, and any D
+needs only, per query, the histogram of its members' buckets.
+
+Why the histograms are tallied while streaming: every set the experiment evaluates is a
+prefix of a few rankings of photo ids (the mined order, one random permutation per seed, the
+pool, each leave-one-method-out selection), known before the candidates are read. So one
+pass over the candidate similarities adds each candidate's bucket to the histogram of the
+first prefix (of each ranking) that holds it, and nothing of size queries × candidates is
+kept: memory is O(rankings × candidates) bytes for the rankings plus O(queries × block) for
+one shard of similarities, whatever the number of queries. Counts are integers, so the
+result is exact and independent of the shard order. Ties rank the landmark image first, as
+a stable sort of [database, D] does.
 """
 
 from __future__ import annotations
@@ -13,13 +22,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from mining.errors import UserError
 from mining.evaluate.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
+from mining.kernels import _jit
 
 log = logging.getLogger(__name__)
 
@@ -27,17 +37,116 @@ KAPPAS = (1, 5, 10)
 
 
 @dataclass
+class Ranking:
+    """Photo ids in a fixed order; the distractor sets evaluated are its prefixes of `sizes`."""
+
+    ids: np.ndarray
+    sizes: Sequence[int]
+
+    @staticmethod
+    def of_set(ids: Any) -> "Ranking":
+        """One set (every id), as a ranking with a single prefix."""
+        arr = np.asarray(ids, dtype=np.int64)
+        return Ranking(arr, [arr.size])
+
+
+class _Classes:
+    """Per photo id of any ranking: for each ranking, the index of the smallest prefix size
+    holding it (-1: in none), looked up for a block of store ids with one searchsorted."""
+
+    def __init__(self, rankings: Sequence[Ranking]):
+        self.sizes = [np.unique(np.asarray(list(r.sizes), dtype=np.int64)) for r in rankings]
+        ids = [np.asarray(r.ids, dtype=np.int64) for r in rankings]
+        self.universe = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+        self.table = np.full((len(rankings), self.universe.size), -1, dtype=np.int16)
+        for o, (r_ids, sizes) in enumerate(zip(ids, self.sizes)):
+            if sizes.size and (sizes[0] < 0 or sizes.size >= np.iinfo(np.int16).max):
+                raise ValueError("prefix sizes must be ≥ 0 and fewer than 32767")
+            keep = min(r_ids.size, int(sizes[-1])) if sizes.size else 0
+            first_ids, first_at = np.unique(r_ids[:keep], return_index=True)  # a repeated id counts once
+            cls = np.searchsorted(sizes, first_at, side="right")  # first size > rank
+            self.table[o, np.searchsorted(self.universe, first_ids)] = cls
+        self.n_classes = max([s.size for s in self.sizes] + [1])
+
+    def of(self, photo_ids: np.ndarray) -> np.ndarray:
+        """(rankings, len(photo_ids)) int16 class of each id."""
+        out = np.full((self.table.shape[0], photo_ids.size), -1, dtype=np.int16)
+        if self.universe.size and photo_ids.size:
+            idx = np.minimum(np.searchsorted(self.universe, photo_ids), self.universe.size - 1)
+            found = self.universe[idx] == photo_ids
+            out[:, found] = self.table[:, idx[found]]
+        return out
+
+
+@_jit
+def _tally_block(sims, rows, thr, thr_off, cls, hist):  # pragma: no cover (compiled)
+    """hist[o, c, thr_off[q] + q + b] += 1 for every candidate j of the block with class c ≥ 0
+    in ranking o and bucket b ≥ 1 for query q = rows[r] (row r of `sims`, (rows, block)).
+    b = #{thresholds of q < s}, as np.searchsorted(side='left') (NaN → all of them);
+    bucket 0 (beats no positive) never moves a positive, so it is not counted."""
+    n_ord = cls.shape[0]
+    for r in range(rows.size):
+        q = rows[r]
+        a = thr_off[q]
+        t = thr_off[q + 1] - a
+        base = a + q
+        if t == 0:
+            continue
+        for j in range(sims.shape[1]):
+            s = sims[r, j]
+            if s != s:
+                b = t
+            else:
+                lo = 0
+                hi = t
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if thr[a + mid] < s:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                b = lo
+            if b == 0:
+                continue
+            for o in range(n_ord):
+                c = cls[o, j]
+                if c >= 0:
+                    hist[o, c, base + b] += 1
+
+
+@dataclass
 class MethodData:
-    """One method's similarities, reduced to what any distractor set needs."""
+    """One method's landmark similarities, and its candidates reduced to bucket histograms."""
 
     name: str
     sims_db: np.ndarray  # float32 (n queries, n database), nan where not described
     q_present: np.ndarray  # bool (n queries,)
     thresholds: list[np.ndarray]  # per query: sorted unique similarities of its easy ∪ hard positives
     cand_ids: np.ndarray  # int64 photo ids, store order
-    buckets: np.ndarray  # (n queries, n candidates): #thresholds strictly below the candidate's similarity
+    rankings: list[Ranking]
+    hist: np.ndarray  # (rankings, prefix classes, Σ_q (T_q + 1)) int64 bucket counts (see _tally_block)
+    hist_off: np.ndarray  # query q's buckets start at hist_off[q]
+    sizes: list[np.ndarray]  # per ranking: its sorted distinct prefix sizes (class c ↔ sizes[c])
     _order: np.ndarray | None = field(default=None, repr=False)  # argsort of cand_ids (lazy)
     _sorted: np.ndarray | None = field(default=None, repr=False)
+
+    def above(self, ranking: int, size: int) -> dict[int, np.ndarray]:
+        """Per query: above[k] = #{d in the prefix : bucket(d) > k} = #{d : s > threshold k}."""
+        sizes = self.sizes[ranking]
+        c = int(np.searchsorted(sizes, size))
+        if c >= sizes.size or sizes[c] != size:
+            raise ValueError(f"prefix size {size} of ranking {ranking} was not tallied ({sizes.tolist()})")
+        hist = self.hist[ranking, : c + 1].sum(axis=0)
+        out = {}
+        for q, t in enumerate(self.thresholds):
+            h = hist[self.hist_off[q] : self.hist_off[q] + t.size + 1]
+            out[q] = h.sum() - np.cumsum(h)
+        return out
+
+    def found(self, ranking: int, size: int) -> int:
+        """How many ids of the prefix are candidates of this method's store."""
+        r = self.rankings[ranking]
+        return int(columns_of(self, r.ids[:size]).size)
 
 
 @dataclass
@@ -55,10 +164,11 @@ def reduce_method(
     dataset: Any,
     query_ids: Sequence[str],
     q_matrix_sims_db: tuple[list[str], np.ndarray],
-    candidate_blocks: Any,
-    progress: bool = False,
+    candidate_blocks: Iterable[tuple[Any, np.ndarray]],
+    rankings: Sequence[Ranking],
 ) -> MethodData:
-    """Build MethodData from query ids, (database ids, sims) and an iterator of (candidate ids, sims)."""
+    """Build MethodData from query ids, (database ids, sims), an iterator of (candidate ids,
+    sims (query store rows, block)) and the rankings whose prefixes will be evaluated."""
     from mining.score import parse_ids
 
     nq, ndb = len(dataset.qimlist), len(dataset.imlist)
@@ -86,21 +196,25 @@ def reduce_method(
         pos = dataset.positives(q)
         s = sims_db[q, pos] if pos else np.zeros(0, np.float32)
         thresholds.append(np.unique(s[np.isfinite(s)]).astype(np.float32))
-    dtype = np.uint16 if max((t.size for t in thresholds), default=0) < np.iinfo(np.uint16).max else np.uint32
-    id_parts, bucket_parts = [], []
+    thr = np.concatenate(thresholds) if thresholds else np.zeros(0, np.float32)
+    thr_off = np.concatenate([[0], np.cumsum([t.size for t in thresholds])]).astype(np.int64)
+    hist_off = thr_off[:-1] + np.arange(nq)
+    classes = _Classes(rankings)
+    hist = np.zeros((len(rankings), classes.n_classes, int(thr_off[-1]) + nq), dtype=np.int64)
+    id_parts = []
     for ids, block in candidate_blocks:
-        b = np.zeros((nq, len(ids)), dtype=dtype)
-        for r, q in enumerate(rows):
-            b[q] = np.searchsorted(thresholds[q], block[r], side="left")
-        id_parts.append(parse_ids(ids, f"{name}/candidates"))
-        bucket_parts.append(b)
+        photo_ids = parse_ids(ids, f"{name}/candidates")
+        block = np.asarray(block)
+        if block.dtype != np.float32:
+            block = block.astype(np.float64)
+        _tally_block(np.ascontiguousarray(block), rows_arr, thr, thr_off, classes.of(photo_ids), hist)
+        id_parts.append(photo_ids)
     cand_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
-    buckets = np.concatenate(bucket_parts, axis=1) if bucket_parts else np.zeros((nq, 0), dtype)
-    return MethodData(name, sims_db, q_present, thresholds, cand_ids, buckets)
+    return MethodData(name, sims_db, q_present, thresholds, cand_ids, list(rankings), hist, hist_off, classes.sizes)
 
 
-def load_method(method_dir: Path, dataset: Any, progress: bool = False) -> MethodData:
-    """Stream DESC/<method>/{queries,database,candidates} into MethodData."""
+def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], progress: bool = False) -> MethodData:
+    """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings."""
     from mining.descriptors import iter_similarities, open_store
     from mining.progress import bar
 
@@ -119,7 +233,7 @@ def load_method(method_dir: Path, dataset: Any, progress: bool = False) -> Metho
     cands = iter_similarities(stores["queries"], stores["candidates"])
     if progress:
         cands = bar(cands, total=len(stores["candidates"].shard_names()), desc=f"evaluate {stores['candidates'].method}", unit="shard")
-    return reduce_method(stores["candidates"].method, dataset, q_ids, (db_ids, db_sims), cands)
+    return reduce_method(stores["candidates"].method, dataset, q_ids, (db_ids, db_sims), cands, rankings)
 
 
 def setup_base(md: MethodData, gnd: Sequence[dict[str, Any]], setup: str) -> SetupBase:
@@ -161,34 +275,22 @@ def columns_of(md: MethodData, photo_ids: np.ndarray) -> np.ndarray:
     return order[idx[sorted_ids[idx] == photo_ids]]
 
 
-def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], cols: np.ndarray,
+def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: dict[int, np.ndarray] | None,
                     kappas: Sequence[int] = KAPPAS) -> dict[str, dict[str, float]]:
-    """mAP and mP@K per setup with the candidates in `cols` appended to the landmark database.
-
-    The per-query counts of distractors above each positive similarity do not depend on the
-    setup, so they are computed once and shared.
-    """
-    queries = np.unique(np.concatenate([b.qidx for b in bases.values()])) if bases else []
-    above = {}
-    for q in queries:
-        hist = np.bincount(md.buckets[q][cols], minlength=md.thresholds[q].size + 1)
-        above[int(q)] = hist.sum() - np.cumsum(hist)  # above[k] = #{d: bucket > k} = #{d: s > threshold k}
+    """mAP and mP@K per setup with a distractor set given by its per-query `above` counts
+    (`MethodData.above`; None: no distractors). The counts do not depend on the setup."""
     out = {}
     for setup, base in bases.items():
         pos = base.pos.copy()
-        for q in np.unique(base.qidx):
-            sel = base.qidx == q
-            pos[sel] += above[int(q)][base.thr[sel]]
+        if above is not None:
+            for q in np.unique(base.qidx):
+                sel = base.qidx == q
+                pos[sel] += above[int(q)][base.thr[sel]]
         m, _, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
         res = {"mAP": m}
         res.update({f"mP@{k}": float(v) for k, v in zip(kappas, pr)})
         out[setup] = res
     return out
-
-
-def evaluate_columns(md: MethodData, base: SetupBase, cols: np.ndarray, kappas: Sequence[int] = KAPPAS) -> dict[str, float]:
-    """mAP and mP@K for one setup (see `evaluate_setups`)."""
-    return evaluate_setups(md, {"_": base}, cols, kappas)["_"]
 
 
 # ----------------------------------------------------------------------------- the experiment
@@ -276,23 +378,39 @@ def _mean_std(runs: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, setups: Sequence[str]) -> dict[str, Any]:
-    """All metrics for one method: results per setup, ablation per setup, curve per setup."""
+def rankings_of(sets: Sets) -> tuple[list[Ranking], dict[str, int]]:
+    """The rankings whose prefixes the experiment evaluates, and where each kind sits."""
+    prefixes = sorted(set(sets.curve_sizes) | {sets.n})
+    rankings = [Ranking(sets.pool, [sets.pool.size]), Ranking(sets.mined, prefixes)]
+    where = {"all": 0, "mined": 1}
+    for i, r in enumerate(sets.random):
+        where[f"random:{i}"] = len(rankings)
+        rankings.append(Ranking(r, prefixes))
+    for removed, ids in sets.ablation.items():
+        where[f"ablation:{removed}"] = len(rankings)
+        rankings.append(Ranking(ids, [ids.size]))
+    return rankings, where
+
+
+def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, setups: Sequence[str],
+                    where: dict[str, int]) -> dict[str, Any]:
+    """All metrics for one method: results per setup, ablation per setup, curve per setup.
+    `md` was loaded with `rankings_of(sets)`, whose positions are `where`."""
     n = sets.n
     bases = {s: setup_base(md, gnd, s) for s in setups}
-    ev = lambda ids: evaluate_setups(md, bases, columns_of(md, ids))  # noqa: E731
-    cols_mined = columns_of(md, sets.mined[:n])
-    cols_all = columns_of(md, sets.pool)
-    none = evaluate_setups(md, bases, np.zeros(0, np.int64))
-    mined = evaluate_setups(md, bases, cols_mined)
-    alls = evaluate_setups(md, bases, cols_all)
-    randoms = [ev(r[:n]) for r in sets.random]
-    ablation = {removed: ev(ids) for removed, ids in sets.ablation.items()}
-    curve_random = {k: [ev(r[:k]) for r in sets.random] for k in sets.curve_sizes}
-    curve_mined = {k: ev(sets.mined[:k]) for k in sets.curve_sizes}
+    ev = lambda kind, size: evaluate_setups(md, bases, md.above(where[kind], size))  # noqa: E731
+    n_mined = min(n, len(sets.mined))
+    none = evaluate_setups(md, bases, None)
+    mined = ev("mined", n)
+    alls = ev("all", sets.pool.size)
+    randoms = [ev(f"random:{i}", n) for i in range(len(sets.random))]
+    ablation = {removed: ev(f"ablation:{removed}", ids.size) for removed, ids in sets.ablation.items()}
+    curve_random = {k: [ev(f"random:{i}", k) for i in range(len(sets.random))] for k in sets.curve_sizes}
+    curve_mined = {k: ev("mined", k) for k in sets.curve_sizes}
     out: dict[str, Any] = {"results": {}, "ablation": {}, "curve": {}}
     # ids of a set that this method could not describe, and queries it has no descriptor for (AP 0)
-    out["missing"] = {"mined": int(min(n, len(sets.mined)) - cols_mined.size), "all": int(sets.pool.size - cols_all.size),
+    out["missing"] = {"mined": int(n_mined - md.found(where["mined"], n)),
+                      "all": int(sets.pool.size - md.found(where["all"], sets.pool.size)),
                       "queries": int((~md.q_present).sum()), "database": int((~np.isfinite(md.sims_db).any(axis=0)).sum())}
     for s in setups:
         out["results"][s] = {"none": none[s], "random": _mean_std([r[s] for r in randoms]) if randoms else None,
@@ -337,11 +455,12 @@ def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path,
         "seeds": [int(s) for s in seeds], "setups": list(setups), "kappas": list(KAPPAS),
         "methods": [], "results": {}, "ablation": {}, "curve": {}, "missing": {},
     }
+    rankings, where = rankings_of(sets)
     for d in descriptors:
-        md = load_method(Path(d), dataset, progress=progress)
+        md = load_method(Path(d), dataset, rankings, progress=progress)
         if md.name in report["results"]:
             raise UserError(f"method {md.name!r} given twice (--descriptors {d})")
-        r = evaluate_method(md, dataset.gnd, sets, setups)
+        r = evaluate_method(md, dataset.gnd, sets, setups, where)
         report["methods"].append(md.name)
         for key in ("results", "ablation", "curve", "missing"):
             report[key][md.name] = r[key]

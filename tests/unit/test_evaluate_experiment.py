@@ -10,7 +10,7 @@ import pytest
 
 from mining.cli import main
 from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
-from mining.evaluate.experiment import columns_of, evaluate_columns, load_method, setup_base, top_n
+from mining.evaluate.experiment import Ranking, columns_of, evaluate_setups, load_method, setup_base, top_n
 from mining.evaluate.protocols import setup_gnd
 from mining.evaluate.reference import compute_map_loop
 from mining.landmarks import load_landmarks
@@ -43,9 +43,11 @@ def build_world(root):
     for q in range(nq):
         items = rng.permutation(ndb)
         if q == 5:
-            gnd.append({"bbx": [0, 0, 5, 5], "easy": [], "hard": [], "junk": items[:3].tolist()})
+            gnd.append({"bbx": [0, 0, 5, 5], "easy": [], "hard": [], "junk": items[:3].tolist(), "landmark": f"lm{q % 3}"})
             continue
-        gnd.append({"bbx": [0, 0, 5, 5], "easy": items[:5].tolist(), "hard": items[5:11].tolist(), "junk": items[11:15].tolist()})
+        # random positives per query: the landmark comes from the file's `landmark` key
+        gnd.append({"bbx": [0, 0, 5, 5], "easy": items[:5].tolist(), "hard": items[5:11].tolist(), "junk": items[11:15].tolist(),
+                    "landmark": f"lm{q % 3}"})
     (root / "lm").mkdir(parents=True)
     (root / "lm" / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
     cand_ids = [str(1000 + 7 * i) for i in range(ncand)]
@@ -91,27 +93,40 @@ def brute_force(method_dir, ds, photo_ids, setup):
 @pytest.mark.parametrize("setup", ["easy", "medium", "hard"])
 def test_exact_against_brute_force_ranking(world, setup):
     ds = load_landmarks(world / "lm")
+    all_ids = np.array([1000 + 7 * i for i in range(240)], np.int64)
+    rng = np.random.default_rng(3)
+    perm = rng.permutation(all_ids)
+    sets = [np.zeros(0, np.int64), all_ids[:10], rng.choice(all_ids, 90, replace=False), all_ids]
+    # one ranking per set, and one ranking whose prefixes are nested sets
+    rankings = [Ranking.of_set(ids) for ids in sets] + [Ranking(perm, [0, 5, 60, 240])]
+    cases = [(i, ids.size, ids) for i, ids in enumerate(sets)] + [(len(sets), k, perm[:k]) for k in (0, 5, 60, 240)]
     for method in ("gem", "sift"):
-        md = load_method(world / "desc" / method, ds)
+        md = load_method(world / "desc" / method, ds, rankings)
         base = setup_base(md, ds.gnd, setup)
-        rng = np.random.default_rng(3)
-        for photo_ids in (np.zeros(0, np.int64), md.cand_ids[:10], rng.choice(md.cand_ids, 90, replace=False), md.cand_ids):
-            got = evaluate_columns(md, base, columns_of(md, photo_ids))
+        for ranking, size, photo_ids in cases:
+            got = evaluate_setups(md, {"_": base}, md.above(ranking, size))["_"]
             ref = brute_force(world / "desc" / method, ds, photo_ids, setup)
-            assert got["mAP"] == pytest.approx(ref[0], abs=1e-12)
-            assert [got["mP@1"], got["mP@5"], got["mP@10"]] == pytest.approx(list(ref[2]), abs=1e-12)
+            assert got["mAP"] == ref[0]  # bit for bit, ties included
+            assert [got["mP@1"], got["mP@5"], got["mP@10"]] == list(ref[2])
 
 
 def test_distractors_only_lower_map_and_absent_ids_are_ignored(world):
     ds = load_landmarks(world / "lm")
-    md = load_method(world / "desc" / "gem", ds)
+    all_ids = np.array([1000 + 7 * i for i in range(240)], np.int64)
+    unknown = np.array([5, 999999], np.int64)
+    rankings = [Ranking(all_ids, [0, 50, 240]), Ranking(np.concatenate([unknown, all_ids[:50]]), [52])]
+    md = load_method(world / "desc" / "gem", ds, rankings)
     base = setup_base(md, ds.gnd, "medium")
-    none = evaluate_columns(md, base, columns_of(md, np.zeros(0, np.int64)))["mAP"]
-    some = evaluate_columns(md, base, columns_of(md, md.cand_ids[:50]))["mAP"]
-    alls = evaluate_columns(md, base, columns_of(md, md.cand_ids))["mAP"]
+    ev = lambda r, k: evaluate_setups(md, {"_": base}, md.above(r, k))["_"]["mAP"]  # noqa: E731
+    none, some, alls = ev(0, 0), ev(0, 50), ev(0, 240)
+    assert none == evaluate_setups(md, {"_": base}, None)["_"]["mAP"]
     assert alls <= some <= none and alls < none
+    assert ev(1, 52) == some  # ids that are no candidate of the store are ignored
+    assert md.found(1, 52) == 50
     with_unknown = columns_of(md, np.array([5, 1000, 999999], np.int64))
     assert md.cand_ids[with_unknown].tolist() == [1000]
+    with pytest.raises(ValueError, match="not tallied"):
+        md.above(0, 7)
 
 
 def test_top_n_tie_break_is_score_desc_then_photo_id():
@@ -125,13 +140,16 @@ def run_inputs(world, tmp_path):
     ds = load_landmarks(world / "lm")
     per_method = {}
     for method in ("gem", "sift"):
-        md = load_method(world / "desc" / method, ds)
-        score = np.zeros(md.cand_ids.size)
-        for q in range(len(ds.qimlist)):
-            t = md.thresholds[q]
-            if t.size:
-                score += md.buckets[q].astype(float) / t.size
-        per_method[method] = dict(zip(md.cand_ids.tolist(), score))
+        md = load_method(world / "desc" / method, ds, [])
+        stores = [open_store(world / "desc" / method / p) for p in ("queries", "candidates")]
+        rows = [ds.qimlist.index(i) for i in stores[0].ids()]
+        for ids, sims in iter_similarities(*stores):
+            score = np.zeros(len(ids))
+            for r, q in enumerate(rows):
+                t = md.thresholds[q]
+                if t.size:
+                    score += np.searchsorted(t, sims[r], side="left").astype(float) / t.size
+            per_method[method] = {**per_method.get(method, {}), **dict(zip(map(int, ids), score))}
     ids = np.array(sorted(per_method["gem"]), np.int64)
     cols = {f"score_{m}": np.array([per_method[m][i] for i in ids]) for m in per_method}
     total = sum(cols.values())

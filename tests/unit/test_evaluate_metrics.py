@@ -96,14 +96,88 @@ def test_vectorised_equals_revisitop_loop_on_random_data(seed):
     np.testing.assert_allclose(got[3], ref[3], equal_nan=True)
 
 
-def test_small_gather_chunks_give_same_result(monkeypatch):
+def test_threads_and_small_output_buffers_give_the_same_bits(monkeypatch):
     import mining.evaluate.metrics as metrics
 
     rng = np.random.default_rng(5)
     ranks = np.stack([rng.permutation(300) for _ in range(7)], axis=1)
+    ranks[::7, 3] = ranks[0, 3]  # repeated entries: more hits than ok + junk items
     gnd = [{"ok": rng.choice(300, 10, replace=False).tolist(), "junk": [int(q)]} for q in range(7)]
     full = compute_map(ranks, gnd, [5])
-    monkeypatch.setattr(metrics, "_GATHER_BUDGET", 600)
-    small = compute_map(ranks, gnd, [5])
-    np.testing.assert_allclose(full[1], small[1])
-    np.testing.assert_allclose(full[3], small[3])
+    monkeypatch.setattr(metrics, "_CELLS_PER_THREAD", 50)  # several threads on row ranges
+    monkeypatch.setattr(metrics, "available_cpus", lambda: 4)
+    split = compute_map(ranks, gnd, [5])
+    assert split[0] == full[0]
+    np.testing.assert_array_equal(full[1], split[1])
+    np.testing.assert_array_equal(full[3], split[3])
+
+
+def _random_problem(rng, ndb, nq, nrows=None):
+    """A revisitop-shaped random problem; ok and junk disjoint, empty and truncated cases."""
+    ranks = np.stack([rng.permutation(ndb) for _ in range(nq)], axis=1)
+    if nrows is not None:
+        ranks = ranks[:nrows]
+    gnd = []
+    for q in range(nq):
+        items = rng.permutation(ndb)
+        npos = 0 if q % 7 == 3 else int(rng.integers(1, 40))
+        gnd.append({"ok": items[:npos].tolist(), "junk": items[npos : npos + int(rng.integers(0, 25))].tolist()})
+    return ranks, gnd
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bit_identical_to_revisitop_loop(seed):
+    rng = np.random.default_rng(100 + seed)
+    ranks, gnd = _random_problem(rng, int(rng.integers(50, 2000)), int(rng.integers(1, 30)),
+                                 nrows=None if seed % 2 else int(rng.integers(10, 50)))
+    kappas = [1, 5, 10, 100]
+    got = compute_map(ranks, gnd, kappas)
+    ref = compute_map_loop(ranks, gnd, kappas)
+    assert got[0] == ref[0]  # exact, not approx: same float operations in the same order
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_array_equal(got[2], ref[2])
+    np.testing.assert_array_equal(got[3], ref[3])
+
+
+def test_positions_to_metrics_is_the_loops_arithmetic_on_tied_positions():
+    """Positions as the distractor experiment makes them (many positives pushed down by the
+    same number of tied distractors): still bit for bit the loop's result."""
+    from mining.evaluate.metrics import positions_to_metrics
+
+    rng = np.random.default_rng(9)
+    nq, kappas = 12, [1, 5, 10]
+    qidx, pos, npos = [], [], np.zeros(nq, np.int64)
+    ranks_cols = []
+    for q in range(nq):
+        n = int(rng.integers(0, 30))
+        npos[q] = n + int(rng.integers(0, 3)) if q != 4 else 0
+        found = np.sort(rng.choice(5000, n, replace=False)) if q != 4 else np.zeros(0, np.int64)
+        qidx += [q] * found.size
+        pos += found.tolist()
+        ranks_cols.append(found)
+    got = positions_to_metrics(np.array(qidx, np.int64), np.array(pos, np.int64), npos, kappas)
+    # the same problem as a ranks array for the loop: positive k of query q is item k
+    ndb = 5000 + 40
+    ranks = np.full((ndb, nq), -1, np.int64)
+    gnd = []
+    for q in range(nq):
+        ok = list(range(100000 + 100 * q, 100000 + 100 * q + int(npos[q])))
+        ranks[ranks_cols[q], q] = ok[: ranks_cols[q].size]
+        gnd.append({"ok": ok})
+    ref = compute_map_loop(ranks, gnd, kappas)
+    assert got[0] == ref[0]
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_array_equal(got[3], ref[3])
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint32, np.int64])
+def test_any_integer_ranks_and_negative_padding(dtype):
+    rng = np.random.default_rng(11)
+    ranks, gnd = _random_problem(rng, 300, 8)
+    ref = compute_map_loop(ranks, gnd, [1, 5])
+    padded = ranks.astype(dtype)
+    if np.issubdtype(dtype, np.signedinteger):  # a -1 padding row is never ok or junk
+        padded = np.concatenate([padded, np.full((3, 8), -1, dtype)])
+    got = compute_map(padded, gnd, [1, 5])
+    assert got[0] == ref[0]
+    np.testing.assert_array_equal(got[3], ref[3])

@@ -47,6 +47,8 @@ def os_error_line(exc: OSError, fallback: object = None) -> str:
         quoted = re.search(r"'([^']+)'", str(exc))
         path = quoted.group(1) if quoted else fallback
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EEXIST and path is not None and os.path.isfile(path):
+        reason = "a file is in the way (a folder is needed here)"
     if exc.filename2 is not None:
         return f"{path} -> {exc.filename2}: {reason}"
     return f"{path}: {reason}" if path is not None else reason

@@ -598,6 +598,7 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeyp
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     check(blocker / "out", "Not a directory")
+    check(blocker, "a file is in the way (a folder is needed here)")
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")

@@ -165,7 +165,6 @@ def hostile_selection(tmp_path):
 
 def test_attribution_csv_of_hostile_metadata_reads_back_one_record_per_photo(tmp_path):
     import pyarrow.csv as pacsv
-    from hostile import shown
 
     out, want, meta = hostile_selection(tmp_path)
     raw = (out / "ATTRIBUTION.csv").read_bytes()
@@ -201,9 +200,8 @@ def test_attribution_csv_of_hostile_metadata_reads_back_one_record_per_photo(tmp
     table = pacsv.read_csv(out / "ATTRIBUTION.csv")
     assert table.column_names == header and table.num_rows == len(want)
     assert table.column("photo_id").to_pylist() == want
-    assert table.column("title").to_pylist() == [r["title"] or None for r in recs] or \
-        [t or "" for t in table.column("title").to_pylist()] == [r["title"] for r in recs]
-    assert shown(" a\tb ") == "a b"
+    for col in header[2:]:  # pyarrow reads the same values as the csv module
+        assert table.column(col).to_pylist() == [r[col] for r in recs], col
 
 
 def test_attribution_md_of_hostile_metadata_is_one_inert_row_per_photo(tmp_path):

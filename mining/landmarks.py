@@ -1,23 +1,64 @@
 """A landmark dataset in revisitop's format: `gnd_<name>.pkl` beside a `jpg/` folder.
 
 Shared by every stage that needs queries, positives or landmark names (demo, describe,
-score, review, evaluate), so that the rules about them live in one place.
+score, review, evaluate), so that the rules about them live in one place:
+
+- **Loading** never runs code: the pickle is read with a restricted unpickler that only
+  builds what a gnd file holds (containers, strings, numbers, numpy arrays).
+- **Validation** runs on every load: keys, index ranges, `bbx`; a broken file is one
+  `UserError` naming the file, the query and the key. `check_dataset` (the
+  `mining landmarks check` verb) adds the images on disk and the landmark grouping.
+- **Landmarks come from the ground truth**, not from query names: a query's `landmark`
+  key when present; otherwise queries whose positives (easy ∪ hard, or the original
+  protocol's `ok`) are the same set, or nearly so (Jaccard ≥ `SAME_LANDMARK_JACCARD`),
+  form one landmark. See `find_landmarks`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import io
+import math
+import os
 import pickle
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from mining.errors import UserError
 
-_TRAILING_NUMBER = re.compile(r"_\d+$")
+# Two queries whose positive sets have a Jaccard index at least this high show the same
+# landmark. Queries of one landmark share their positives exactly in the original Oxford and
+# Paris ground truth (Jaccard 1.0); different landmarks share almost nothing (the real Oxford
+# maximum is 0.003: all_souls and radcliffe_camera have one positive image in common). 0.5
+# leaves room for per-query labels (revisitop's Hard depends on the query's view).
+SAME_LANDMARK_JACCARD = 0.5
+# `check` flags a query when at least this share of its positives are positives of another
+# landmark: the grouping (or the file's `landmark` keys) probably split one landmark in two.
+OVERLAP_WARNING = 0.2
+
+_INDEX_KEYS = ("easy", "hard", "junk", "ok")
+_POSITIVE_KEYS = ("easy", "hard", "ok")  # revisited protocol: easy ∪ hard; original protocol: ok
+_TRAILING_NUMBER = re.compile(r"[_\d]+$")
+
+
+@dataclass(frozen=True)
+class GndProblem:
+    """One thing wrong (error) or suspicious (warning) in a landmark dataset."""
+
+    level: str  # "error" | "warning"
+    message: str
+    query: str | None = None
+    key: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "query": self.query, "key": self.key, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -38,22 +79,31 @@ class LandmarkDataset:
     def image_path(self, name: str) -> Path:
         return self.image_root / f"{name}.jpg"
 
+    @cached_property
+    def groups(self) -> list[tuple[str, list[int]]]:
+        """(landmark name, its query indices), in first-appearance order (see `find_landmarks`)."""
+        return find_landmarks(self.qimlist, self.gnd)[0]
+
+    @cached_property
+    def _landmark_of(self) -> dict[int, str]:
+        return {i: name for name, qs in self.groups for i in qs}
+
     def query_landmark(self, i: int) -> str:
-        """Landmark of query i: the gnd entry's `landmark` key, else the query name minus `_NNN`."""
-        explicit = self.gnd[i].get("landmark")
-        if explicit:
-            return str(explicit)
-        return _TRAILING_NUMBER.sub("", self.qimlist[i])
+        """Landmark of query i, found from the ground truth (see `find_landmarks`)."""
+        return self._landmark_of[i]
 
     @property
     def landmarks(self) -> list[str]:
         """Landmark names in first-appearance order."""
-        return list(dict.fromkeys(self.query_landmark(i) for i in range(len(self.qimlist))))
+        return [name for name, _ in self.groups]
+
+    def landmark_queries(self) -> dict[str, list[str]]:
+        """Landmark name → its query names: the grouping, as stats and reports show it."""
+        return {name: [self.qimlist[i] for i in qs] for name, qs in self.groups}
 
     def positives(self, i: int) -> list[int]:
-        """Easy ∪ Hard database indices of query i (the score's P_q)."""
-        g = self.gnd[i]
-        return sorted(set(map(int, g.get("easy", []))) | set(map(int, g.get("hard", []))))
+        """Easy ∪ Hard database indices of query i (the score's P_q); `ok` in the original protocol's files."""
+        return sorted(_positive_set(self.gnd[i]))
 
     def bbox(self, i: int) -> tuple[float, float, float, float]:
         x1, y1, x2, y2 = (float(v) for v in self.gnd[i]["bbx"])
@@ -70,45 +120,414 @@ class LandmarkDataset:
         return h.hexdigest()[:16]
 
 
+def _positive_set(g: dict[str, Any]) -> set[int]:
+    return {int(v) for k in _POSITIVE_KEYS for v in np.asarray(g.get(k, []), dtype=object).ravel()}
+
+
 def load_landmarks(path: str | Path) -> LandmarkDataset:
     """Load `gnd_<name>.pkl` or `.mat` (or a folder holding exactly one .pkl); clear error when malformed."""
+    p = _gnd_file(path)
+    return _dataset(p, load_gnd(p))
+
+
+def _gnd_file(path: str | Path) -> Path:
+    """The file itself, or the one gnd_*.pkl in a folder."""
     p = Path(path)
     if p.is_dir():
         found = sorted(p.glob("gnd_*.pkl"))
         if len(found) != 1:
             raise UserError(f"{p}: expected exactly one gnd_*.pkl, found {len(found)}")
         p = found[0]
-    data = load_gnd(p)
+    return p
+
+
+def _dataset(p: Path, data: dict[str, Any]) -> LandmarkDataset:
     name = p.stem[4:] if p.stem.startswith("gnd_") else p.stem
-    return LandmarkDataset(p, name, list(data["imlist"]), list(data["qimlist"]), list(data["gnd"]))
+    return LandmarkDataset(p, name, [str(x) for x in data["imlist"]], [str(x) for x in data["qimlist"]],
+                           list(data["gnd"]))
+
+
+# ---- landmarks from the ground truth -------------------------------------------------------
+
+
+def _stem(name: str) -> str:
+    """A query name without its trailing number: `all_souls_000013` → `all_souls`."""
+    return _TRAILING_NUMBER.sub("", name)
+
+
+def _common_prefix(names: Sequence[str]) -> str:
+    return _stem(os.path.commonprefix(list(names)))
+
+
+def _group_label(names: Sequence[str]) -> str:
+    """What most of a group's query names say: the stem more than half of them share, else their common prefix."""
+    stem, count = Counter(_stem(n) for n in names).most_common(1)[0]
+    if stem and count * 2 > len(names):
+        return stem
+    return _common_prefix(names)
+
+
+def _jaccard_matrix(sets: Sequence[set[int]]) -> np.ndarray:
+    """Pairwise |A∩B| / |A∪B| (0 where both are empty), through one sparse product."""
+    from scipy import sparse
+
+    n = len(sets)
+    rows = np.repeat(np.arange(n), [len(s) for s in sets])
+    cols = np.fromiter((v for s in sets for v in sorted(s)), np.int64, count=len(rows))
+    width = int(cols.max()) + 1 if len(cols) else 1
+    a = sparse.csr_matrix((np.ones(len(rows), np.int32), (rows, cols)), shape=(n, width))
+    inter = (a @ a.T).toarray().astype(np.float64)
+    size = np.array([len(s) for s in sets], np.float64)
+    union = size[:, None] + size[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+def _jaccard(a: set[int], b: set[int]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def find_landmarks(qimlist: Sequence[str], gnd: Sequence[dict[str, Any]],
+                   threshold: float = SAME_LANDMARK_JACCARD) -> tuple[list[tuple[str, list[int]]], list[GndProblem]]:
+    """Group the queries into landmarks from the ground truth; (groups, warnings about the grouping).
+
+    1. A query with a `landmark` key belongs to that landmark.
+    2. The other queries with positives are linked when their positive sets have a Jaccard
+       index ≥ `threshold` (single linkage); a linked group joins the explicitly named
+       landmark whose positives it matches that well, if any.
+    3. A query without positives joins the one group whose queries' names share its name
+       stem, if exactly one does; otherwise it is a landmark of its own.
+
+    A found group is named by what its queries' names share (the stem most of them carry,
+    `all_souls` for `all_souls_000013`, else their common prefix) when that name is unique
+    among the groups, else `landmark_NN` (NN its position). Groups are ordered by their
+    first query.
+    """
+    n = len(qimlist)
+    pos = [_positive_set(g) for g in gnd]
+    explicit = [g.get("landmark") or None for g in gnd]
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(i: int, j: int) -> None:
+        ri, rj = root(i), root(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+
+    first_of: dict[str, int] = {}
+    for i, lm in enumerate(explicit):
+        if lm is not None:
+            join(first_of.setdefault(str(lm), i), i)
+    jac = _jaccard_matrix(pos) if n else np.zeros((0, 0))
+    free = [i for i in range(n) if explicit[i] is None and pos[i]]
+    for a, i in enumerate(free):
+        for j in free[a + 1:]:
+            if jac[i, j] >= threshold:
+                join(i, j)
+
+    def members() -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i in range(n):
+            out.setdefault(root(i), []).append(i)
+        return out
+
+    # found groups that match a named landmark join it
+    named_pos = {r: set().union(*(pos[i] for i in qs)) for r, qs in members().items() if explicit[r] is not None}
+    for r, qs in members().items():
+        if explicit[r] is not None or not pos[r]:
+            continue
+        union = set().union(*(pos[i] for i in qs))
+        best = max(named_pos, key=lambda k: (_jaccard(union, named_pos[k]), -k), default=None)
+        if best is not None and _jaccard(union, named_pos[best]) >= threshold:
+            join(best, r)
+    # queries without positives: by name stem, when one group's names claim it
+    groups = members()
+    for i in range(n):
+        if explicit[i] is not None or pos[i]:
+            continue
+        claim = [r for r, qs in groups.items() if r != root(i) and any(pos[j] for j in qs)
+                 and _stem(qimlist[i]) in {_stem(qimlist[j]) for j in qs}]
+        if len(claim) == 1 and _stem(qimlist[i]):
+            join(claim[0], i)
+    ordered = sorted(members().values(), key=lambda qs: qs[0])
+
+    given = [next((str(explicit[i]) for i in qs if explicit[i] is not None), None) for qs in ordered]
+    labels = [g if g is not None else _group_label([qimlist[i] for i in qs]) for g, qs in zip(given, ordered)]
+    taken = Counter(labels)
+    reserved = {g for g in given if g is not None}
+    width = max(2, len(str(len(ordered))))
+    names = []
+    for k, (g, lab) in enumerate(zip(given, labels)):
+        if g is not None or (lab and taken[lab] == 1 and lab not in reserved):
+            names.append(lab)
+        else:
+            names.append(f"landmark_{k + 1:0{width}d}")
+    return list(zip(names, ordered)), _grouping_warnings(qimlist, pos, explicit, list(zip(names, ordered)), jac,
+                                                         threshold)
+
+
+def _grouping_warnings(qimlist: Sequence[str], pos: Sequence[set[int]], explicit: Sequence[Any],
+                       groups: list[tuple[str, list[int]]], jac: np.ndarray, threshold: float) -> list[GndProblem]:
+    out = []
+    unions = [(name, set().union(*(pos[i] for i in qs))) for name, qs in groups]
+    for name, qs in groups:
+        for i in qs:
+            q = qimlist[i]
+            if not pos[i]:
+                out.append(GndProblem("warning", f"query {q!r} has no positives (no easy, hard or ok image): "
+                                      "it cannot count in the score or the evaluation", q, "easy"))
+                continue
+            for other, u in unions:
+                shared = len(pos[i] & u)
+                if other != name and shared >= OVERLAP_WARNING * len(pos[i]):
+                    out.append(GndProblem("warning", f"query {q!r} (landmark {name!r}): {shared} of its {len(pos[i])} "
+                                          f"positives are positives of landmark {other!r}; one landmark split in two?",
+                                          q, "landmark" if explicit[i] is not None else None))
+            peers = [j for j in qs if j != i and pos[j]]
+            if explicit[i] is not None and peers and max(jac[i, j] for j in peers) < threshold:
+                out.append(GndProblem("warning", f"query {q!r} is labelled {name!r} but its positives share little with "
+                                      f"the other queries of {name!r} (best Jaccard {max(jac[i, j] for j in peers):.2f})",
+                                      q, "landmark"))
+    return out
+
+
+# ---- validation ------------------------------------------------------------------------------
+
+
+def _where(qimlist: Sequence[Any], i: int) -> str:
+    name = qimlist[i] if i < len(qimlist) else None
+    return f"query {str(name)!r} (#{i})" if name is not None else f"gnd entry #{i}"
+
+
+def validate_gnd(data: Any) -> list[GndProblem]:
+    """Everything wrong with a loaded gnd structure (errors), without touching the disk."""
+    if not isinstance(data, dict) or any(k not in data for k in ("imlist", "qimlist", "gnd")):
+        keys = sorted(map(str, data)) if isinstance(data, dict) else type(data).__name__
+        return [GndProblem("error", f"expected keys imlist, qimlist and gnd (revisitop format), found {keys}")]
+    out: list[GndProblem] = []
+    lists = {}
+    for key in ("imlist", "qimlist", "gnd"):
+        try:
+            lists[key] = list(data[key])
+        except TypeError:
+            out.append(GndProblem("error", f"{key} must be a list, found {type(data[key]).__name__}", key=key))
+    if out:
+        return out
+    imlist, qimlist, gnd = lists["imlist"], lists["qimlist"], lists["gnd"]
+    for key, names in (("imlist", imlist), ("qimlist", qimlist)):
+        bad = next((k for k, x in enumerate(names) if not isinstance(x, str) or not x), None)
+        if bad is not None:
+            out.append(GndProblem("error", f"{key}[{bad}] must be a non-empty image name, found {names[bad]!r}", key=key))
+        dup = [x for x, c in Counter(map(str, names)).items() if c > 1]
+        if dup:
+            out.append(GndProblem("warning", f"{key} names {len(dup)} images more than once (e.g. {dup[0]!r})", key=key))
+    if len(gnd) != len(qimlist):
+        out.append(GndProblem("error", f"gnd has {len(gnd)} entries but qimlist {len(qimlist)}", key="gnd"))
+    n_db = len(imlist)
+    for i, g in enumerate(gnd):
+        where = _where(qimlist, i)
+        q = str(qimlist[i]) if i < len(qimlist) else None
+        if not isinstance(g, dict):
+            out.append(GndProblem("error", f"{where}: gnd entry must be a dict, found {type(g).__name__}", q, "gnd"))
+            continue
+        for key in _INDEX_KEYS:
+            if key in g:
+                msg = _index_problem(g[key], n_db)
+                if msg:
+                    out.append(GndProblem("error", f"{where}: gnd.{key} {msg}", q, key))
+        msg = _bbox_problem(g.get("bbx"))
+        if msg:
+            out.append(GndProblem("error", f"{where}: gnd.bbx {msg}", q, "bbx"))
+        lm = g.get("landmark")
+        if lm is not None and not isinstance(lm, str):
+            out.append(GndProblem("error", f"{where}: gnd.landmark must be a name (string), found {lm!r}", q, "landmark"))
+    return out
+
+
+def _index_problem(value: Any, n_db: int) -> str | None:
+    try:
+        arr = np.asarray(value)
+    except Exception:  # noqa: BLE001 - ragged or exotic: not an index list either way
+        return f"must be a list of database indices, found {type(value).__name__}"
+    if arr.ndim != 1:
+        shape = f" of shape {arr.shape}" if arr.ndim > 1 else ""
+        return f"must be a list of database indices, found {type(value).__name__}{shape}"
+    if arr.size == 0:
+        return None
+    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        return f"must hold integer indices, found {arr.dtype} values such as {arr.ravel()[0]!r}"
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= n_db:
+        bad = lo if lo < 0 else hi
+        return f"holds index {bad}, outside the database (imlist has {n_db} images: 0..{n_db - 1})"
+    return None
+
+
+def _bbox_problem(value: Any) -> str | None:
+    if value is None:
+        return "is missing (every query needs its box: x1 y1 x2 y2)"
+    try:
+        box = np.asarray(value, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return f"must be 4 numbers x1 y1 x2 y2, found {value!r}"
+    if box.size != 4:
+        return f"must be 4 numbers x1 y1 x2 y2, found {box.size}"
+    if not all(math.isfinite(v) for v in box):
+        return f"must be 4 finite numbers, found {box.tolist()}"
+    x1, y1, x2, y2 = box.tolist()
+    if not (x1 < x2 and y1 < y2):
+        return f"must have x1 < x2 and y1 < y2, found {box.tolist()}"
+    return None
+
+
+def _raise_first(p: Path, problems: Sequence[GndProblem]) -> None:
+    errors = [x for x in problems if x.level == "error"]
+    if errors:
+        more = f" (and {len(errors) - 1} more; `mining landmarks check {p}` lists them)" if len(errors) > 1 else ""
+        raise UserError(f"{p}: {errors[0].message}{more}")
+
+
+@dataclass
+class CheckReport:
+    """What `mining landmarks check` prints."""
+
+    landmarks: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "queries": [names]}]
+    queries: int = 0
+    database: int = 0
+    problems: list[GndProblem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[GndProblem]:
+        return [x for x in self.problems if x.level == "error"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"landmarks": self.landmarks, "queries": self.queries, "database": self.database,
+                "problems": [x.as_dict() for x in self.problems]}
+
+    def text(self, path: Path | str) -> str:
+        lines = [f"{path}: {self.queries} queries, {self.database} database images, {len(self.landmarks)} landmarks"]
+        lines += [f"  {lm['name']} ({len(lm['queries'])}): {', '.join(lm['queries'])}" for lm in self.landmarks]
+        lines += [f"{x.level}: {x.message}" for x in self.problems]
+        return "\n".join(lines)
+
+    def raise_errors(self, path: Path | str) -> None:
+        """UserError naming the first error (its query and key), when there is one."""
+        _raise_first(Path(path), self.problems)
+
+
+def check_dataset(path: str | Path, images: bool = True) -> CheckReport:
+    """Validate a landmark dataset completely (structure, images on disk, grouping) and find its landmarks.
+
+    Problems are collected, not raised; only a file that cannot be read at all raises UserError.
+    """
+    p = _gnd_file(path)
+    data = _read_gnd(p)
+    problems = validate_gnd(data)
+    if not isinstance(data, dict) or any(x.level == "error" and x.key in (None, "imlist", "qimlist", "gnd")
+                                         for x in problems):
+        return CheckReport(problems=problems)
+    rep = CheckReport(queries=len(data["qimlist"]), database=len(data["imlist"]), problems=problems)
+    if rep.errors:
+        return rep  # grouping needs valid indices
+    ds = _dataset(p, data)
+    groups, warnings = find_landmarks(ds.qimlist, ds.gnd)
+    rep.landmarks = [{"name": lm, "queries": [ds.qimlist[i] for i in qs]} for lm, qs in groups]
+    rep.problems += warnings
+    if images:
+        rep.problems += _image_problems(ds)
+    return rep
+
+
+def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
+    from PIL import Image
+
+    out = []
+    missing_db = [n for n in ds.imlist if not ds.image_path(n).is_file()]
+    if missing_db:
+        out.append(GndProblem("error", f"{len(missing_db)} of {len(ds.imlist)} database images are missing from "
+                              f"{ds.image_root} (e.g. {ds.image_path(missing_db[0]).name})", key="imlist"))
+    for i, q in enumerate(ds.qimlist):
+        path = ds.image_path(q)
+        if not path.is_file():
+            out.append(GndProblem("error", f"query {q!r} (#{i}): image {path} is missing", q, "qimlist"))
+            continue
+        try:
+            with Image.open(path) as im:
+                w, h = im.size
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is the user's file
+            out.append(GndProblem("error", f"query {q!r} (#{i}): {path} is not a readable image ({exc})", q, "qimlist"))
+            continue
+        x1, y1, x2, y2 = ds.bbox(i)
+        if x1 < -1 or y1 < -1 or x2 > w + 1 or y2 > h + 1:
+            out.append(GndProblem("warning", f"query {q!r} (#{i}): gnd.bbx {[x1, y1, x2, y2]} reaches outside "
+                                  f"the {w}×{h} image", q, "bbx"))
+    return out
 
 
 # ---- the ground-truth file itself: revisitop's pickle, or the older 1-based .mat --------
 
-_INDEX_KEYS = ("easy", "hard", "junk", "ok")
-
 
 def load_gnd(path: str | Path) -> dict[str, Any]:
-    """{'imlist', 'qimlist', 'gnd'} with 0-based index lists, from a .pkl or a .mat file."""
+    """{'imlist', 'qimlist', 'gnd'} with 0-based index lists, from a .pkl or a .mat file; validated."""
     p = Path(path)
+    data = _read_gnd(p)
+    _raise_first(p, validate_gnd(data))
+    return data
+
+
+def _read_gnd(p: Path) -> Any:
     if not p.is_file():
         raise UserError(f"{p}: landmark ground truth not found")
     if p.suffix == ".mat":
         return _load_mat(p)
     try:
         with open(p, "rb") as f:
-            data = pickle.load(f)
+            return _GndUnpickler(f, p).load()
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is the user's file
         raise UserError(f"{p}: not a readable gnd pickle ({exc})") from None
-    _check(p, data)
-    return data
 
 
-def _check(p: Path, data: Any) -> None:
-    if not isinstance(data, dict) or any(k not in data for k in ("imlist", "qimlist", "gnd")):
-        raise UserError(f"{p}: expected keys imlist, qimlist and gnd (revisitop format)")
-    if len(data["gnd"]) != len(data["qimlist"]):
-        raise UserError(f"{p}: gnd has {len(data['gnd'])} entries but qimlist {len(data['qimlist'])}")
+# What a revisitop gnd pickle (made by any Python 3 / numpy version, any protocol) asks the
+# unpickler for: set/frozenset and bytes (protocols 0-2), numpy arrays, dtypes and scalars.
+# Nothing here can run code of the file's choosing; everything else is refused.
+_SAFE_BUILTINS = {"set", "frozenset", "bytes", "bytearray", "complex"}
+_NUMPY_CORE = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
+
+
+class _GndUnpickler(pickle.Unpickler):
+    def __init__(self, f: io.BufferedReader, path: Path) -> None:
+        super().__init__(f)
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module in ("builtins", "__builtin__") and name in _SAFE_BUILTINS:
+            return getattr(__import__("builtins"), name)
+        if (module, name) == ("_codecs", "encode"):  # how protocols 0-2 store bytes
+            import codecs
+
+            return codecs.encode
+        if module == "collections" and name == "OrderedDict":
+            import collections
+
+            return collections.OrderedDict
+        if module == "numpy" and name in ("ndarray", "dtype"):
+            return getattr(np, name)
+        sub = module.split(".", 2)
+        if len(sub) == 3 and sub[:2] in (["numpy", "core"], ["numpy", "_core"]) and (sub[2], name) in _NUMPY_CORE:
+            try:  # numpy ≥ 2 names its core `_core`; numpy 1 pickles say `core`
+                return getattr(importlib.import_module(f"numpy._core.{sub[2]}"), name)
+            except ImportError:
+                return getattr(importlib.import_module(f"numpy.core.{sub[2]}"), name)
+        raise UserError(f"refusing to load {self.path}: it asks for {module}.{name}, "
+                        "which a landmark file never holds")
 
 
 def _names(arr: Any) -> list[str]:
@@ -125,23 +544,26 @@ def _load_mat(p: Path) -> dict[str, Any]:
     for key in ("imlist", "qimlist", "gnd"):
         if key not in raw:
             raise UserError(f"{p}: missing variable {key!r} (expected revisitop's gnd .mat)")
+    qimlist = _names(raw["qimlist"].ravel())
     gnd_raw = raw["gnd"].ravel()
     fields = gnd_raw.dtype.names or ()
     gnd = []
-    for entry in gnd_raw:
+    for i, entry in enumerate(gnd_raw):
         g: dict[str, Any] = {}
         for key in fields:
             val = np.asarray(entry[key]).ravel()
             if key in _INDEX_KEYS:
-                idx = val.astype(np.int64) - 1  # 1-based in MATLAB
+                try:
+                    idx = val.astype(np.int64) - 1  # 1-based in MATLAB
+                except (TypeError, ValueError):
+                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} must hold integer indices") from None
                 if idx.size and idx.min() < 0:
-                    raise UserError(f"{p}: gnd.{key} holds index 0 (the .mat form is 1-based)")
+                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
+                                    "(the .mat form is 1-based)")
                 g[key] = idx.tolist()
-            elif key == "bbx":
-                g[key] = val.astype(np.float64).tolist()
+            elif key == "landmark":
+                g[key] = str(val[0]) if val.size else None
             else:
                 g[key] = val.tolist()
         gnd.append(g)
-    data = {"imlist": _names(raw["imlist"].ravel()), "qimlist": _names(raw["qimlist"].ravel()), "gnd": gnd}
-    _check(p, data)
-    return data
+    return {"imlist": _names(raw["imlist"].ravel()), "qimlist": qimlist, "gnd": gnd}

@@ -649,6 +649,7 @@ def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_to
         "landmarks_fingerprint": dataset.fingerprint(),
         "landmarks_dataset": dataset.name,
         "landmarks": problem.landmarks,
+        "landmark_queries": dataset.landmark_queries(),  # the grouping found from the ground truth
         "queries": len(dataset.qimlist),
         "queries_with_positives": len(has_pos),
         "queries_without_positives": len(dataset.qimlist) - len(has_pos),

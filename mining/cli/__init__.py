@@ -20,6 +20,7 @@ from mining.errors import UserError
 
 STAGES = [
     "demo",
+    "landmarks",
     "ingest",
     "geofilter",
     "download",

@@ -234,7 +234,7 @@ def score_distribution(inp: Inputs) -> str:
 
 
 def hardest(inp: Inputs, per_landmark: int = 10) -> str:
-    """Per landmark: its first query's crop and its hardest selected distractors as thumbnails."""
+    """Per landmark: its queries, its first query's crop and its hardest selected distractors as thumbnails."""
     if not inp.landmarks or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
         return NA
     import pyarrow.parquet as pq
@@ -252,14 +252,15 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     if "score" in sel.columns:
         sel = sel.sort_values(["score", "photo_id"], ascending=[False, True])
     parts = []
-    for lm in ds.landmarks:
-        q = next(i for i in range(len(ds.qimlist)) if ds.query_landmark(i) == lm)
+    for lm, queries in ds.groups:
+        q = queries[0]
         ids = sel.loc[sel["closest_landmark"] == lm, "photo_id"].head(per_landmark).tolist()
         thumbs = "".join(
             f'<figure>{_thumb(inp.images / image_relpath(int(p))) if inp.images else "<span class=na>missing</span>"}'
             f"<figcaption>{int(p)}</figcaption></figure>" for p in ids)
         query = _thumb(ds.image_path(ds.qimlist[q]), ds.bbox(q))
-        parts.append(f'<h3>{html.escape(lm)}</h3><div class="row"><figure class="query">{query}<figcaption>query '
+        names = ", ".join(html.escape(ds.qimlist[i]) for i in queries)
+        parts.append(f'<h3>{html.escape(lm)}</h3><p>{len(queries)} queries: {names}</p><div class="row"><figure class="query">{query}<figcaption>query '
                      f'{html.escape(ds.qimlist[q])}</figcaption></figure>{thumbs or "<p class=na>no selected distractor is closest to it</p>"}</div>')
     return "".join(parts)
 

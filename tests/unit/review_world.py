@@ -29,9 +29,10 @@ def make_world(root: Path, per_landmark: int = 6) -> dict[str, Path]:
     qimlist = [f"{lm}_{k:03d}" for lm in LANDMARKS for k in (1, 2)]
     for i, q in enumerate(qimlist):
         _image(lms / "jpg" / f"{q}.jpg", 1000 + i, (120, 90))
-    _image(lms / "jpg" / "db_0.jpg", 2000)
-    gnd = {"imlist": ["db_0"], "qimlist": qimlist,
-           "gnd": [{"bbx": [10, 10, 100, 80], "easy": [0], "hard": [], "junk": []} for _ in qimlist]}
+    for li in range(len(LANDMARKS)):  # one positive per landmark: landmarks are found from the positives
+        _image(lms / "jpg" / f"db_{li}.jpg", 2000 + li)
+    gnd = {"imlist": [f"db_{li}" for li in range(len(LANDMARKS))], "qimlist": qimlist,
+           "gnd": [{"bbx": [10, 10, 100, 80], "easy": [i // 2], "hard": [], "junk": []} for i in range(len(qimlist))]}
     (lms / "gnd_test.pkl").write_bytes(pickle.dumps(gnd))
     rows, truth = [], []
     for li, lm in enumerate(LANDMARKS):

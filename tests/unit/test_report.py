@@ -72,6 +72,7 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     imgs = re.findall(r'src="data:image/(png|jpeg);base64,([^"]+)"', doc)
     assert len([k for k, _ in imgs if k == "png"]) >= 4  # funnel, scatter, scores, curve
     assert len([k for k, _ in imgs if k == "jpeg"]) >= 2 + 5  # query crops + downloaded thumbnails
+    assert "<h3>lm0</h3><p>2 queries: lm0_000, lm0_003</p>" in doc  # the grouping: landmark → queries
     assert all(len(base64.b64decode(b)) > 100 for _, b in imgs)
     for text in ("country:GBR", "status: not_found", "decided landmark", "candidates described (gem)",
                  "mined 40", "without sift", "test-run", "12.5"):

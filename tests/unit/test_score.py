@@ -317,6 +317,8 @@ def test_cli_on_stores_matches_brute_force(tmp_path):
     from mining.landmarks import load_landmarks
 
     assert stats["landmarks_fingerprint"] == load_landmarks(gnd_dir).fingerprint()
+    # tower_002 has no positives: its name places it with tower_001
+    assert stats["landmark_queries"] == {"tower": ["tower_001", "tower_002"], "bridge": ["bridge_001"]}
     assert stats["queries_without_positives"] == 1 and stats["candidates_missing_some_method"] == 3
     assert stats["methods"]["gem"]["missing"] == 3
 

@@ -23,6 +23,7 @@ DEMO = "demo" in M
 
 include: "workflows/rules/common.smk"
 include: "workflows/rules/demo.smk"
+include: "workflows/rules/landmarks.smk"
 include: "workflows/rules/ingest.smk"
 include: "workflows/rules/download.smk"
 include: "workflows/rules/describe.smk"

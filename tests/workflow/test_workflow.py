@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,24 +14,10 @@ import pandas as pd
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+from snakerun import REPO, SNAKEMAKE, snakemake
+from snakerun import path_without_venv as _path_without_venv
+
 MANIFESTS = sorted((REPO / "manifests").glob("*.yaml"))
-
-
-def snakemake(workdir: Path, *args: str, manifest: Path | None = None, timeout: int = 1800, **kw):
-    cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
-    if manifest is not None:
-        cmd += ["--config", f"manifest={manifest}"]
-    # No virtualenv on PATH, as after `make setup` without activating it: the rules must
-    # find `mining` beside Snakemake's own Python.
-    env = dict(os.environ, PATH=_path_without_venv())
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
-
-
-def _path_without_venv() -> str:
-    venv_bin = str(Path(sys.executable).parent)
-    return os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
 
 
 def _touch_inputs(manifest: Path, workdir: Path) -> None:
@@ -117,11 +102,14 @@ def test_every_rule_quotes_manifest_paths(tmp_path):
 @pytest.mark.parametrize("results", ["results/my run", "results/x;touch FILE;"], ids=["space", "semicolon"])
 def test_hostile_results_paths_run_the_first_stages(tmp_path, results):
     """A real run up to the download (demo world, ingest, geofilter, the demo server and the
-    downloader): outputs land in the folder as written and nothing in the path is executed."""
+    downloader): outputs land in the folder as written and nothing in the path is executed.
+    In human-review mode the run does not claim the review queue is ready: it is not."""
     work = tmp_path / "work"
     work.mkdir()
-    r = snakemake(work, "--cores", "2", "--until", "download", manifest=_micro(tmp_path, results=results))
+    m = _micro(tmp_path, results=results, review={"mode": "human"})
+    r = snakemake(work, "--cores", "2", "--until", "download", manifest=m)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "review queue is ready" not in r.stdout + r.stderr  # it is not: the run stopped at download
     root = work / results
     assert json.loads((root / "candidates/stats.json").read_text())["rows_out"] > 0
     assert json.loads((root / "images/summary.json").read_text())
@@ -152,15 +140,7 @@ OUTPUTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    """One uninterrupted run of the default workflow on the tiny demo world."""
-    work = tmp_path_factory.mktemp("demo-run")
-    r = snakemake(work, "--cores", "2", manifest=REPO / "manifests" / "demo.yaml")
-    logs = "".join(p.read_text()[-1500:] for p in sorted((work / "results/demo/logs").rglob("*.log"))) if (
-        work / "results/demo/logs").exists() else ""
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:] + logs
-    return work
+# `demo_run` (one local run of the tiny demo, shared with tests/slurm) is in tests/conftest.py.
 
 
 @pytest.mark.slow

@@ -14,6 +14,21 @@ ENV = "../envs/mining.yaml"
 METHODS = M["methods"]
 SETS = ["queries", "database", "candidates"]
 
+# Threads, memory and wall time of every rule: workflows/resources.yaml, one size of it
+# (`r1m`, or `demo` for demo manifests; `--config resources=NAME` picks another).
+from mining import resources as _resources
+
+try:
+    RESOURCES = _resources.load(
+        f"{workflow.basedir}/workflows/resources.yaml", config.get("resources", "demo" if DEMO else "r1m")
+    )
+except UserError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+def res(rule):
+    return _resources.of(RESOURCES, rule)
+
 
 def landmarks_gnd():
     """The landmark ground truth: the demo world's, or the manifest's file."""

@@ -15,10 +15,10 @@ if DEMO:
             f"{LOGS}/demo_world.log",
         benchmark:
             f"{BENCH}/demo_world.tsv"
-        threads: 2
+        threads: res("demo_world")["threads"]
         resources:
-            mem_mb=4000,
-            runtime=60,
+            mem_mb=res("demo_world")["mem_mb"],
+            runtime=res("demo_world")["runtime"],
         conda:
             ENV
         shell:

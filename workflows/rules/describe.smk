@@ -16,10 +16,10 @@ rule describe_candidates:
         f"{LOGS}/describe/{{method}}_candidates.log",
     benchmark:
         f"{BENCH}/describe/{{method}}_candidates.tsv"
-    threads: 8
+    threads: res("describe_candidates")["threads"]
     resources:
-        mem_mb=8000,
-        runtime=1440,
+        mem_mb=res("describe_candidates")["mem_mb"],
+        runtime=res("describe_candidates")["runtime"],
     conda:
         ENV
     shell:
@@ -43,10 +43,10 @@ rule describe_landmarks:
         f"{LOGS}/describe/{{method}}_{{set}}.log",
     benchmark:
         f"{BENCH}/describe/{{method}}_{{set}}.tsv"
-    threads: 4
+    threads: res("describe_landmarks")["threads"]
     resources:
-        mem_mb=8000,
-        runtime=240,
+        mem_mb=res("describe_landmarks")["mem_mb"],
+        runtime=res("describe_landmarks")["runtime"],
     conda:
         ENV
     shell:

@@ -26,10 +26,10 @@ rule download:
         f"{LOGS}/download.log",
     benchmark:
         f"{BENCH}/download.tsv"
-    threads: 8
+    threads: res("download")["threads"]
     resources:
-        mem_mb=4000,
-        runtime=1440,
+        mem_mb=res("download")["mem_mb"],
+        runtime=res("download")["runtime"],
     conda:
         ENV
     shell:

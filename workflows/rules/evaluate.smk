@@ -24,10 +24,10 @@ rule evaluate:
         f"{LOGS}/evaluate.log",
     benchmark:
         f"{BENCH}/evaluate.tsv"
-    threads: 4
+    threads: res("evaluate")["threads"]
     resources:
-        mem_mb=8000,
-        runtime=240,
+        mem_mb=res("evaluate")["mem_mb"],
+        runtime=res("evaluate")["runtime"],
     conda:
         ENV
     shell:
@@ -52,6 +52,10 @@ rule report:
         f"{LOGS}/report.log",
     benchmark:
         f"{BENCH}/report.tsv"
+    threads: res("report")["threads"]
+    resources:
+        mem_mb=res("report")["mem_mb"],
+        runtime=res("report")["runtime"],
     conda:
         ENV
     shell:

@@ -3,7 +3,8 @@
 
 rule ingest:
     input:
-        metadata_inputs(),
+        metadata=metadata_inputs(),
+        landmarks=f"{R}/landmarks/landmarks.json",  # `mining landmarks check` runs before anything else
     output:
         f"{R}/metadata/stats.json",
     params:
@@ -20,7 +21,7 @@ rule ingest:
     conda:
         ENV
     shell:
-        "mining ingest {input:q} {params.places} --out {params.out:q} > {log:q} 2>&1"
+        "mining ingest {input.metadata:q} {params.places} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule geofilter:

@@ -12,6 +12,10 @@ rule review_import:
         f"{LOGS}/review_import.log",
     benchmark:
         f"{BENCH}/review_import.tsv"
+    threads: res("review_import")["threads"]
+    resources:
+        mem_mb=res("review_import")["mem_mb"],
+        runtime=res("review_import")["runtime"],
     conda:
         ENV
     shell:
@@ -33,6 +37,10 @@ if M["review"]["mode"] == "simulate":
             f"{LOGS}/review_simulate.log",
         benchmark:
             f"{BENCH}/review_simulate.tsv"
+        threads: res("review_simulate")["threads"]
+        resources:
+            mem_mb=res("review_simulate")["mem_mb"],
+            runtime=res("review_simulate")["runtime"],
         conda:
             ENV
         shell:

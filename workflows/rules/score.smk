@@ -16,10 +16,10 @@ rule score:
         f"{LOGS}/score.log",
     benchmark:
         f"{BENCH}/score.tsv"
-    threads: 4
+    threads: res("score")["threads"]
     resources:
-        mem_mb=4000,
-        runtime=240,
+        mem_mb=res("score")["mem_mb"],
+        runtime=res("score")["runtime"],
     conda:
         ENV
     shell:

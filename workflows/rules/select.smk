@@ -19,8 +19,10 @@ rule select:
         f"{LOGS}/select.log",
     benchmark:
         f"{BENCH}/select.tsv"
+    threads: res("select")["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=res("select")["mem_mb"],
+        runtime=res("select")["runtime"],
     conda:
         ENV
     shell:

@@ -1,0 +1,22 @@
+# The landmark dataset is checked before anything else runs: a broken gnd file (indices out of
+# range, a missing bbx, absent images) fails here in a second, naming the query and the key,
+# not hours later in describe or score. landmarks.json is the grouping found (landmark → queries).
+
+
+rule landmarks_check:
+    input:
+        landmarks_gnd(),
+    output:
+        f"{R}/landmarks/landmarks.json",
+    log:
+        f"{LOGS}/landmarks_check.log",
+    benchmark:
+        f"{BENCH}/landmarks_check.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        ENV
+    shell:
+        "mining landmarks check {input:q} --json > {output:q} 2> {log:q}"

@@ -65,15 +65,15 @@ def final_targets():
 
 
 def review_gate_message():
+    """After a run that stopped for the human review: how to review and continue (said only
+    when the queue is there; mining.review.gate words it)."""
+    from mining.review.gate import next_steps
+
     if not review_ready():
-        print(
-            "\nThe review queue is ready. Open the review app:\n"
-            f"  mining review serve --db {R}/review/review.sqlite --images {R}/images "
-            f"--landmarks {landmarks_gnd()}\n"
-            "  (several reviewers: add --reviewers alice,bob for one personal link each)\n"
-            "When the review is done, export the decisions and run snakemake again:\n"
-            f"  mining review export --db {R}/review/review.sqlite --out {decisions_path()}\n"
-        )
+        message = next_steps(f"{R}/scores/review_queue.parquet", f"{R}/review/review.sqlite", f"{R}/images",
+                             landmarks_gnd(), decisions_path())
+        if message:
+            print(message)
 
 
 def method_dirs(stores):

@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= 2
 
-.PHONY: setup demo test browser-deps clean
+.PHONY: setup demo test browser-deps slurm-deps clean
 
 $(BIN)/mining: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,10 +19,17 @@ setup: $(BIN)/mining
 browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
+# A real single-node SLURM cluster for tests/slurm (started and stopped by the tests
+# themselves, tests/slurm/slurmcluster.py): SLURM 22.05, munge, slurmdbd and MariaDB.
+SLURM_PKGS := slurm-wlm slurmctld slurmd slurmdbd munge mariadb-server
+slurm-deps:
+	@test -x /usr/sbin/slurmctld -a -x /usr/sbin/slurmdbd -a -x /usr/sbin/munged -a -x /usr/sbin/mariadbd || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null)
+
 demo: setup
 	$(BIN)/snakemake --cores $(CORES)
 
-test: setup browser-deps
+test: setup browser-deps slurm-deps
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 
 clean:

@@ -15,7 +15,7 @@ from mining.evaluate.protocols import (gldv2_gap, gldv2_map_at_k, holidays_group
                                        read_gldv2_retrieval_predictions, read_gldv2_solution, read_holidays_results,
                                        setup_gnd, ukbench_score)
 
-OXFORD = Path("/work/shared/data/oxford5k_gt")
+OXFORD = Path(__file__).resolve().parents[1] / "data" / "oxford5k_gt"  # real files; see PROVENANCE.txt there
 
 
 def test_loads_all_55_real_oxford_queries_with_set_semantics():

@@ -447,8 +447,8 @@ def test_shared_sea_goes_to_the_nearer_coast(fra, gbr):
     assert not any(_hits(gbr, {"Greencastle": (55.2033, -6.9858), "Omeath": (54.0886, -6.2608)}).values())
 
 
-# ../shared/data beside the repository (see ../shared/docs/references.md)
-SAMPLE = Path(__file__).resolve().parents[3] / "shared/data/yfcc100m_sample/yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
+# real rows, copied into tests/data (provenance: its README.md; see docs/references.md)
+SAMPLE = Path(__file__).resolve().parents[1] / "data/yfcc100m_sample/yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
 
 
 def test_round_trip_on_real_yfcc_rows(tmp_path, capsys):

@@ -22,7 +22,8 @@ from mining.ingest import yfcc
 from mining.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 from mining.ingest.synthetic import write_synthetic
 
-SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "yfcc100m_sample" / \
+# real rows, copied into tests/data (provenance: its README.md)
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
     "yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
 
 

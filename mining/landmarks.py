@@ -389,7 +389,10 @@ def _bbox_problem(value: Any) -> str | None:
 def _raise_first(p: Path, problems: Sequence[GndProblem]) -> None:
     errors = [x for x in problems if x.level == "error"]
     if errors:
-        more = f" (and {len(errors) - 1} more; `mining landmarks check {p}` lists them)" if len(errors) > 1 else ""
+        from mining.shell import mining_command
+
+        check = mining_command("landmarks", "check", p)  # as pasted in a fresh shell
+        more = f" (and {len(errors) - 1} more; `{check}` lists them)" if len(errors) > 1 else ""
         raise UserError(f"{p}: {errors[0].message}{more}")
 
 

@@ -290,3 +290,20 @@ def test_check_finds_missing_query_images_and_boxes_outside_them(tmp_path):
     assert [(p.level, p.query, p.key) for p in rep.problems] == [("error", "tower_001", "qimlist"),
                                                                  ("warning", "tower_002", "bbx")]
     assert "reaches outside the 40×30 image" in rep.problems[1].message
+
+
+def test_a_gnd_pickled_by_numpy_1_loads_without_warnings(tmp_path):
+    """revisitop's files were written by numpy 1, whose arrays name `numpy.core.multiarray`."""
+    import warnings
+
+    gnd = {"imlist": ["a", "b"], "qimlist": ["q"],
+           "gnd": [{"bbx": np.array([1.0, 2.0, 3.0, 4.0]), "easy": np.array([1]), "hard": np.array([], np.int64),
+                    "junk": np.array([0])}]}
+    raw = pickle.dumps(gnd, protocol=2)
+    assert b"numpy._core.multiarray\n" in raw
+    path = tmp_path / "gnd_x.pkl"
+    path.write_bytes(raw.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = load_landmarks(path)
+    assert ds.positives(0) == [1] and ds.bbox(0) == (1.0, 2.0, 3.0, 4.0)

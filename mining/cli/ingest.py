@@ -8,13 +8,16 @@ from pathlib import Path
 DESCRIPTION = """\
 Read YFCC100M `yfcc100m_dataset` files and write a typed Parquet dataset to --out:
   OUT/part-NNNNN.parquet  one row per good input row (schema: docs/formats.md)
-  OUT/quarantine.tsv      file, line, reason, raw line of every rejected row
+  OUT/quarantine.tsv      file, line, reason, raw line of every rejected row (TAB, LF... escaped)
   OUT/stats.json          rows_in, rows_out, rows_rejected, rejected {reason: count}, per file
 Both layouts are accepted (25 fields with line number and hash; the 23-field Webscope
 files without them), plain, .bz2 or .gz, told apart automatically. Rows with the wrong
-field count, an unparsable photo id, bad coordinates or broken encoding are quarantined,
-never dropped silently: rows_in == rows_out + rows_rejected. Memory stays bounded
-whatever the input size. Rerunning on unchanged inputs does nothing (use --force).
+field count, a NUL byte, a photo id that is not a positive integer, bad coordinates, URL
+fields outside their domains (secret not hex, server/farm not digits, unknown extension),
+broken encoding, unparsable numbers, or a marker/accuracy outside 0-1/0-16 are quarantined,
+never dropped silently: rows_in == rows_out + rows_rejected. An empty input is warned about;
+a truncated .gz/.bz2 stops with one line naming the file and the line reached. Memory stays
+bounded whatever the input size. Rerunning on unchanged inputs does nothing (use --force).
 """
 
 EPILOG = """\

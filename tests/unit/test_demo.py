@@ -83,3 +83,28 @@ def test_easy_views_are_found_more_often_than_hard_ones(world):
     rnd = evaluate_setups(ds, None, rng=np.random.default_rng(0))
     assert got["map_easy"] > got["map_hard"] + 0.15
     assert got["map_medium"] > rnd["map_medium"] + 0.15
+
+
+def test_demo_world_with_renamed_queries_keeps_its_landmarks(world, tmp_path, capsys):
+    """No name rule can work: queries renamed `city_query_NNN`, shuffled, `landmark` keys dropped."""
+    import json
+    import pickle
+    import shutil
+
+    from mining.cli import main
+
+    ds = load_landmarks(world / "landmarks")
+    shutil.copytree(world / "landmarks", tmp_path / "lm")
+    order = np.random.default_rng(0).permutation(len(ds.qimlist))
+    renamed = {ds.qimlist[i]: f"city_query_{k:03d}" for k, i in enumerate(order)}
+    for old, new in renamed.items():
+        (tmp_path / "lm" / "jpg" / f"{old}.jpg").rename(tmp_path / "lm" / "jpg" / f"{new}.jpg")
+    gnd = [{k: v for k, v in ds.gnd[i].items() if k != "landmark"} for i in order]
+    (tmp_path / "lm" / "gnd_demo.pkl").write_bytes(pickle.dumps(
+        {"imlist": ds.imlist, "qimlist": [renamed[ds.qimlist[i]] for i in order], "gnd": gnd}))
+    assert main(["landmarks", "check", str(tmp_path / "lm"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["problems"] == [] and out["queries"] == len(ds.qimlist)
+    want = sorted(sorted(renamed[q] for q in qs) for qs in ds.landmark_queries().values())
+    assert sorted(sorted(lm["queries"]) for lm in out["landmarks"]) == want
+    assert [lm["name"] for lm in out["landmarks"]] == [f"landmark_{k:02d}" for k in range(1, len(want) + 1)]

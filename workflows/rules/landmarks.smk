@@ -12,10 +12,10 @@ rule landmarks_check:
         f"{LOGS}/landmarks_check.log",
     benchmark:
         f"{BENCH}/landmarks_check.tsv"
-    threads: 1
+    threads: res("landmarks_check")["threads"]
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=res("landmarks_check")["mem_mb"],
+        runtime=res("landmarks_check")["runtime"],
     conda:
         ENV
     shell:

@@ -1,15 +1,26 @@
 """Where fan-out stages run: a Dask LocalCluster, an existing scheduler, or SLURM workers.
 
 One place for "which cluster", so that download and describe (and the workflow's single
-`dask.cluster` manifest key) mean the same thing.
+`dask.cluster` manifest key) mean the same thing; and one way to run a list of tasks there,
+`run_tasks`, which returns the results in task order whatever order the workers finish in
+(the stages' outputs must not depend on the worker count or on the cluster's timing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import time
+from typing import Any, Callable, Iterator, Sequence
 
 from mining.errors import UserError
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a SLURM allocation), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def make_client(scheduler: str | None = None, workers: int | None = None, slurm: str | None = None,
@@ -26,7 +37,7 @@ def make_client(scheduler: str | None = None, workers: int | None = None, slurm:
         return _slurm_client(slurm, workers)
     import dask
 
-    n = workers or max(1, min(4, os.cpu_count() or 1))
+    n = workers or min(4, available_cpus())
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its workers; any explicit value turns off
     # glibc's dynamic mmap threshold, so every large torch/OpenCV buffer is mmap'd and
     # faulted in again: describe workers spent 2-3x their compute time in the kernel
@@ -51,6 +62,72 @@ def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
     cluster = SLURMCluster(**kwargs)
     cluster.scale(jobs=jobs)
     return Client(cluster), cluster
+
+
+@contextlib.contextmanager
+def connect(scheduler: str | None = None, workers: int | None = None, slurm: str | None = None,
+            processes: bool = True) -> Iterator[Any]:
+    """A client of the chosen cluster, closed (with the cluster it started) on exit.
+
+    Yields None, meaning "run in this process", when `workers` is 0 and neither a scheduler
+    nor SLURM is given.
+    """
+    if workers == 0 and not scheduler and not slurm:
+        yield None
+        return
+    client, cluster = make_client(scheduler, workers, slurm, processes=processes)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_tasks(client: Any, fn: Callable[..., Any], arglist: Sequence[tuple], *,
+              on_done: Callable[[Any], None] | None = None, on_tick: Callable[[], None] | None = None,
+              tick_s: float = 0.5, name: str | None = None) -> list[Any]:
+    """`[fn(*args) for args in arglist]`, run on `client`'s cluster (in this process when None).
+
+    The results come back in task order, never in completion order. `on_done(result)` is
+    called as each task finishes (in completion order: for progress bars and logs only) and
+    `on_tick()` about every `tick_s` seconds while waiting. A task that raises re-raises
+    here, after the tasks not yet started are cancelled.
+    """
+    if client is None:
+        results = []
+        for args in arglist:
+            results.append(fn(*args))
+            if on_done is not None:
+                on_done(results[-1])
+            if on_tick is not None:
+                on_tick()
+        return results
+    from distributed import wait
+
+    prefix = name or getattr(fn, "__name__", "task")
+    futures = [client.submit(fn, *args, pure=False, key=f"{prefix}-{i}-{time.time_ns()}")
+               for i, args in enumerate(arglist)]
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    pending = set(futures)
+    try:
+        while pending:
+            try:
+                done, pending = wait(pending, timeout=tick_s if on_tick is not None else None,
+                                     return_when="FIRST_COMPLETED")
+            except TimeoutError:  # nothing finished in this tick
+                done = set()
+            for f in sorted(done, key=lambda f: index[f.key]):
+                results[index[f.key]] = f.result()
+                if on_done is not None:
+                    on_done(results[index[f.key]])
+            if on_tick is not None:
+                on_tick()
+    finally:
+        if pending:
+            client.cancel(list(pending))
+    return results
 
 
 def dashboard_link(client: Any) -> str | None:

@@ -7,9 +7,17 @@ codebooks) learn on a seeded sample of *candidates* only and keep the state in t
 candidates store (`model.npz`); landmark sets reuse it through `model`, so nothing is ever
 learned on the benchmark's own images.
 
-Shards are independent Dask tasks; a shard is done when its `.ids.parquet` exists (its
-payload and failure list are written before it), so an interrupted run resumes where it
-stopped. An image that cannot be decoded is recorded in `failures.parquet` and skipped.
+Shards are independent Dask tasks (`mining.cluster.run_tasks`); a shard is done when its
+`.ids.parquet` exists (its payload and failure list are written before it), so an
+interrupted run resumes where it stopped. An image that cannot be decoded is recorded in
+`failures.parquet` and skipped.
+
+The bytes of every output depend on the inputs and settings only, never on the worker
+count, the shard size, the cluster or a resume: the learning sample is gathered in task
+order, and the numeric kernels (torch, OpenCV, faiss) run single-threaded; parallelism
+inside a task comes from describing several images at once. (PyTorch's CPU convolutions
+give different bits with 1 and with 2+ intra-op threads: the last digits of cnn-gem's
+vectors moved with the worker count.)
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining import atomic, descriptors, layout
+from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method
@@ -40,7 +48,8 @@ log = logging.getLogger(__name__)
 
 SETS = ("queries", "database", "candidates")
 MODEL_FILE = "model.npz"
-PREFETCH = 4  # images decoded ahead of the one being described (decode overlaps compute)
+PREFETCH = 4  # images decoded ahead of those being described (decode overlaps compute)
+FIT_CHUNK = 50  # images per learning task (at most a shard)
 
 
 @dataclass(frozen=True)
@@ -109,50 +118,99 @@ def load_image(path: str | Path, max_side: int, mode: str = "RGB",
     return np.asarray(im)
 
 
-def iter_decoded(items: Sequence[ImageItem], max_side: int, mode: str,
-                 threads: int = 2) -> Iterator[tuple[ImageItem, np.ndarray | None, str | None]]:
-    """(item, image or None, error or None) in order, decoding a few images ahead in threads."""
-    def job(it: ImageItem) -> tuple[np.ndarray | None, str | None]:
+def pin_numeric_threads() -> None:
+    """One thread for this thread's numeric kernels (torch, OpenMP: faiss), whatever the CPU count.
+
+    Called in every thread that describes: the bits of a description must not depend on how
+    many threads the machine or the worker has.
+    """
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    with contextlib.suppress(ImportError):
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+
+
+def single_threaded_numerics() -> Any:
+    """Limit every BLAS and OpenMP pool loaded (numpy's, faiss's, torch's) to one thread.
+
+    Used as a context manager around the stage (learning runs in this process), and left
+    in place in worker processes. Measured on OpenBLAS: the PCA-whitening learned from the
+    same rows differs in its last bits between 1 and 2+ BLAS threads.
+    """
+    from threadpoolctl import threadpool_limits
+
+    for lib in ("torch", "faiss", "cv2"):  # loaded first, or their pools escape the limit
+        with contextlib.suppress(ImportError):
+            __import__(lib)
+    return threadpool_limits(limits=1)
+
+
+def iter_described(items: Sequence[ImageItem], method: Method, fn: Callable[[np.ndarray], Any],
+                   threads: int = 1) -> Iterator[tuple[ImageItem, Any, str | None]]:
+    """(item, fn(image) or None, error or None) in item order.
+
+    `threads` images are decoded and described at once, each with single-threaded numeric
+    kernels, so the results are the same bits for any `threads`. An image that cannot be
+    decoded or described gives its error instead (a UserError stops everything).
+    """
+    def job(it: ImageItem) -> tuple[Any, str | None]:
+        pin_numeric_threads()
         try:
-            return load_image(it.path, max_side, mode, it.bbox), None
+            return fn(load_image(it.path, method.max_side, method.mode, it.bbox)), None
+        except UserError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any undecodable file is recorded, never fatal
             return None, f"{type(exc).__name__}: {exc}"
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
+    threads = max(1, threads)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="describe") as pool:
         pending: deque = deque()
         it = iter(items)
         for item in it:
             pending.append((item, pool.submit(job, item)))
-            if len(pending) >= PREFETCH:
+            if len(pending) >= threads + PREFETCH:
                 break
         while pending:
             item, fut = pending.popleft()
             nxt = next(it, None)
             if nxt is not None:
                 pending.append((nxt, pool.submit(job, nxt)))
-            img, err = fut.result()
-            yield item, img, err
+            res, err = fut.result()
+            yield item, res, err
 
 
 # ---- one shard (runs in a Dask worker) -------------------------------------------------
 @lru_cache(maxsize=8)
 def _cached_method(spec_json: str) -> Method:
+    import cv2
+
+    cv2.setNumThreads(1)  # see pin_numeric_threads; images are described in parallel instead
+    single_threaded_numerics()  # in this worker process for good (restored in-process by describe)
     spec = json.loads(spec_json)
-    if spec.get("threads"):
-        try:
-            import torch
-
-            torch.set_num_threads(int(spec["threads"]))
-        except ImportError:  # pragma: no cover - torch is a dependency
-            pass
-        import cv2
-
-        cv2.setNumThreads(int(spec["threads"]))
     method = get_method(spec["method"], spec["params"], query=spec["query"])
     if spec.get("state"):
         with np.load(spec["state"]) as z:
             method.set_state({k: z[k] for k in z.files})
     return method
+
+
+def _task_threads(spec: str) -> int:
+    """Images described at once in this task: the spec's, or (on a cluster that is not ours)
+    this machine's CPUs shared among the worker's task slots."""
+    threads = int(json.loads(spec).get("threads") or 0)
+    if threads:
+        return threads
+    try:
+        from distributed import get_worker
+
+        slots = int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        slots = 1
+    return max(1, available_cpus() // max(1, slots))
 
 
 def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str) -> tuple[int, int]:
@@ -161,17 +219,12 @@ def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str)
     ids: list[str] = []
     payloads: list[Any] = []
     failures: list[dict[str, str]] = []
-    for item, img, err in iter_decoded(items, method.max_side, method.mode):
+    for item, payload, err in iter_described(items, method, method.describe, _task_threads(spec_json)):
         if err is None:
-            try:
-                payloads.append(method.describe(img))
-                ids.append(item.id)
-                continue
-            except UserError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one bad image never stops the stage
-                err = f"{type(exc).__name__}: {exc}"
-        failures.append({"id": item.id, "path": item.path, "error": err})
+            payloads.append(payload)
+            ids.append(item.id)
+        else:
+            failures.append({"id": item.id, "path": item.path, "error": err})
     shards = Path(out) / "shards"
     shards.mkdir(parents=True, exist_ok=True)
     atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(failures))
@@ -184,41 +237,15 @@ def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str)
     return len(ids), len(failures)
 
 
-def fit_features_chunk(items: list[ImageItem], spec_json: str) -> list[np.ndarray]:
-    """Raw training features of a chunk of sample images (undecodable ones are skipped)."""
+def fit_features_chunk(items: list[ImageItem], spec_json: str) -> list[np.ndarray | None]:
+    """Raw training features of a chunk of sample images, in item order (None: unusable image)."""
     method = _cached_method(spec_json)
-    return [method.fit_features(img) for _, img, err in iter_decoded(items, method.max_side, method.mode) if err is None]
+    return [f for _, f, _ in iter_described(items, method, method.fit_features, _task_threads(spec_json))]
 
 
 def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
     cols = ("id", "path", "error")
     return pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in cols})
-
-
-# ---- running tasks: Dask (LocalCluster or a scheduler) or in-process -------------------
-@contextlib.contextmanager
-def task_runner(workers: int, scheduler: str | None,
-                slurm: str | None = None) -> Iterator[Callable[[Callable[..., Any], list[tuple]], Iterator[Any]]]:
-    """Yield `run(fn, arglist)` that yields results as tasks finish (in-process when workers = 0)."""
-    if not scheduler and not slurm and workers <= 0:
-        yield lambda fn, arglist: (fn(*a) for a in arglist)
-        return
-    from dask.distributed import as_completed
-
-    from mining.cluster import make_client
-
-    client, cluster = make_client(scheduler, workers, slurm)
-    try:
-        def run(fn: Callable[..., Any], arglist: list[tuple]) -> Iterator[Any]:
-            futures = [client.submit(fn, *a, pure=False) for a in arglist]
-            for fut in as_completed(futures):
-                yield fut.result()
-
-        yield run
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 # ---- the stage -------------------------------------------------------------------------
@@ -268,7 +295,9 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             raise UserError(f"method {method_name} learns on candidates: describe the candidates first and pass "
                             "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
         state_path = (out / MODEL_FILE).resolve()
-    threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if (workers > 0 and not scheduler and not slurm) else 0
+    # images described at once per task (0: decided on the worker, whose machine we do not know);
+    # it changes the speed, never the bytes (see pin_numeric_threads)
+    threads = 0 if (scheduler or slurm) else max(1, available_cpus() // max(1, workers))
     ids_hash = _sha("\n".join(i.id for i in items).encode())
     info: dict[str, Any] = {
         "method": method_name, "kind": method.kind, "set": image_set, "params": params,
@@ -281,18 +310,18 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
     out.mkdir(parents=True, exist_ok=True)
     descriptors.write_store_info(out, {**info, "complete": False})
 
-    with task_runner(workers, scheduler, slurm) as run:
+    with single_threaded_numerics(), connect(scheduler, workers, slurm) as client:
         if method.learns and model is None and not state_path.is_file():
             spec = json.dumps({"method": method_name, "params": params, "query": False, "state": None, "threads": threads})
             rng = np.random.default_rng(seed)
             sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
-            chunks = [(sample[i:i + 50], spec) for i in range(0, len(sample), 50)]
-            feats: list[np.ndarray] = []
+            step = min(FIT_CHUNK, shard_size)
+            chunks = [(sample[i:i + step], spec) for i in range(0, len(sample), step)]
             bar = progress_bar(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
-            for res in run(fit_features_chunk, chunks):
-                feats.extend(res)
-                bar.update(min(50, len(sample) - bar.n))  # chunks of 50, one shorter
+            # task order, not completion order: the sample's order is part of what is learned
+            results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
             bar.close()
+            feats = [f for chunk in results for f in chunk if f is not None]
             state = method.fit(feats, seed=seed)
             with atomic.atomic_path(state_path) as tmp:
                 with open(tmp, "wb") as f:
@@ -306,8 +335,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
                 if not (out / "shards" / f"{name}.ids.parquet").is_file()]
         bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
                            desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
-        for n_ok, n_fail in run(describe_shard, todo):
-            bar.update(n_ok + n_fail)
+        run_tasks(client, describe_shard, todo, on_done=lambda r: bar.update(sum(r)))
         bar.close()
 
     failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
@@ -346,5 +374,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "describe", "describe_shard", "iter_decoded", "list_items", "load_image",
+__all__ = ["ImageItem", "SETS", "describe", "describe_shard", "iter_described", "list_items", "load_image",
            "read_failures", "usable_photo_ids"]

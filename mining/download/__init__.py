@@ -45,6 +45,7 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
     run all failed (then the remaining shards are not started); the statuses written so far
     stay, so a rerun resumes. `min_ok_fraction=0` turns both checks off.
     """
+    from mining import cluster
     from mining.download import distributor, logger
     from mining.download.writer import sweep_debris
 
@@ -81,9 +82,8 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
             raise _Hopeless()
 
     if shards:
-        client, cluster = distributor.make_client(scheduler, workers, slurm, processes=processes)
-        try:
-            dashboard = distributor.dashboard_link(client)
+        with cluster.connect(scheduler, workers or None, slurm, processes=processes) as client:
+            dashboard = cluster.dashboard_link(client)
             if dashboard:
                 log.info("Dask dashboard: %s", dashboard)
             bar: Any = logger.progress_bar(len(ids), len(ids) - remaining) if progress else None
@@ -95,10 +95,6 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
             finally:
                 if bar is not None:
                     bar.close()
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
     summary = logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard, host=host,
                                min_ok_fraction=min_ok_fraction, stopped_early=stopped)
     if summary["failure"]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mining.cluster import dashboard_link, make_client  # noqa: F401 - re-exported for callers
+from mining.cluster import run_tasks
 
 
 class Counter:
@@ -65,27 +65,20 @@ def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counte
 
 def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
                on_progress: Callable[[int], None], on_shard: Callable[[dict], None]) -> list[dict]:
-    """Submit every shard, report progress while they run; returns the shard tallies."""
-    from distributed import wait
-
+    """Run every shard (`mining.cluster.run_tasks`), reporting progress while they run; returns
+    the shard tallies in shard order."""
     from mining.download.ratelimit import HostSchedule
 
     schedule = client.submit(HostSchedule, cfg.rps, actor=True, pure=False).result()
     counter = client.submit(Counter, actor=True, pure=False).result()
-    futures = [client.submit(_shard_task, s, str(out), cfg, tar, schedule, counter, pure=False,
-                             key=f"download-{s.name}-{time.time_ns()}") for s in shards]
-    results, pending, seen = [], set(futures), 0
-    while pending:
-        try:
-            done, pending = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED")
-        except TimeoutError:  # nothing finished in this tick: just refresh the progress bar
-            done = set()
-        for f in done:
-            r = f.result()  # a shard that raised re-raises here: a bug, not a network fault
-            results.append(r)
-            on_shard(r)
+    seen = [0]
+
+    def poll() -> None:
         now = counter.value().result()
-        if now > seen:
-            on_progress(now - seen)
-            seen = now
-    return results
+        if now > seen[0]:
+            on_progress(now - seen[0])
+            seen[0] = now
+
+    # a shard that raises re-raises here: a bug, not a network fault
+    return run_tasks(client, _shard_task, [(s, str(out), cfg, tar, schedule, counter) for s in shards],
+                     on_done=on_shard, on_tick=poll, name="download")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -127,9 +128,17 @@ def build_lite0() -> Any:
     return net.eval()
 
 
-@lru_cache(maxsize=4)
+_BACKBONE_LOCK = threading.Lock()  # several threads describe at once: build the backbone once
+
+
 def _load_backbone(model_file: str | None, device: str) -> Any:
     """One backbone per process (Dask workers describe many shards with it)."""
+    with _BACKBONE_LOCK:
+        return _build_backbone(model_file, device)
+
+
+@lru_cache(maxsize=4)
+def _build_backbone(model_file: str | None, device: str) -> Any:
     import torch
 
     if model_file:

@@ -7,19 +7,23 @@ distance between RootSIFTs is the Hellinger kernel between SIFTs.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 
 import numpy as np
 
 from mining.errors import UserError
 from mining.methods.base import Method
 
+_local = threading.local()  # one SIFT detector per thread (images are described in parallel)
 
-@lru_cache(maxsize=4)
+
 def _sift(max_features: int):  # noqa: ANN202 - cv2 type
-    import cv2
+    cache = _local.__dict__.setdefault("sift", {})
+    if max_features not in cache:
+        import cv2
 
-    return cv2.SIFT_create(nfeatures=int(max_features))
+        cache[max_features] = cv2.SIFT_create(nfeatures=int(max_features))
+    return cache[max_features]
 
 
 def rootsift(gray: np.ndarray, max_features: int = 1000) -> np.ndarray:

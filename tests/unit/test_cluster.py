@@ -3,13 +3,25 @@
 import pytest
 import yaml
 
-from mining.cluster import make_client
-from mining.describe import task_runner
+from mining.cluster import connect, make_client, run_tasks
 from mining.errors import UserError
 
 
 def _square(x: int) -> int:
     return x * x
+
+
+def _slow_square(x: int, seconds: float) -> int:
+    import time
+
+    time.sleep(seconds)
+    return x * x
+
+
+def _fail_on(x: int, bad: int) -> int:
+    if x == bad:
+        raise RuntimeError(f"task {x} failed")
+    return x
 
 
 def test_joining_an_existing_scheduler_runs_tasks_there():
@@ -22,9 +34,32 @@ def test_joining_an_existing_scheduler_runs_tasks_there():
             assert client.submit(_square, 7).result() == 49
         finally:
             client.close()
-        # describe's runner uses the same client factory
-        with task_runner(0, cluster.scheduler_address) as run:
-            assert sorted(run(_square, [(2,), (3,)])) == [4, 9]
+        # the stages' runner uses the same client factory
+        with connect(cluster.scheduler_address, 0) as client:
+            assert run_tasks(client, _square, [(2,), (3,)]) == [4, 9]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_run_tasks_returns_results_in_task_order_whatever_finishes_first(workers):
+    """The first task is the slowest: it finishes last, yet its result comes first."""
+    arglist = [(1, 1.5), (2, 0.0), (3, 0.0), (4, 0.0)]
+    done, ticks = [], []
+    with connect(None, workers, processes=False) as client:
+        assert (client is None) == (workers == 0)
+        got = run_tasks(client, _slow_square, arglist, on_done=done.append, on_tick=lambda: ticks.append(1),
+                        tick_s=0.1)
+    assert got == [1, 4, 9, 16]
+    assert sorted(done) == [1, 4, 9, 16] and len(ticks) >= 1
+    if workers:
+        assert done[0] != 1, done  # progress is reported as tasks finish: a fast one first
+
+
+def test_run_tasks_reraises_a_failing_task():
+    with connect(None, 1, processes=False) as client:
+        with pytest.raises(RuntimeError, match="task 2 failed"):
+            run_tasks(client, _fail_on, [(1, 2), (2, 2), (3, 2)])
+    with pytest.raises(RuntimeError, match="task 2 failed"):
+        run_tasks(None, _fail_on, [(1, 2), (2, 2), (3, 2)])
 
 
 def test_unreachable_scheduler_is_a_user_error():

@@ -130,6 +130,77 @@ def test_resume_redoes_only_missing_shards(world, tmp_path):
         describe("rsift-vlad", images, "candidates", out, params={**VLAD, "vocabulary": 8}, shard_size=4, progress=False)
 
 
+LEARNED = [("rsift-vlad", VLAD), ("rsift-asmk", {"codebook_size": 32, "max_features": 300}),
+           ("cnn-gem", {"max_side": 256, "scales": [1.0, 0.75], "whiten_dim": 4})]
+
+
+def _content(out: Path) -> tuple:
+    """What a store holds, whatever its sharding: ids, payload bytes, model and failure files."""
+    ids, payload = open_store(out).load_all()
+    arrays = [payload] if isinstance(payload, np.ndarray) else list(payload)
+    return ids, [a.tobytes() for a in arrays], (out / "model.npz").read_bytes(), (out / "failures.parquet").read_bytes()
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """Every file's bytes; store.json without the store's own path (it names its folder)."""
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    info = json.loads(files.pop("store.json"))
+    info["model"].pop("store")
+    return {**files, "store.json": json.dumps(info, sort_keys=True).encode()}
+
+
+@pytest.fixture(scope="module")
+def one_worker_scheduler():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.mark.parametrize("method,params", LEARNED, ids=[m for m, _ in LEARNED])
+def test_same_bytes_for_any_workers_shards_cluster_and_resume(world, tmp_path, one_worker_scheduler, method, params):
+    """The learned model and every descriptor are the same bytes in-process, on 2 LocalCluster
+    workers, on a 1-worker scheduler, with shards of 5 or 3 (learning tasks of 5 or 3 images:
+    two workers finish them out of order), and after a kill in the middle and a resume."""
+    images, _ = world
+    runs = {"in-process/5": {"workers": 0, "shard_size": 5},
+            "2 workers/3": {"workers": 2, "shard_size": 3},
+            "scheduler, 1 worker/5": {"scheduler": one_worker_scheduler, "shard_size": 5}}
+    for i, kw in enumerate(runs.values()):
+        describe(method, images, "candidates", tmp_path / str(i), params=params, progress=False, **kw)
+    ref = _content(tmp_path / "0")
+    assert len(ref[0]) == 12
+    for i, name in enumerate(runs):
+        assert _content(tmp_path / str(i)) == ref, name
+    assert _files(tmp_path / "0") == _files(tmp_path / "2")  # same shard size: every file
+    # killed before shard 1 was done, resumed in-process
+    before = _files(tmp_path / "2")
+    for p in (tmp_path / "2" / "shards").glob("00001.*"):
+        p.unlink()
+    (tmp_path / "2" / "failures.parquet").unlink()
+    describe(method, images, "candidates", tmp_path / "2", params=params, progress=False, workers=0, shard_size=5)
+    assert _files(tmp_path / "2") == before
+
+
+def test_same_bytes_whatever_the_machines_thread_settings(world, tmp_path):
+    """PyTorch's convolutions and OpenBLAS's PCA give other bits with 1 and 2 threads; the
+    stage pins its numeric kernels, so the process's thread settings change nothing."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    images, _ = world
+    method, params = LEARNED[2]
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            with threadpool_limits(limits=n):
+                describe(method, images, "candidates", tmp_path / str(n), params=params, workers=0, progress=False)
+    finally:
+        torch.set_num_threads(before)
+    assert _files(tmp_path / "1") == _files(tmp_path / "2")
+
+
 def test_landmark_sets_need_the_candidates_model(world, tmp_path):
     images, lm = world
     with pytest.raises(UserError, match="--model"):

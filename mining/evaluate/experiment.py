@@ -426,6 +426,29 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
     return out
 
 
+def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[int], setups: Sequence[str],
+                      methods: Iterable[MethodData], sources: Sequence[str] | None = None) -> dict[str, Any]:
+    """evaluation.json's content: every method (loaded one at a time, with `rankings_of(sets)`)
+    evaluated on the same sets."""
+    _, where = rankings_of(sets)
+    report: dict[str, Any] = {
+        "landmarks": {"name": dataset.name, "fingerprint": dataset.fingerprint(), "queries": len(dataset.qimlist),
+                      "database": len(dataset.imlist)},
+        "n_requested": n, "n": sets.n, "pool": int(sets.pool.size), "mined_source": sets.mined_source,
+        "seeds": [int(s) for s in seeds], "setups": list(setups), "kappas": list(KAPPAS),
+        "methods": [], "results": {}, "ablation": {}, "curve": {}, "missing": {},
+    }
+    for i, md in enumerate(methods):
+        if md.name in report["results"]:
+            raise UserError(f"method {md.name!r} given twice" + (f" (--descriptors {sources[i]})" if sources else ""))
+        r = evaluate_method(md, dataset.gnd, sets, setups, where)
+        report["methods"].append(md.name)
+        for key in ("results", "ablation", "curve", "missing"):
+            report[key][md.name] = r[key]
+        del md
+    return report
+
+
 def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
                  decisions: Path | None, out: Path, n: int | None = None, seeds: Sequence[int] = (0, 1, 2),
                  setups: Sequence[str] = ("medium", "hard"), progress: bool = True) -> dict[str, Any]:
@@ -448,23 +471,9 @@ def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path,
         if fp and fp != dataset.fingerprint():
             raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {dataset.fingerprint()})")
     sets = build_sets(Path(scores_dir), Path(selected_dir), decisions, n, seeds)
-    report: dict[str, Any] = {
-        "landmarks": {"name": dataset.name, "fingerprint": dataset.fingerprint(), "queries": len(dataset.qimlist),
-                      "database": len(dataset.imlist)},
-        "n_requested": n, "n": sets.n, "pool": int(sets.pool.size), "mined_source": sets.mined_source,
-        "seeds": [int(s) for s in seeds], "setups": list(setups), "kappas": list(KAPPAS),
-        "methods": [], "results": {}, "ablation": {}, "curve": {}, "missing": {},
-    }
-    rankings, where = rankings_of(sets)
-    for d in descriptors:
-        md = load_method(Path(d), dataset, rankings, progress=progress)
-        if md.name in report["results"]:
-            raise UserError(f"method {md.name!r} given twice (--descriptors {d})")
-        r = evaluate_method(md, dataset.gnd, sets, setups, where)
-        report["methods"].append(md.name)
-        for key in ("results", "ablation", "curve", "missing"):
-            report[key][md.name] = r[key]
-        del md
+    rankings, _ = rankings_of(sets)
+    loaded = (load_method(Path(d), dataset, rankings, progress=progress) for d in descriptors)
+    report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     out = Path(out)
     atomic.write_json(out / "evaluation.json", report)

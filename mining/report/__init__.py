@@ -182,7 +182,7 @@ def geotags(inp: Inputs) -> str:
 
     rng = np.random.default_rng(0)
     kept = pq.read_table(inp.candidates / "candidates.parquet", columns=["photo_id", "longitude", "latitude"]).to_pandas()
-    kept_ids = set(kept["photo_id"].tolist())
+    kept_ids = np.unique(kept["photo_id"].to_numpy(np.int64))  # a Python set of 5M ids would cost ~0.5 GB
     kept = kept.dropna()
     if len(kept) > SCATTER_SAMPLE:
         kept = kept.iloc[rng.choice(len(kept), SCATTER_SAMPLE, replace=False)]
@@ -191,7 +191,7 @@ def geotags(inp: Inputs) -> str:
     if parts:
         meta = ds.dataset([str(p) for p in parts], format="parquet").head(20 * SCATTER_SAMPLE, columns=["photo_id", "longitude", "latitude"]).to_pandas()
         meta = meta.dropna()
-        excl = meta[~meta["photo_id"].isin(kept_ids)]
+        excl = meta[~np.isin(meta["photo_id"].to_numpy(np.int64), kept_ids)]
         if len(excl) > SCATTER_SAMPLE:
             excl = excl.iloc[rng.choice(len(excl), SCATTER_SAMPLE, replace=False)]
     import matplotlib.pyplot as plt
@@ -243,7 +243,9 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     from mining.layout import image_relpath
 
     ds = load_landmarks(inp.landmarks)
-    sel = pq.read_table(inp.selected / "distractors.parquet").to_pandas()
+    path = inp.selected / "distractors.parquet"
+    wanted = [c for c in ("photo_id", "closest_landmark", "score") if c in pq.read_schema(path).names]
+    sel = pq.read_table(path, columns=wanted).to_pandas()  # not the 1M rows' URLs, owners and licences
     if "closest_landmark" not in sel.columns and inp.scores and (inp.scores / "scores.parquet").is_file():
         sc = pq.read_table(inp.scores / "scores.parquet", columns=["photo_id", "closest_landmark", "score"]).to_pandas()
         sel = sel[["photo_id"]].merge(sc, on="photo_id", how="left")

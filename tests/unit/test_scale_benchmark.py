@@ -1,0 +1,60 @@
+"""benchmarks/scale.py: its growth fit and projection, and a quick run's JSON (no timings asserted)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def scale():
+    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "benchmarks" / "scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_exponent_and_projection(scale):
+    linear = [(1e4, 2.0), (1e5, 20.0), (1e6, 200.0)]
+    assert scale.exponent(linear) == pytest.approx(1.0)
+    assert scale.exponent([(1e4, 1.0), (1e6, 1e4)]) == pytest.approx(2.0)
+    assert scale.exponent([(1e4, 5.0)]) is None
+    assert scale.project(linear, 4e6) == pytest.approx(800.0)
+    # a flat (start-up dominated) curve is never projected below linear from its largest point
+    assert scale.project([(1e3, 3.0), (1e4, 3.0)], 1e6) == pytest.approx(300.0)
+
+
+def test_summary_projects_r1m_per_stage(scale):
+    rows = [{"n": n, "wall_s": n / 1e4, "cpu_s": n / 1e4, "peak_rss_mb": 100.0, "disk_bytes": 50 * n} for n in (10_000, 100_000)]
+    out = scale.summary({"select": rows, "extract": {"cnn-gem": {"cpu_s_per_image": 0.5, "images": 4, "peak_rss_mb": 900.0}}})
+    sel = out["select + ATTRIBUTION"]
+    assert sel["exponent_cpu"] == pytest.approx(1.0)
+    assert sel["r1m_core_hours"] == pytest.approx(100 / 3600, rel=1e-3)  # 100 s at 1M
+    assert sel["r1m_disk_gb"] == pytest.approx(0.05)
+    assert sel["r1m_peak_rss_gb"] == pytest.approx(100 / 1024, abs=0.01)  # flat memory stays flat
+    ex = out["extract cnn-gem"]
+    assert ex["r1m_core_hours"] == pytest.approx(0.5 * 4_100_000 / 3600, rel=1e-3)
+    assert ex["r1m_hours_32_cores"] == pytest.approx(ex["r1m_core_hours"] / 32, rel=1e-2)
+
+
+def test_quick_run_writes_every_measured_stage(tmp_path):
+    """The quick mode's cheapest stages end to end (subprocess children, wait4 usage)."""
+    out = tmp_path / "scale.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--quick", "--only", "select,review",
+                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert json.loads(r.stdout) == res
+    assert [row["n"] for row in res["select"]] == [200, 800]
+    assert all(row["n_selected"] == row["n"] and row["peak_rss_mb"] > 0 and row["cpu_s"] >= 0 for row in res["select"])
+    assert [row["items"] for row in res["review_import"]] == [110, 440]
+    for key in ("select + ATTRIBUTION", "review import"):
+        s = res["summary"][key]
+        assert {"sizes", "wall_s", "cpu_s", "peak_rss_mb", "exponent_cpu", "r1m_core_hours", "r1m_peak_rss_gb",
+                "r1m_hours_32_cores"} <= set(s)
+        assert len(s["sizes"]) == len(s["wall_s"]) == 2

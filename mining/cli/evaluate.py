@@ -29,14 +29,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--random-seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED")
     p.add_argument("--setups", nargs="+", default=["medium", "hard"], metavar="SETUP",
                    help="revisited setups: easy, medium, hard (default: medium hard)")
+    p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
+                   help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
+    p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mining.evaluate.bootstrap import Spec
     from mining.evaluate.experiment import run_evaluate
 
+    boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
     report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
-                          n=args.n, seeds=args.random_seeds, setups=args.setups, progress=not args.no_progress)
+                          n=args.n, seeds=args.random_seeds, setups=args.setups, progress=not args.no_progress,
+                          boot=boot)
     print(f"evaluated {len(report['methods'])} method(s) with N = {report['n']}: {args.out / 'evaluation.md'}")
     return 0

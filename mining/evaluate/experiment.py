@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from mining.errors import UserError
+from mining.evaluate import bootstrap
 from mining.evaluate.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
 from mining.kernels import _jit
@@ -276,9 +277,10 @@ def columns_of(md: MethodData, photo_ids: np.ndarray) -> np.ndarray:
 
 
 def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: dict[int, np.ndarray] | None,
-                    kappas: Sequence[int] = KAPPAS) -> dict[str, dict[str, float]]:
+                    kappas: Sequence[int] = KAPPAS, aps: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, float]]:
     """mAP and mP@K per setup with a distractor set given by its per-query `above` counts
-    (`MethodData.above`; None: no distractors). The counts do not depend on the setup."""
+    (`MethodData.above`; None: no distractors). The counts do not depend on the setup.
+    `aps`, when given, receives each setup's per-query APs (NaN: no positives)."""
     out = {}
     for setup, base in bases.items():
         pos = base.pos.copy()
@@ -286,7 +288,9 @@ def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: dict[int
             for q in np.unique(base.qidx):
                 sel = base.qidx == q
                 pos[sel] += above[int(q)][base.thr[sel]]
-        m, _, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
+        m, q_aps, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
+        if aps is not None:
+            aps[setup] = q_aps
         res = {"mAP": m}
         res.update({f"mP@{k}": float(v) for k, v in zip(kappas, pr)})
         out[setup] = res
@@ -393,14 +397,16 @@ def rankings_of(sets: Sets) -> tuple[list[Ranking], dict[str, int]]:
 
 
 def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, setups: Sequence[str],
-                    where: dict[str, int]) -> dict[str, Any]:
-    """All metrics for one method: results per setup, ablation per setup, curve per setup.
+                    where: dict[str, int], boot: "bootstrap.Spec | None" = None) -> dict[str, Any]:
+    """All metrics for one method: results per setup, ablation per setup, curve per setup
+    (and, with `boot`, their bootstrap intervals over queries: `ci` per setup).
     `md` was loaded with `rankings_of(sets)`, whose positions are `where`."""
     n = sets.n
     bases = {s: setup_base(md, gnd, s) for s in setups}
-    ev = lambda kind, size: evaluate_setups(md, bases, md.above(where[kind], size))  # noqa: E731
+    q_aps: dict[tuple[str, int], dict[str, np.ndarray]] = {}  # (kind, size) -> setup -> per-query AP
+    ev = lambda kind, size: evaluate_setups(md, bases, md.above(where[kind], size), aps=q_aps.setdefault((kind, size), {}))  # noqa: E731
     n_mined = min(n, len(sets.mined))
-    none = evaluate_setups(md, bases, None)
+    none = evaluate_setups(md, bases, None, aps=q_aps.setdefault(("none", 0), {}))
     mined = ev("mined", n)
     alls = ev("all", sets.pool.size)
     randoms = [ev(f"random:{i}", n) for i in range(len(sets.random))]
@@ -423,11 +429,25 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
             "random_std": [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for v in rand],
             "mined": [curve_mined[k][s]["mAP"] for k in sets.curve_sizes],
         }
+    if boot is not None:
+        out["ci"] = {s: _intervals(q_aps, s, sets, boot) for s in setups}
     return out
 
 
+def _intervals(q_aps: dict[tuple[str, int], dict[str, np.ndarray]], s: str, sets: Sets, boot: "bootstrap.Spec") -> dict[str, Any]:
+    """One setup's bootstrap intervals (mining.evaluate.bootstrap) from the per-query APs."""
+    seeds = range(len(sets.random))
+    return bootstrap.method_intervals(
+        q_aps[("none", 0)][s], q_aps[("mined", sets.n)][s], [q_aps[(f"random:{i}", sets.n)][s] for i in seeds],
+        q_aps[("all", sets.pool.size)][s],
+        {removed: q_aps[(f"ablation:{removed}", ids.size)][s] for removed, ids in sets.ablation.items()},
+        [q_aps[("mined", k)][s] for k in sets.curve_sizes],
+        [[q_aps[(f"random:{i}", k)][s] for i in seeds] for k in sets.curve_sizes], boot)
+
+
 def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[int], setups: Sequence[str],
-                      methods: Iterable[MethodData], sources: Sequence[str] | None = None) -> dict[str, Any]:
+                      methods: Iterable[MethodData], sources: Sequence[str] | None = None,
+                      boot: "bootstrap.Spec | None" = bootstrap.Spec()) -> dict[str, Any]:
     """evaluation.json's content: every method (loaded one at a time, with `rankings_of(sets)`)
     evaluated on the same sets."""
     _, where = rankings_of(sets)
@@ -438,20 +458,25 @@ def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[i
         "seeds": [int(s) for s in seeds], "setups": list(setups), "kappas": list(KAPPAS),
         "methods": [], "results": {}, "ablation": {}, "curve": {}, "missing": {},
     }
+    if boot is not None:  # intervals over queries (mining.evaluate.bootstrap)
+        report["bootstrap"], report["ci"] = boot.as_json(), {}
     for i, md in enumerate(methods):
         if md.name in report["results"]:
             raise UserError(f"method {md.name!r} given twice" + (f" (--descriptors {sources[i]})" if sources else ""))
-        r = evaluate_method(md, dataset.gnd, sets, setups, where)
+        r = evaluate_method(md, dataset.gnd, sets, setups, where, boot)
         report["methods"].append(md.name)
         for key in ("results", "ablation", "curve", "missing"):
             report[key][md.name] = r[key]
+        if "ci" in r:
+            report["ci"][md.name] = r["ci"]
         del md
     return report
 
 
 def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
                  decisions: Path | None, out: Path, n: int | None = None, seeds: Sequence[int] = (0, 1, 2),
-                 setups: Sequence[str] = ("medium", "hard"), progress: bool = True) -> dict[str, Any]:
+                 setups: Sequence[str] = ("medium", "hard"), progress: bool = True,
+                 boot: "bootstrap.Spec | None" = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON."""
     import json
     import time
@@ -473,7 +498,7 @@ def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path,
     sets = build_sets(Path(scores_dir), Path(selected_dir), decisions, n, seeds)
     rankings, _ = rankings_of(sets)
     loaded = (load_method(Path(d), dataset, rankings, progress=progress) for d in descriptors)
-    report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors])
+    report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     out = Path(out)
     atomic.write_json(out / "evaluation.json", report)
@@ -516,4 +541,5 @@ def markdown_table(report: dict[str, Any]) -> str:
                 ab = report["ablation"][m][s]
                 lines.append(f"| {m} | {s} | {_pct(report['results'][m][s]['mined']['mAP'])} | "
                              + " | ".join(_pct(ab[r]["mAP"]) if r in ab else "–" for r in removed) + " |")
+    lines += bootstrap.markdown(report)
     return "\n".join(lines) + "\n"

@@ -313,13 +313,19 @@ def _curve(rep: dict[str, Any]) -> str:
             ax.plot(x, r, "--o", color=color, label=f"{m} random")
             ax.fill_between(x, r - sd, r + sd, color=color, alpha=0.15)
             ax.plot(x, 100 * np.array(c["mined"], dtype=float), "-s", color=color, label=f"{m} mined")
+            ci = (rep.get("ci") or {}).get(m, {}).get(s, {}).get("curve_mined")
+            if ci and len(ci) == len(x):  # the bootstrap interval over queries of each mined point
+                band = 100 * np.array([[np.nan if v is None else v for v in b] for b in ci], dtype=float)
+                ax.fill_between(x, band[:, 0], band[:, 1], color=color, alpha=0.25, hatch="//", lw=0)
             ax.axhline(100 * rep["results"][m][s]["all"]["mAP"], color=color, lw=0.8, ls=":")
         ax.set_xscale("symlog", linthresh=max(1.0, float(x[1]) if len(x) > 1 else 1.0))
         ax.set_title(f"{s}")
         ax.set_xlabel("distractors")
         ax.set_ylabel("mAP (%)")
         ax.legend(fontsize=7)
-    fig.suptitle("mAP vs number of distractors: random (dashed, ± std) vs mined (solid); dotted: all candidates", fontsize=10)
+    level = f" and its {100 * rep['bootstrap']['level']:g} % interval over queries (hatched)" if rep.get("ci") else ""
+    fig.suptitle(f"mAP vs number of distractors: random (dashed, ± std over seeds) vs mined (solid{level}); "
+                 "dotted: all candidates", fontsize=10)
     return _png(fig)
 
 

@@ -79,6 +79,13 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
         assert text in doc, text
     ev = json.loads((run / "evaluation" / "evaluation.json").read_text())
     assert f"{100 * ev['results']['gem']['hard']['mined']['mAP']:.2f}" in doc
+    # error bars: the bootstrap intervals and the paired mined − random difference, in the report
+    from mining.evaluate.bootstrap import fmt_interval
+
+    ci = ev["ci"]["gem"]["hard"]
+    assert "95 % confidence intervals over queries (bootstrap)" in doc
+    assert fmt_interval(ci["mined"]) in doc
+    assert f"{100 * ci['mined_minus_random']['diff']:+.2f} {fmt_interval(ci['mined_minus_random']['ci'])}" in doc
 
 
 def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):

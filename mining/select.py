@@ -230,14 +230,16 @@ def attribution_csv(frame: Any, titles: list[str], pages: list[str]) -> str:
          for row, title, page in zip(frame.itertuples(index=False), titles, pages)))
 
 
-def attribution_md(frame: Any, titles: list[str], pages: list[str]) -> str:
-    """TASL attribution (title, author, source, licence) per image, as CC licences require."""
+def attribution_md(frame: Any, titles: list[str], pages: list[str],
+                   changes: str = "Images are unmodified except for resizing to 1024 px on the long side by Flickr.") -> str:
+    """TASL attribution (title, author, source, licence) per image, as CC licences require
+    (`changes`: the sentence saying how the images were modified, also a licence term)."""
     lines = [
         "# Attribution",
         "",
         f"This distractor set holds {len(frame)} photographs from Flickr (via YFCC100M), each under the "
         "Creative Commons licence named below. Credit: title, author (Flickr owner), source page, licence.",
-        "Images are unmodified except for resizing to 1024 px on the long side by Flickr.",
+        changes,
         "",
         "| # | image | title | author | source | licence |",
         "|---|---|---|---|---|---|",

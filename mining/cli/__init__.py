@@ -29,6 +29,7 @@ STAGES = [
     "review",
     "select",
     "evaluate",
+    "release",
     "report",
 ]
 

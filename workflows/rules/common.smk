@@ -60,7 +60,8 @@ def review_ready():
 
 def final_targets():
     if review_ready():
-        return [f"{R}/report.html", f"{R}/evaluation/evaluation.json", f"{R}/selected/distractors.txt"]
+        return [f"{R}/report.html", f"{R}/evaluation/evaluation.json", f"{R}/selected/distractors.txt",
+                f"{R}/release/SHA256SUMS"]
     return [f"{R}/scores/review_queue.parquet", f"{R}/review/review.sqlite"]
 
 

@@ -1,0 +1,54 @@
+"""CLI for `mining release`: the selection → a publishable set (faces blurred, licences chosen, a card)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mining.release import DEFAULT_MARGIN, DEFAULT_MIN_FACE, DEFAULT_SHARD, DEFAULT_THRESHOLD
+
+    p = sub.add_parser(
+        "release",
+        help="make the selected distractors publishable: faces blurred, licences chosen, a dataset card",
+        description=(
+            "Writes OUT/jpg/<3 hex>/<key>.jpg (faces blurred; images without a face are byte copies), "
+            "OUT/distractors.txt, OUT/release.parquet, OUT/ATTRIBUTION.md/.csv, OUT/README.md (the dataset card), "
+            "OUT/stats.json, OUT/SHA256SUMS and, with --tar, OUT/webdataset/*.tar. NoDerivs images are never "
+            "modified: left out when a face is found, released as they are otherwise."
+        ),
+    )
+    p.add_argument("selected", type=Path, metavar="SELECTED",
+                   help="output folder of `mining select` (or its distractors.parquet)")
+    p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
+    p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
+    p.add_argument("--licenses", nargs="+", default=["all"], metavar="L",
+                   help="`commercial`, `all` (default) or licence names, URLs or codes (by, by-sa, by-nc, ...)")
+    p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
+    p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
+    p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
+    p.add_argument("--manifest", type=Path, default=None, help="the run's manifest, named and hashed in the card")
+    p.add_argument("--no-blur", action="store_true", help="do not look for faces (the card says so)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help=f"face confidence threshold (default {DEFAULT_THRESHOLD})")
+    p.add_argument("--min-face", type=int, default=DEFAULT_MIN_FACE,
+                   help=f"smallest face looked for, in px (default {DEFAULT_MIN_FACE})")
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
+    p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
+    p.add_argument("--tar", action="store_true", help="also write WebDataset tar shards")
+    p.add_argument("--shard-size", type=int, default=DEFAULT_SHARD, help=f"images per tar shard (default {DEFAULT_SHARD})")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mining.release import run_release
+
+    stats = run_release(args.selected, args.images, args.out, licenses=args.licenses, candidates=args.candidates,
+                        candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
+                        blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
+                        workers=args.workers, tar=args.tar, shard_size=args.shard_size)
+    print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
+    return 0

@@ -2,15 +2,17 @@
 
 One photo, one candidate. A photo id may sit on several metadata rows (one in Paris, two in
 Tokyo); it becomes at most one candidate, and if any of its rows is excluded, the photo is.
-Two streaming passes, memory bounded whatever the input size:
+Two streaming passes; memory: one bit per metadata row (12.5 MB for YFCC100M), one batch and
+one bucket at a time:
 
 1. the columns the rules need, batch by batch: each row gets a code (the first reason that
-   excludes it, in a fixed order, or "kept"); (photo id, code) pairs are spilled to disk in
-   hash buckets, and the row's keep bit is remembered (one bit per row). Each bucket is then
-   sorted on its own: a photo's fate is the smallest code among its rows, and the funnel
-   counts photos. Photo ids on several rows come out of this step as two small sets.
-2. all the columns, batch by batch: rows kept in pass 1 are written, except those of a
-   photo excluded by another row and repeats of a photo (its first row in input order wins).
+   excludes it, in a fixed order, or "kept") and a keep bit (one bit per row, in memory);
+   (photo id, code, row position) triples are spilled to disk in hash buckets. Each bucket
+   is then sorted on its own: a photo's fate is the smallest code among its rows, the funnel
+   counts photos, and the keep bits of the rows that must go (every row of a photo excluded
+   by another of its rows; every row but the first of a photo on several kept rows) are
+   cleared.
+2. all the columns, batch by batch: the rows whose keep bit is set are written.
 
 The random sample is a "bottom-n" sample over photos: every photo gets a pseudo-random key
 from hash(seed, photo_id) and the n smallest keys win. That is a uniform sample without
@@ -43,7 +45,6 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 262_144
 BUCKET_ROWS = 1 << 22  # (photo id, code) pairs sorted at once: ~40 MB each, on disk until then
 _UINT64_MAX = np.iinfo(np.uint64).max
-_LEDGER = np.dtype([("id", "<i8"), ("code", "u1")])
 _DUPLICATE_EXAMPLES = 10
 
 
@@ -189,9 +190,7 @@ class _Filter:
 
 @dataclass
 class Photos:
-    """What pass 1 learnt about photos: the funnel in photos, and the photo ids that sit on
-    several rows (sorted int64 arrays): `excluded_elsewhere` have a kept row and an excluded
-    one (their kept rows must go), `repeated` have only kept rows (only the first is kept)."""
+    """What pass 1 learnt about photos: the funnel in photos and the photo ids on several rows."""
 
     rows_in: int = 0
     photos_in: int = 0
@@ -199,22 +198,61 @@ class Photos:
     duplicate_photos: int = 0
     duplicate_rows: int = 0
     examples: list[int] = field(default_factory=list)
-    excluded_elsewhere: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    repeated: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+class _Bits:
+    """One keep bit per metadata row, packed: written in row order by pass 1, cleared at
+    random positions when a photo's other rows decide, read back in row order by pass 2."""
+
+    def __init__(self, total_rows: int):
+        self.bitmap = np.zeros((total_rows + 7) // 8, dtype=np.uint8)
+        self._carry = np.empty(0, dtype=bool)
+        self._written = 0  # bytes
+        self._read = 0  # bits
+
+    def add(self, keep: np.ndarray) -> None:
+        data = np.concatenate((self._carry, keep)) if self._carry.size else keep
+        whole = data.size - data.size % 8
+        packed = np.packbits(data[:whole])
+        self.bitmap[self._written:self._written + packed.size] = packed
+        self._written += packed.size
+        self._carry = data[whole:].copy()
+
+    def close(self) -> None:
+        if self._carry.size:
+            self.bitmap[self._written] = np.packbits(self._carry)[0]
+            self._written += 1
+            self._carry = np.empty(0, dtype=bool)
+
+    def clear(self, positions: np.ndarray) -> None:
+        positions = positions.astype(np.int64)
+        masks = np.invert(np.right_shift(np.uint8(0x80), (positions & 7).astype(np.uint8)))
+        np.bitwise_and.at(self.bitmap, positions >> 3, masks)
+
+    def take(self, n: int) -> np.ndarray:
+        lo, skip = self._read >> 3, self._read & 7
+        bits = np.unpackbits(self.bitmap[lo:(self._read + n + 7) >> 3])[skip:skip + n].astype(bool)
+        self._read += n
+        return bits
 
 
 class _Ledger:
-    """(photo id, row code) of every metadata row, spilled to `folder` in hash buckets of
-    about BUCKET_ROWS rows, so that each bucket can be sorted on its own in bounded memory."""
+    """(photo id, row code, row position) of every metadata row, spilled to `folder` in hash
+    buckets of about BUCKET_ROWS rows, so that each bucket can be sorted on its own in bounded
+    memory. Sorting a bucket by photo id puts a photo's rows side by side: its fate is the
+    smallest code among them; the keep bits of its rows that must go are cleared."""
 
     def __init__(self, folder: Path, total_rows: int):
-        self.folder = folder
         self.k = max(1, -(-total_rows // BUCKET_ROWS))
+        self.dtype = np.dtype([("id", "<i8"), ("code", "u1"), ("pos", "<u4" if total_rows < 2**32 else "<u8")])
         self.files = [open(folder / f"bucket-{i:05d}.bin", "wb") for i in range(self.k)]
+        self.rows = 0
 
     def add(self, ids: np.ndarray, codes: np.ndarray) -> None:
-        rec = np.empty(ids.size, dtype=_LEDGER)
+        rec = np.empty(ids.size, dtype=self.dtype)
         rec["id"], rec["code"] = ids, codes
+        rec["pos"] = np.arange(self.rows, self.rows + ids.size)
+        self.rows += ids.size
         if self.k == 1:
             self.files[0].write(rec.tobytes())
             return
@@ -224,60 +262,39 @@ class _Ledger:
         for b in np.flatnonzero(np.diff(bounds)):
             self.files[b].write(rec[order[bounds[b]:bounds[b + 1]]].tobytes())
 
-    def photos(self, kept: int) -> Photos:
-        """Close the buckets and sort each: the photo-level funnel and the repeated ids."""
+    def settle(self, kept: int, bits: _Bits) -> Photos:
+        """Sort each bucket: count photos per fate; clear the keep bit of every row of a photo
+        excluded by another row, and of every row but the first of a photo on several kept rows."""
         for f in self.files:
             f.close()
         out = Photos()
-        elsewhere: list[np.ndarray] = []
-        repeated: list[np.ndarray] = []
         examples: list[np.ndarray] = []
         for f in self.files:
-            rec = np.fromfile(f.name, dtype=_LEDGER)
+            rec = np.fromfile(f.name, dtype=self.dtype)
             Path(f.name).unlink()
             out.rows_in += rec.size
             if rec.size == 0:
                 continue
-            rec = rec[np.lexsort((rec["code"], rec["id"]))]
+            rec = rec[np.lexsort((rec["pos"], rec["code"], rec["id"]))]
             ids, codes = rec["id"], rec["code"]
-            first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-            last = np.concatenate((first[1:], [ids.size])) - 1
-            count = last - first + 1
-            fate = codes[first]  # the smallest code of each photo: kept only if all rows are
+            starts = np.concatenate(([True], ids[1:] != ids[:-1]))
+            first = np.flatnonzero(starts)
+            count = np.diff(np.append(first, ids.size))
+            fate = codes[first]  # the smallest code of each photo: kept only if all its rows are
             out.photos_in += first.size
             out.per_code += np.bincount(fate, minlength=256)
             dup = count > 1
+            if not dup.any():
+                continue
             out.duplicate_photos += int(np.count_nonzero(dup))
             out.duplicate_rows += int(count[dup].sum())
-            dup_ids = ids[first[dup]]
-            examples.append(dup_ids[:_DUPLICATE_EXAMPLES])
-            elsewhere.append(ids[first[dup & (fate != kept) & (codes[last] == kept)]])
-            repeated.append(ids[first[dup & (fate == kept)]])
+            examples.append(ids[first[dup]][:_DUPLICATE_EXAMPLES])
+            # rows kept by the rules that must go: all of an excluded photo's, and every one
+            # but the first (smallest position) of a kept photo's
+            row_fate = np.repeat(fate, count)
+            bits.clear(rec["pos"][(codes == kept) & ((row_fate != kept) | ~starts)])
         if examples:
             out.examples = [int(i) for i in np.sort(np.concatenate(examples))[:_DUPLICATE_EXAMPLES]]
-            out.excluded_elsewhere = np.sort(np.concatenate(elsewhere))
-            out.repeated = np.sort(np.concatenate(repeated))
-        return out
-
-
-class _Bits:
-    """Pass 1's keep bit of every row, packed (one bit per row), read back in row order."""
-
-    def __init__(self) -> None:
-        self.packed: list[tuple[int, np.ndarray]] = []
-        self._buf = np.empty(0, dtype=bool)
-        self._next = 0
-
-    def add(self, keep: np.ndarray) -> None:
-        self.packed.append((keep.size, np.packbits(keep)))
-
-    def take(self, n: int) -> np.ndarray:
-        while self._buf.size < n:
-            size, bits = self.packed[self._next]
-            self.packed[self._next] = (0, np.empty(0, np.uint8))  # free as we go
-            self._next += 1
-            self._buf = np.concatenate((self._buf, np.unpackbits(bits, count=size).astype(bool)))
-        out, self._buf = self._buf[:n], self._buf[n:]
         return out
 
 
@@ -349,7 +366,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
     projected = pa.schema([schema.field(c) for c in columns])
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     ledger = _Ledger(scratch, total)
-    bits = _Bits()
+    bits = _Bits(total)
     for batch in _chunks(files, progress, columns=columns, desc="geofilter (rules)"):
         batch = _conform(batch, projected)
         if batch.column("photo_id").null_count:
@@ -357,7 +374,8 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
         codes = filt.codes(batch)
         ledger.add(_np(batch.column("photo_id"), np.int64), codes)
         bits.add(codes == filt.kept)
-    return ledger.photos(filt.kept), bits
+    bits.close()
+    return ledger.settle(filt.kept, bits), bits
 
 
 def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.PathLike[str],
@@ -395,7 +413,6 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
                     photos.duplicate_rows, ", ".join(map(str, photos.examples[:3])))
     sampler = BottomN(recipe.sample_n) if recipe.sample_n is not None else None
     survivors = 0
-    seen: set[int] = set()  # repeated photo ids already written (a small set)
 
     with atomic_path(out_dir / "candidates.parquet") as final_tmp:
         fd, stage1_name = tempfile.mkstemp(prefix=".candidates.", suffix=".pass1.parquet", dir=out_dir)
@@ -409,17 +426,9 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
                     keep = bits.take(batch.num_rows)
                     if not keep.any():
                         continue
-                    ids = _np(batch.column("photo_id"), np.int64)
-                    if photos.excluded_elsewhere.size:
-                        keep &= ~np.isin(ids, photos.excluded_elsewhere)
-                    if photos.repeated.size:
-                        for i in np.flatnonzero(keep & np.isin(ids, photos.repeated)):
-                            if int(ids[i]) in seen:
-                                keep[i] = False
-                            seen.add(int(ids[i]))
                     survivors += int(np.count_nonzero(keep))
                     if sampler is not None:
-                        keys = sample_keys(ids[keep], recipe.sample_seed)
+                        keys = sample_keys(_np(batch.column("photo_id"), np.int64)[keep], recipe.sample_seed)
                         sampler.add(keys)
                         # prune rows that can no longer make the sample (threshold only decreases)
                         idx = np.flatnonzero(keep)

@@ -21,7 +21,7 @@ import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining import flickr
 from mining.errors import UserError
-from mining.ingest.formdecode import form_decode, split_decode, to_utf8
+from mining.ingest.formdecode import _HEX, _buffers, form_decode, split_decode, to_utf8
 
 # Field order of the current release (25 fields); the older Webscope files lack the first
 # (line number) and the third (photo hash). Longitude comes before latitude.
@@ -83,11 +83,7 @@ REASONS = [
     WRONG_FIELD_COUNT, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
     LONGITUDE_OUT_OF_RANGE, BAD_URL_FIELD, BAD_ENCODING, BAD_NUMBER, OUT_OF_DOMAIN,
 ]
-# Fields that go into image URLs: (pattern their raw text must match, from mining.flickr)
-_URL_FIELDS = {
-    "server_id": flickr.DIGITS_RE, "farm_id": "^$|" + flickr.DIGITS_RE, "secret": flickr.SECRET_RE,
-    "secret_original": flickr.SECRET_ORIGINAL_RE, "extension": flickr.EXTENSION_RE,
-}
+_EXTENSION_VALUES = pa.array(flickr.EXTENSION_VALUES, pa.string())
 
 _INT_RE = r"^-?[0-9]{1,18}$"  # what Arrow casts (no "+" sign)
 _FLOAT_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
@@ -322,6 +318,17 @@ def _has_nul(col: pa.Array) -> np.ndarray:
     return _mask(pc.fill_null(pc.match_substring(col, "\x00"), False))
 
 
+def _not_hex(col: pa.Array, allow_empty: bool) -> np.ndarray:
+    """Rows of a text column that are not 1 to flickr.SECRET_MAX hex digits (or empty, if allowed)."""
+    offsets, data = _buffers(col)
+    lengths = np.diff(offsets)
+    bad = (lengths > flickr.SECRET_MAX) | ((lengths == 0) & (not allow_empty))
+    pos = np.flatnonzero(_HEX[data] < 0)
+    if pos.size:
+        bad[np.searchsorted(offsets, pos, side="right") - 1] = True
+    return bad
+
+
 def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[dict[str, pa.Array], np.ndarray]:
     """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok).
 
@@ -350,8 +357,10 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
         flag(lat_present & ~(np.abs(lat_np) <= 90.0), LATITUDE_OUT_OF_RANGE)
         flag(lon_present & ~(np.abs(lon_np) <= 180.0), LONGITUDE_OUT_OF_RANGE)
     cols["longitude"], cols["latitude"] = lon, lat
-    for name, pattern in _URL_FIELDS.items():
-        flag(~_mask(pc.match_substring_regex(raw[name], pattern)), BAD_URL_FIELD)
+    # fields that go into image URLs (mining.flickr); server_id and farm_id below
+    flag(_not_hex(raw["secret"], allow_empty=False) | _not_hex(raw["secret_original"], allow_empty=True)
+         | ~_mask(pc.is_in(raw["extension"], value_set=_EXTENSION_VALUES.cast(raw["extension"].type))),
+         BAD_URL_FIELD)
 
     for name in SCHEMA.names:
         if name in cols:
@@ -372,7 +381,13 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
             flag(bad | bad_utf, BAD_ENCODING)
         else:
             cols[name], bad = _parse_ints(col, typ, nullable=True)
-            flag(bad, BAD_NUMBER)
+            if name in ("server_id", "farm_id"):  # digits only (Arrow casts no "+"); a server is needed
+                negative = pc.less(cols[name], 0)
+                if name == "server_id":
+                    negative = pc.or_kleene(negative, pc.is_null(cols[name]))
+                flag(bad | _mask(pc.fill_null(negative, False)), BAD_URL_FIELD)
+            else:
+                flag(bad, BAD_NUMBER)
         if maybe_nul and (name in DECODED_TEXT or name in TAG_LISTS):
             flag(_has_nul(cols[name]), NUL_BYTE)  # a decoded %00
     lo, hi = flickr.ACCURACY_RANGE

@@ -613,3 +613,20 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeyp
     with full_disk(tmp_path / "full", size_kb=8) as full:  # the 3000 rows' photo-id spill is 27 KB
         check(full / "c", "No space left on device")
         assert list(full.iterdir()) == []
+
+
+def test_the_same_metadata_twice_gives_the_same_candidates(tmp_path, monkeypatch):
+    """Every row twice (a file ingested twice): the same candidates, in the same order."""
+    once, twice = tmp_path / "once", tmp_path / "twice"
+    write_metadata(once, n=2000, parts=2)
+    twice.mkdir()
+    for k, part in enumerate(sorted(once.glob("part-*.parquet")) * 2):
+        (twice / f"part-{k:05d}.parquet").write_bytes(part.read_bytes())
+    monkeypatch.setattr(gf, "BUCKET_ROWS", 700)  # 6 spill buckets
+    recipe = _recipe(tmp_path)
+    a = gf.geofilter(once, recipe, tmp_path / "a", progress=False)
+    b = gf.geofilter(twice, recipe, tmp_path / "b", progress=False)
+    assert pq.read_table(tmp_path / "b" / "candidates.parquet").equals(pq.read_table(tmp_path / "a" / "candidates.parquet"))
+    assert b["rows_in"] == 4000 and b["photos_in"] == a["photos_in"] == 2000
+    assert b["duplicate_ids"] == {"photos": 2000, "rows": 4000, "examples": list(range(1_000_000, 1_000_010))}
+    assert (b["excluded"], b["photos_out"]) == (a["excluded"], a["photos_out"])

@@ -434,25 +434,56 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="*", default=None, help="metadata row counts (override)")
     ap.add_argument("--selected", type=int, nargs="*", default=None, help="N selected (pool = 4.1 N) (override)")
     ap.add_argument("--score-candidates", type=int, nargs="*", default=None)
+    ap.add_argument("--score-q1000", type=int, nargs="*", default=None, help="candidates for the 1,000-query score runs")
+    ap.add_argument("--evaluate-q1000", type=int, nargs="*", default=None, help="N for the 1,000-query evaluate runs")
+    ap.add_argument("--merge", type=Path, nargs="+", help="merge these result files (runs of different stages) and summarise")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child_main(a.child[0], json.loads(a.child[1]))
+        return
+    if a.merge:
+        merged: dict[str, Any] = {}
+        for f in a.merge:
+            part = json.loads(f.read_text())
+            for k, v in part.items():
+                if k == "extract" and isinstance(v, dict):
+                    merged.setdefault(k, {}).update(v)
+                elif isinstance(v, list) and v and isinstance(v[0], dict):
+                    merged.setdefault(k, []).extend(v)
+                elif k.startswith("load_average"):
+                    merged.setdefault(k + "_per_run", []).append(v)
+                elif k not in ("summary", "total_s"):
+                    merged.setdefault(k, v)
+        for v in merged.values():
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                v.sort(key=lambda r: next((r[k] for k in ("rows", "candidates", "n", "items") if k in r), 0))
+        merged["summary"] = summary(merged)
+        text = json.dumps(merged, indent=2, default=str)
+        if a.out:
+            a.out.write_text(text + "\n")
+        print(text)
         return
     cfg = dict(QUICK if a.quick else FULL)
     if a.rows:
         cfg["rows"] = a.rows
     if a.selected:
         cfg["selected"] = a.selected
-    if a.score_candidates:
-        cfg["score"] = a.score_candidates
+    for key in ("score_candidates", "score_q1000", "evaluate_q1000"):
+        if getattr(a, key) is not None:
+            cfg[key.replace("score_candidates", "score")] = getattr(a, key)
     only = set(a.only.split(",")) if a.only else {"ingest", "score", "select", "evaluate", "review", "report", "extract"}
     work = a.workdir or Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"quick": a.quick, "cpus": len(os.sched_getaffinity(0)), "load_average_start": os.getloadavg(),
                            "r1m": R1M}
     t_start = time.perf_counter()
-    log = lambda msg: print(f"[scale {time.perf_counter() - t_start:7.1f}s] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(msg: str) -> None:
+        print(f"[scale {time.perf_counter() - t_start:7.1f}s] {msg}", file=sys.stderr, flush=True)
+        if a.out:  # what is measured so far, in case a long run is stopped
+            a.out.with_suffix(".partial.json").write_text(json.dumps(res, indent=2, default=str) + "\n")
+
     try:
         if "ingest" in only:
             from ingest_geofilter import generate
@@ -554,6 +585,7 @@ def main() -> None:
     text = json.dumps(res, indent=2, default=str)
     if a.out:
         a.out.write_text(text + "\n")
+        a.out.with_suffix(".partial.json").unlink(missing_ok=True)
     print(text)
 
 

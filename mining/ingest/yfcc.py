@@ -309,13 +309,18 @@ def _mask(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _has_nul(col: pa.Array) -> np.ndarray:
-    """Rows of a text or list<text> column that hold a NUL byte."""
+    """Rows of a text or list<text> column that hold a NUL byte (a numpy pass over its bytes)."""
     if pa.types.is_list(col.type):
         hit = np.zeros(len(col), dtype=bool)
-        values = pc.fill_null(pc.match_substring(pc.list_flatten(col), "\x00"), False)
-        hit[pc.list_parent_indices(col).to_numpy()[_mask(values)]] = True
+        in_value = _has_nul(pc.list_flatten(col))
+        hit[pc.list_parent_indices(col).to_numpy()[in_value]] = True
         return hit
-    return _mask(pc.fill_null(pc.match_substring(col, "\x00"), False))
+    offsets, data = _buffers(col)
+    bad = np.zeros(len(col), dtype=bool)
+    pos = np.flatnonzero(data == 0)
+    if pos.size:
+        bad[np.searchsorted(offsets, pos, side="right") - 1] = True
+    return bad
 
 
 def _not_hex(col: pa.Array, allow_empty: bool) -> np.ndarray:
@@ -332,7 +337,8 @@ def _not_hex(col: pa.Array, allow_empty: bool) -> np.ndarray:
 def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[dict[str, pa.Array], np.ndarray]:
     """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok).
 
-    `maybe_nul`: whether the block may hold a NUL byte (raw, or as `%00`); False skips that check.
+    `maybe_nul`: whether the block may hold a raw NUL byte; False skips that check in the raw
+    fields (the decoded text fields are always checked: `%00` decodes to one).
     """
     reason = np.full(n, -1, dtype=np.int8)
 
@@ -388,8 +394,8 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
                 flag(bad | _mask(pc.fill_null(negative, False)), BAD_URL_FIELD)
             else:
                 flag(bad, BAD_NUMBER)
-        if maybe_nul and (name in DECODED_TEXT or name in TAG_LISTS):
-            flag(_has_nul(cols[name]), NUL_BYTE)  # a decoded %00
+        if name in DECODED_TEXT or name in TAG_LISTS:
+            flag(_has_nul(cols[name]), NUL_BYTE)  # a NUL byte, raw or decoded from %00
     lo, hi = flickr.ACCURACY_RANGE
     accuracy, marker = cols["accuracy"], cols["marker"]
     flag(_mask(pc.fill_null(pc.or_(pc.less(accuracy, lo), pc.greater(accuracy, hi)), False))
@@ -410,7 +416,7 @@ def parse_block(data: bytes, nfields: int, first_line: int = 1) -> Block:
         split = _exact_split(data, nfields)
     raw, wrong, nlines = split
     n = len(raw["photo_id"])
-    cols, reason = _convert(raw, n, maybe_nul=b"\x00" in data or b"%00" in data)
+    cols, reason = _convert(raw, n, maybe_nul=b"\x00" in data)
     table = pa.table([cols[name] for name in SCHEMA.names], schema=SCHEMA)
     rejects = [(i, WRONG_FIELD_COUNT, text) for i, text in wrong]
     bad_rows = np.flatnonzero(reason >= 0)

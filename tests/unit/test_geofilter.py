@@ -580,11 +580,7 @@ def test_sample_counts_photos_and_never_takes_a_photo_excluded_elsewhere(tmp_pat
 
 # Places geofilter cannot write to (issue 14) -------------------------------------------------
 
-def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeypatch):
-    import errno
-
-    from faults import full_disk, read_only_folder
-
+def _unwritable_check(tmp_path, capsys):
     meta = tmp_path / "meta"
     write_metadata(meta, n=3000)
     m = str(_manifest(tmp_path, GOOD))
@@ -595,6 +591,13 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeyp
         err = capsys.readouterr().err
         assert rc == 1 and err == f"mining geofilter: error: {out}: {reason}\n", err
 
+    return check
+
+
+def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeypatch):
+    import errno
+
+    check = _unwritable_check(tmp_path, capsys)
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     check(blocker / "out", "Not a directory")
@@ -603,14 +606,19 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys, monkeyp
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
 
-    with monkeypatch.context() as mp:
-        mp.setattr(pq.ParquetWriter, "write_table", no_space)
-        mp.setattr(pq.ParquetWriter, "write_batch", no_space)
-        check(tmp_path / "c", "No space left on device")
-        assert not (tmp_path / "c").exists()  # no partial output, no scratch files, no folder
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", no_space)
+    monkeypatch.setattr(pq.ParquetWriter, "write_batch", no_space)
+    check(tmp_path / "c", "No space left on device")
+    assert not (tmp_path / "c").exists()  # no partial output, no scratch files, no folder
+
+
+def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
+    from faults import full_disk, read_only_folder
+
+    check = _unwritable_check(tmp_path, capsys)
     with read_only_folder(tmp_path / "ro") as ro:
         check(ro / "c", "Read-only file system" if os.geteuid() == 0 else "Permission denied")
-    with full_disk(tmp_path / "full", size_kb=8) as full:  # the 3000 rows' photo-id spill is 27 KB
+    with full_disk(tmp_path / "full", size_kb=8) as full:  # the 3000 rows' photo-id spill is 39 KB
         check(full / "c", "No space left on device")
         assert list(full.iterdir()) == []
 

@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--n", type=int, help="number of distractors (default: size of the selected set; capped at all candidates)")
     p.add_argument("--random-seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED")
-    p.add_argument("--setups", nargs="+", default=["medium", "hard"], metavar="SETUP",
-                   help="revisited setups: easy, medium, hard (default: medium hard)")
+    p.add_argument("--setups", nargs="+", default=["easy", "medium", "hard"], metavar="SETUP",
+                   help="revisited setups: easy, medium, hard (default: all three, as the revisited protocol reports them)")
     p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
                    help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")

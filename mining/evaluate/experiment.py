@@ -475,7 +475,7 @@ def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[i
 
 def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
                  decisions: Path | None, out: Path, n: int | None = None, seeds: Sequence[int] = (0, 1, 2),
-                 setups: Sequence[str] = ("medium", "hard"), progress: bool = True,
+                 setups: Sequence[str] = ("easy", "medium", "hard"), progress: bool = True,
                  boot: "bootstrap.Spec | None" = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON."""
     import json

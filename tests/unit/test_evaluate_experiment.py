@@ -175,13 +175,14 @@ def test_cli_writes_json_and_table_and_mined_is_harder(world, tmp_path):
                "--descriptors", str(world / "desc" / "gem"), str(world / "desc" / "sift"),
                "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
                "--decisions", str(tmp_path / "decisions.parquet"), "--out", str(out),
-               "--random-seeds", "0", "1", "2", "--setups", "medium", "hard"])
+               "--random-seeds", "0", "1", "2"])
     assert rc == 0
     rep = json.loads((out / "evaluation.json").read_text())
+    assert rep["setups"] == ["easy", "medium", "hard"]  # the default: E, M and H, as revisitop reports
     assert rep["n"] == 40 and rep["pool"] == len(ids) - 3 and rep["methods"] == ["gem", "sift"]
     assert rep["missing"]["gem"] == {"mined": 0, "all": 0, "queries": 0, "database": 1}  # one positive never described
     for m in ("gem", "sift"):
-        for s in ("medium", "hard"):
+        for s in ("easy", "medium", "hard"):
             r = rep["results"][m][s]
             assert r["mined"]["mAP"] < r["random"]["mAP"] < r["none"]["mAP"]
             assert r["all"]["mAP"] <= r["mined"]["mAP"]

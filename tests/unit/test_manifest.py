@@ -22,7 +22,10 @@ def test_defaults_are_filled():
     m = manifest.load(REPO / "manifests" / "demo.yaml")
     assert m["download"]["size"] == "b"
     assert m["dask"]["cluster"] == "local"
-    assert m["evaluate"]["setups"] == ["medium", "hard"]
+    assert m["evaluate"]["setups"] == ["easy", "medium", "hard"]
+    r1m = manifest.load(REPO / "manifests" / "r1m.yaml")  # no evaluate section: the schema's default
+    assert "setups" not in (REPO / "manifests" / "r1m.yaml").read_text()
+    assert r1m["evaluate"]["setups"] == ["easy", "medium", "hard"]  # E, M and H, as the revisited protocol reports
 
 
 def _demo() -> dict:

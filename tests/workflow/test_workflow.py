@@ -160,11 +160,14 @@ def test_demo_end_to_end_outputs_exist_and_agree(demo_run):
     evaluation = json.loads((root / "evaluation/evaluation.json").read_text())
     assert set(evaluation["results"]) == {"cnn-gem", "rsift-asmk", "rsift-vlad"}
     for method, setups in evaluation["results"].items():
+        assert set(setups) == {"easy", "medium", "hard"}, setups  # E, M and H, as the revisited protocol reports
         for setup, r in setups.items():
+            assert r["none"]["mAP"] >= r["random"]["mAP"] >= r["all"]["mAP"] - 1e-12, (method, setup)
+            if r["all"]["mAP"] == r["none"]["mAP"]:
+                continue  # a saturated setup (no candidate outranks a positive): nothing to prove there
             # The proof the set is hard: mined N hurts more than random N, close to all candidates.
             assert r["mined"]["mAP"] < r["random"]["mAP"], (method, setup, r)
             assert abs(r["mined"]["mAP"] - r["all"]["mAP"]) < abs(r["random"]["mAP"] - r["all"]["mAP"]), (method, setup)
-            assert r["none"]["mAP"] >= r["random"]["mAP"] >= r["all"]["mAP"] - 1e-12, (method, setup)
     # The selection finds the world's hard negatives far more often than chance would.
     truth = pd.read_parquet(root / "world/truth.parquet")[["photo_id", "kind"]]
     pool = pd.read_parquet(root / "scores/scores.parquet")[["photo_id"]].merge(truth, on="photo_id")

@@ -1,0 +1,145 @@
+"""How well `mining release` finds and blurs faces, and what blurring does to the rest.
+
+1. Real photographs of faces shipped inside the scikit-image wheel (no download): the
+   astronaut (Eileen Collins) and the cameraman, and the 100 face crops of `lfw_subset`
+   (Labeled Faces in the Wild, 25 px, upscaled ×4 into a grey frame); its 100 non-face
+   crops count false detections.
+2. The demo world (`mining demo build`): real faces (the astronaut, the cameraman, LFW
+   faces) planted at random places and sizes (24–128 px wide) into its candidate images;
+   recall per face size (a planted face counts as found when a detection overlaps it with
+   IoU ≥ 0.3), and detections on the unplanted candidates (false positives: those images
+   would be re-encoded for nothing).
+3. What blurring changes elsewhere: for each planted image that was blurred, the mean
+   absolute pixel difference outside the blurred box (JPEG re-encoding only) and the cosine
+   between cnn-gem descriptors (EfficientNet-Lite0 GeM, before whitening) of the original
+   and the released image, whole and on the largest strip that holds no face box.
+
+    .venv/bin/python benchmarks/release_faces.py --world results/demo/world [--planted 120] [--fp-sample 100]
+Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+
+from faces import face_patches, iou, lfw_faces, plant  # noqa: E402
+
+from mining.release import DEFAULT_MARGIN, FaceDetector, process_image  # noqa: E402
+
+SIZES = (24, 32, 48, 64, 96, 128)
+
+
+def found(det: FaceDetector, img: np.ndarray, box: tuple) -> bool:
+    return any(iou(box, f[:4]) >= 0.3 for f in det.detect(img))
+
+
+def skimage_recall(det: FaceDetector) -> dict:
+    from skimage import data
+
+    named = {"astronaut": (data.astronaut(), (182, 63, 87, 111)),
+             "camera": (np.stack([data.camera()] * 3, -1), (202, 122, 54, 75))}
+    out = {k: found(det, img, box) for k, (img, box) in named.items()}
+    lfw = [found(det, p, b) for p, b in lfw_faces(4)]
+    nonface = data.lfw_subset()[100:]
+    fp = sum(bool(det.detect(np.stack([np.kron((f * 255).astype(np.uint8), np.ones((4, 4), np.uint8))] * 3, -1)))
+             for f in nonface)
+    return {"astronaut": out["astronaut"], "camera": out["camera"], "lfw_faces_found": int(sum(lfw)),
+            "lfw_faces": len(lfw), "lfw_nonfaces_with_detection": int(fp), "lfw_nonfaces": len(nonface)}
+
+
+def jpeg(img: np.ndarray, q: int = 90) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", quality=q)
+    return buf.getvalue()
+
+
+def strip_without(shape: tuple, box: tuple) -> tuple[int, int, int, int]:
+    """The largest full-width or full-height strip (x0, y0, x1, y1) that misses the box."""
+    h, w = shape[:2]
+    x, y, bw, bh = box
+    cands = [(0, 0, w, y), (0, y + bh, w, h), (0, 0, x, h), (x + bw, 0, w, h)]
+    return max(cands, key=lambda c: (c[2] - c[0]) * (c[3] - c[1]))
+
+
+def demo_world(det: FaceDetector, world: Path, planted_n: int, seed: int, fp_sample: int, pairs: int) -> dict:
+    from mining.methods.cnn_gem import CnnGem
+
+    files = sorted((world / "images").rglob("*.jpg"))
+    if not files:
+        raise SystemExit(f"no candidate images under {world}/images")
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    checked = files[:fp_sample]
+    fp_images = sum(bool(det.detect(np.asarray(Image.open(f).convert("RGB")))) for f in checked)
+    per_image_s = (time.perf_counter() - t0) / len(checked)
+    patches = face_patches() + lfw_faces(4)
+    hits = {s: [0, 0] for s in SIZES}
+    gem = CnnGem({"whiten": False, "device": "cpu"})
+    cos_whole, cos_strip, outside = [], [], []
+    for i in range(planted_n):
+        src = np.asarray(Image.open(files[i % len(files)]).convert("RGB"))
+        size = SIZES[i % len(SIZES)]
+        patch, pbox = patches[int(rng.integers(len(patches)))]
+        scale = size / pbox[2]
+        ph, pw = int(patch.shape[0] * scale), int(patch.shape[1] * scale)
+        if ph >= src.shape[0] or pw >= src.shape[1]:
+            continue
+        x, y = int(rng.integers(0, src.shape[1] - pw)), int(rng.integers(0, src.shape[0] - ph))
+        img, box = plant(src, patch, pbox, x, y, size)
+        data = jpeg(img)
+        released, faces = process_image(data, det)
+        hit = any(iou(box, f[:4]) >= 0.3 for f in faces)
+        hits[size][0] += hit
+        hits[size][1] += 1
+        if not hit or len(cos_whole) >= pairs:
+            continue
+        a = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+        b = np.asarray(Image.open(io.BytesIO(released)).convert("RGB"))
+        mask = np.ones(a.shape[:2], bool)
+        for fx, fy, fw, fh, _ in faces:
+            gx, gy = int(fw * DEFAULT_MARGIN) + 16, int(fh * DEFAULT_MARGIN) + 16
+            mask[max(fy - gy, 0):fy + fh + gy, max(fx - gx, 0):fx + fw + gx] = False
+        outside.append(float(np.abs(a.astype(np.float32) - b)[mask].mean()))
+        cos_whole.append(float(gem.raw(a) @ gem.raw(b)))
+        gx, gy = int(box[2] * DEFAULT_MARGIN) + 16, int(box[3] * DEFAULT_MARGIN) + 16
+        x0, y0, x1, y1 = strip_without(a.shape, (box[0] - gx, box[1] - gy, box[2] + 2 * gx, box[3] + 2 * gy))
+        if (x1 - x0) >= 64 and (y1 - y0) >= 64:
+            cos_strip.append(float(gem.raw(a[y0:y1, x0:x1]) @ gem.raw(b[y0:y1, x0:x1])))
+    total = [sum(v[0] for v in hits.values()), sum(v[1] for v in hits.values())]
+    q = lambda v: {"mean": round(float(np.mean(v)), 5), "min": round(float(np.min(v)), 5), "n": len(v)} if v else None
+    return {"candidates": len(files), "candidates_checked": len(checked), "candidates_with_detection": int(fp_images), "seconds_per_image": round(per_image_s, 3),
+            "planted_found": total[0], "planted": total[1],
+            "recall_by_face_px": {s: round(v[0] / v[1], 3) if v[1] else None for s, v in hits.items()},
+            "outside_mean_abs_diff": q(outside), "cnn_gem_cosine_whole": q(cos_whole),
+            "cnn_gem_cosine_face_free_strip": q(cos_strip)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--world", type=Path, default=None, help="a demo world folder (mining demo build --out)")
+    ap.add_argument("--planted", type=int, default=120)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fp-sample", type=int, default=100, help="unplanted candidates checked for false detections")
+    ap.add_argument("--pairs", type=int, default=30, help="blurred images whose cnn-gem descriptors are compared")
+    ap.add_argument("--threshold", type=float, default=0.9)
+    args = ap.parse_args()
+    det = FaceDetector(args.threshold)
+    out = {"threshold": args.threshold, "skimage": skimage_recall(det)}
+    if args.world is not None:
+        out["demo_world"] = demo_world(det, args.world, args.planted, args.seed, args.fp_sample, args.pairs)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -87,7 +87,9 @@ def run_child(args: list[str], env: dict[str, str] | None = None, one_cpu: bool 
             raise RuntimeError(f"{' '.join(args[:3])} failed ({p.returncode}):\n{err.read()[-3000:]}")
     res = json.loads(out.strip().splitlines()[-1])
     res.update(wall_s=round(wall, 3), cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
-               peak_rss_mb=round(usage.ru_maxrss / 1024, 1))
+               ru_maxrss_mb=round(usage.ru_maxrss / 1024, 1))
+    # the child's own peak (see vm_hwm_mb); ru_maxrss is a floor of the parent's peak at spawn
+    res["peak_rss_mb"] = res.pop("vm_hwm_mb", None) or res["ru_maxrss_mb"]
     return res
 
 
@@ -101,8 +103,23 @@ def du(*paths: Path) -> int:
     return total
 
 
+def vm_hwm_mb() -> float | None:
+    """This process's own peak RSS (VmHWM of its address space). Unlike ru_maxrss it does not
+    inherit the parent's peak: on exec Linux folds the old (forked) address space's peak
+    into ru_maxrss, so a child of a 2 GB parent would report at least 2 GB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def child_main(stage: str, params: dict[str, Any]) -> None:
-    print(json.dumps(CHILDREN[stage](**params) or {}, default=str))
+    out = CHILDREN[stage](**params) or {}
+    out["vm_hwm_mb"] = vm_hwm_mb()
+    print(json.dumps(out, default=str))
 
 
 def child(stage: str, one_cpu: bool = False, env: dict[str, str] | None = None, **params: Any) -> dict[str, Any]:
@@ -381,12 +398,21 @@ def project(points: list[tuple[float, float]], size: float) -> float | None:
     return c0 * (size / s0) ** b
 
 
+def stage_cpu(r: dict[str, Any]) -> float:
+    """CPU seconds of the stage alone. score and evaluate children also generate their inputs
+    and time the bare GEMMs; their stage's share of the child's CPU is taken as its share of
+    the child's wall time (the machine's load slows both alike)."""
+    if "child_wall_s" in r and r.get("child_wall_s"):
+        return round(r["cpu_s"] * min(1.0, r["wall_s"] / r["child_wall_s"]), 3)
+    return r["cpu_s"]
+
+
 def summary(res: dict[str, Any]) -> dict[str, Any]:
     """Per stage: exponents for wall, CPU and RSS, the R1M projection and what 32 cores / a cluster take."""
     out: dict[str, Any] = {}
 
     def add(name: str, rows: list[dict[str, Any]], size_key: str, r1m_size: float, parallel: str, scale_factor: float = 1.0):
-        pts_cpu = [(r[size_key], r["cpu_s"]) for r in rows]
+        pts_cpu = [(r[size_key], stage_cpu(r)) for r in rows]
         pts_wall = [(r[size_key], r["wall_s"]) for r in rows]
         pts_rss = [(r[size_key], r["peak_rss_mb"]) for r in rows]
         cpu = project(pts_cpu, r1m_size)
@@ -399,7 +425,7 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
             disk = project([(r[size_key], r["disk_bytes"]) for r in rows], r1m_size)
         core_h = cpu * scale_factor / 3600 if cpu is not None else None
         out[name] = {
-            "sizes": [r[size_key] for r in rows], "wall_s": [r["wall_s"] for r in rows], "cpu_s": [r["cpu_s"] for r in rows],
+            "sizes": [r[size_key] for r in rows], "wall_s": [r["wall_s"] for r in rows], "cpu_s": [p[1] for p in pts_cpu],
             "peak_rss_mb": [r["peak_rss_mb"] for r in rows],
             "exponent_wall": exponent(pts_wall), "exponent_cpu": exponent(pts_cpu), "exponent_rss": rss_b,
             "r1m_size": r1m_size, "r1m_core_hours": round(core_h, 4) if core_h is not None else None,
@@ -424,6 +450,27 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def markdown(summ: dict[str, Any]) -> str:
+    """The README's table: per stage the measured sizes, CPU seconds and peak RSS, the growth
+    exponent and the R1M projection (core-hours, memory, hours on a 32-core node)."""
+    def num(v: Any) -> str:
+        return "–" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
+
+    lines = ["| stage | sizes measured | CPU s | peak RSS (MB) | b (CPU) | b (RSS) | R1M size | R1M core-hours | R1M peak RSS (GB) | 32-core node |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in summ.items():
+        if "sizes" in s:
+            lines.append(f"| {name} | {' / '.join(num(x) for x in s['sizes'])} | {' / '.join(num(x) for x in s['cpu_s'])} "
+                         f"| {' / '.join(num(x) for x in s['peak_rss_mb'])} | {num(s['exponent_cpu'])} | {num(s['exponent_rss'])} "
+                         f"| {num(s['r1m_size'])} | {num(s['r1m_core_hours'])} | {num(s['r1m_peak_rss_gb'])} "
+                         f"| {num(s['r1m_hours_32_cores'])} h ({s['parallel']}) |")
+        elif "cpu_s_per_image" in s:
+            lines.append(f"| {name} (per image, 1 core) | sample | {num(s['cpu_s_per_image'])} per image | {num(s['peak_rss_mb'])} | 1 | 0 "
+                         f"| {num(s['r1m_size'])} | {num(s['r1m_core_hours'])} | {num(s['peak_rss_mb'] / 1024)} per worker "
+                         f"| {num(s['r1m_hours_32_cores'])} h (images) |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- main
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -437,6 +484,7 @@ def main() -> None:
     ap.add_argument("--score-q1000", type=int, nargs="*", default=None, help="candidates for the 1,000-query score runs")
     ap.add_argument("--evaluate-q1000", type=int, nargs="*", default=None, help="N for the 1,000-query evaluate runs")
     ap.add_argument("--merge", type=Path, nargs="+", help="merge these result files (runs of different stages) and summarise")
+    ap.add_argument("--markdown", action="store_true", help="with --merge: print the README's table instead of JSON")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -462,7 +510,7 @@ def main() -> None:
         text = json.dumps(merged, indent=2, default=str)
         if a.out:
             a.out.write_text(text + "\n")
-        print(text)
+        print(markdown(merged["summary"]) if a.markdown else text)
         return
     cfg = dict(QUICK if a.quick else FULL)
     if a.rows:
@@ -516,7 +564,7 @@ def main() -> None:
                 pool = int(round(n * POOL_PER_SELECTED))
                 log(f"generating a run of {pool} candidates")
                 runs[n] = make_run(work, pool, landmarks)
-        if only & {"select", "evaluate", "report"}:
+        if "select" in only:  # evaluate and report read what select wrote (same --workdir)
             res["select"] = []
             for n in cfg["selected"]:
                 r = child("select", run=str(runs[n]), n=n)

@@ -282,7 +282,7 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     import pandas as pd
     import pyarrow as pa
 
-    from mining.select import attribution_csv, attribution_md, load_candidate_meta
+    from mining.select import attribution_csv, attribution_md, credit_fields, load_candidate_meta
     from mining.tables import read_table
 
     policy = Policy.parse(licenses)
@@ -351,17 +351,11 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
             released.append(i)
 
     rel = frame.iloc[released].reset_index(drop=True)
-    meta = None
     if candidates is not None:
         meta = load_candidate_meta(candidates, rel.photo_id.to_numpy(np.int64))
-    titles = ([] if meta is None else
-              ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in meta.title])
-    if meta is None:
-        titles = [""] * len(rel)
-    pages = [pg if meta is not None and isinstance(pg, str) and pg else
-             f"https://www.flickr.com/photos/{nsid}/{pid}"
-             for pg, nsid, pid in zip(meta.page_url if meta is not None else [None] * len(rel), rel.user_nsid,
-                                      rel.photo_id)]
+    else:  # no titles; pages built from owner and id
+        meta = pd.DataFrame({"title": [None] * len(rel), "page_url": None, "user_nsid": rel.user_nsid.to_numpy()})
+    titles, pages = credit_fields(meta, rel.photo_id.to_numpy(np.int64))
     if "user_nickname" not in rel:
         rel["user_nickname"] = None
     rel["rank"] = np.arange(1, len(rel) + 1, dtype=np.int64)  # rank within the release

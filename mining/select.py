@@ -192,9 +192,7 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         **{c: sel[c].to_numpy() for c in method_cols},
         **({"closest_landmark": sel.closest_landmark.to_numpy()} if "closest_landmark" in sel else {}),
     })
-    pages = [pg if isinstance(pg, str) and pg else f"https://www.flickr.com/photos/{quote(plain(o), safe='@')}/{p}"
-             for pg, o, p in zip(meta.page_url, meta.user_nsid, sel_ids)]
-    titles = ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in meta.title]
+    titles, pages = credit_fields(meta, sel_ids)
 
     atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in paths))
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
@@ -250,3 +248,12 @@ def attribution_md(frame: Any, titles: list[str], pages: list[str],
         lines.append(f"| {row.rank} | `{row.path}` | {md_text(title)} | {md_text(author)} ({md_text(row.user_nsid)}) "
                      f"| {md_link(page, page)} | {md_link(row.license_name, row.license_url)} |")
     return "\n".join(lines) + "\n"
+
+
+def credit_fields(meta: Any, photo_ids: Any) -> tuple[list[str], list[str]]:
+    """Each photo's title ("" when none) and source page (its page_url, else the Flickr page
+    built from owner and id), from metadata rows in the same order as `photo_ids`."""
+    pages = [pg if isinstance(pg, str) and pg else f"https://www.flickr.com/photos/{quote(plain(o), safe='@')}/{p}"
+             for pg, o, p in zip(meta.page_url, meta.user_nsid, photo_ids)]
+    titles = ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in meta.title]
+    return titles, pages

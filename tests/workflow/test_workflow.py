@@ -266,4 +266,6 @@ def test_one_manifest_key_moves_fan_out_stages_to_another_cluster(tmp_path, dask
     download = [l for l in shells if "mining download" in l]
     candidates = [l for l in shells if "--set candidates" in l]
     assert download and all(flag in l for l in download)
+    # download refuses --workers beside --scheduler/--slurm (it sizes only a local cluster)
+    assert all("--workers" not in l for l in download), download
     assert candidates and all(flag in l for l in candidates)

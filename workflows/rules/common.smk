@@ -39,14 +39,15 @@ def metadata_inputs():
     return [f"{WORLD}/metadata/yfcc100m_dataset"] if DEMO else M["metadata"]
 
 
-def dask_args():
-    """One config key chooses where fan-out stages run (see manifest `dask`)."""
+def dask_args(workers=None):
+    """One config key chooses where fan-out stages run (see manifest `dask`); `workers` (the
+    rule's threads) sizes a local cluster and is left out for the others (download refuses both)."""
     d = M["dask"]
     if d["cluster"] == "scheduler":
         return f"--scheduler {shlex.quote(d['scheduler'])}"
     if d["cluster"] == "slurm":
         return f"--slurm {shlex.quote(d['slurm'])}"
-    return ""
+    return "" if workers is None else f"--workers {int(workers)}"
 
 
 def decisions_path():

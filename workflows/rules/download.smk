@@ -21,7 +21,7 @@ rule download:
             f"--min-size {D['min_size']} --timeout {D['timeout']} --min-ok-fraction {D['min_ok_fraction']}"
             + (" --tar" if D["tar"] else "")
         ),
-        dask=dask_args(),
+        dask=lambda w, threads: dask_args(threads),
     log:
         f"{LOGS}/download.log",
     benchmark:
@@ -34,4 +34,4 @@ rule download:
         ENV
     shell:
         "{params.serve}mining download {input.candidates:q} --out {params.out:q} --host {params.host:q} "
-        "--workers {threads} {params.args} {params.dask} > {log:q} 2>&1"
+        "{params.args} {params.dask} > {log:q} 2>&1"

@@ -95,6 +95,8 @@ def _tally_block(sims, rows, thr, thr_off, cls, hist):  # pragma: no cover (comp
             continue
         for j in range(sims.shape[1]):
             s = sims[r, j]
+            if s <= thr[a]:  # at or below the lowest positive: most candidates, one compare
+                continue
             if s != s:
                 b = t
             else:

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 SETS = ("queries", "database", "candidates")
 MODEL_FILE = "model.npz"
+PLAN_FILE = "describe.json"  # the settings of a store being written; a resume must match them
+RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
 PREFETCH = 4  # images decoded ahead of those being described (decode overlaps compute)
 FIT_CHUNK = 50  # images per learning task (at most a shard)
 
@@ -308,7 +310,9 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
         info["landmarks_fingerprint"] = load_landmarks(images).fingerprint()
     _check_resumable(out, info)
     out.mkdir(parents=True, exist_ok=True)
-    descriptors.write_store_info(out, {**info, "complete": False})
+    # the settings to resume with: not store.json, which a workflow manager deletes (as the
+    # output of an interrupted job) before it reruns the job
+    atomic.write_json(out / PLAN_FILE, {k: info[k] for k in RESUME_KEYS})
 
     with single_threaded_numerics(), connect(scheduler, workers, slurm) as client:
         if method.learns and model is None and not state_path.is_file():
@@ -341,8 +345,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
     failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
     failed = pa.concat_tables(failures) if failures else _failure_table([])
     atomic.write_parquet(out / "failures.parquet", failed)
-    store = descriptors.open_store(out)
-    count = len(store.ids())
+    count = len(descriptors.Store(out, info).ids())
     dim = method.dim()
     if method.kind == GLOBAL and shards:
         dim = int(np.load(out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
@@ -356,14 +359,13 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
 
 def _check_resumable(out: Path, info: dict[str, Any]) -> None:
     """Refuse to resume into a store made with other settings (its shards would not match)."""
-    meta = out / "store.json"
-    if not meta.is_file():
+    meta = next((m for m in (out / PLAN_FILE, out / "store.json") if m.is_file()), None)
+    if meta is None:
         if (out / "shards").is_dir() and any((out / "shards").iterdir()):
-            raise UserError(f"{out}: has shards but no store.json; delete it or choose another --out")
+            raise UserError(f"{out}: has shards but no {PLAN_FILE}; delete it or choose another --out")
         return
     old = json.loads(meta.read_text())
-    keys = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
-    diff = [k for k in keys if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
+    diff = [k for k in RESUME_KEYS if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
     if diff:
         raise UserError(f"{out}: existing store was made with different {', '.join(diff)}; "
                         "delete it or choose another --out")

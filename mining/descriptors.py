@@ -1,7 +1,8 @@
 """Descriptor stores: what `describe` writes and `score`/`evaluate` read.
 
 Layout of a store folder:
-  store.json                 {"method", "kind", "set", "dim", "params", ...}
+  store.json                 {"method", "kind", "set", "dim", "params", ...}, written when complete
+  describe.json              the settings the store is being written with (what a resume checks)
   shards/<NNNNN>.ids.parquet column `id` (string): one row per described image, in order
   shards/<NNNNN>.npy         kind "global": float16 array (n, dim), L2-normalised rows
   shards/<NNNNN>.<other>     other kinds: whatever their method's payload is

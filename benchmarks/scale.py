@@ -602,7 +602,7 @@ def main() -> None:
                     if not path.exists():
                         path.parent.mkdir(parents=True, exist_ok=True)
                         Image.fromarray(rng.integers(0, 255, (768, 1024, 3), dtype=np.uint8)).save(path, quality=90)
-                ev = evaluations.get(n)
+                ev = evaluations.get(n) or next((str(p) for p in [run / f"evaluation-{n}-q70.json"] if p.is_file()), None)
                 r = child("report", run=str(run), landmarks=str(landmarks), n=n, evaluation=ev)
                 r.update(n=n, disk_bytes=r["bytes"])
                 res["report"].append(r)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -39,3 +44,57 @@ def failure_text(r: subprocess.CompletedProcess, results: Path | None = None) ->
         logs = "".join(f"\n--- {p}\n" + p.read_text()[-1500:] for p in sorted((results / "logs").rglob("*.log")))
     return r.stdout[-4000:] + r.stderr[-4000:] + logs
 
+
+def wait_for(pred, timeout: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended ({proc.returncode}) before {what}")
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _status_frame(path: Path) -> pd.DataFrame:
+    # `elapsed` is how long each request took; `url` holds the demo server's port, new each run
+    df = pd.read_parquet(path).drop(columns=["elapsed"]).reset_index(drop=True)
+    df["url"] = [urlsplit(u).path for u in df["url"]]
+    return df
+
+
+def _download_summary(path: Path) -> dict:
+    # `this_run` (speeds, seconds) and the Dask dashboard's address say how and when, not what
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in ("this_run", "dashboard")}
+
+
+def _store_info(path: Path, run_dir: Path) -> dict:
+    # store.json records the absolute folders it read and learned from; the rest must be equal
+    return json.loads(path.read_text().replace(str(run_dir.resolve()), "RUN"))
+
+
+def assert_same_outputs(local: Path, other: Path, subdirs: tuple[str, ...] = ("",)) -> None:
+    """Byte-identical results (under `subdirs` of results/demo), except fields that record
+    time, the run's own folder or the demo server's port."""
+    a_root, b_root = local / "results" / "demo", other / "results" / "demo"
+    differ = []
+    for sub in subdirs:
+        a_files = {p.relative_to(a_root) for p in (a_root / sub).rglob("*") if p.is_file()}
+        b_files = {p.relative_to(b_root) for p in (b_root / sub).rglob("*") if p.is_file()}
+        skip = {p for p in a_files | b_files if p.parts[0] in ("logs", "benchmarks")}
+        assert a_files - skip == b_files - skip, sorted(map(str, (a_files ^ b_files) - skip))
+        for rel in sorted(a_files - skip):
+            a, b = a_root / rel, b_root / rel
+            if a.read_bytes() == b.read_bytes():
+                continue
+            if rel.parts[:2] == ("images", "status"):
+                if _status_frame(a).equals(_status_frame(b)):
+                    continue
+            elif rel.parts == ("images", "summary.json"):
+                if _download_summary(a) == _download_summary(b):
+                    continue
+            elif rel.name == "store.json":
+                if _store_info(a, local) == _store_info(b, other):
+                    continue
+            differ.append(str(rel))
+    assert not differ, f"files differ from the local run: {differ}"

@@ -117,6 +117,7 @@ class Cluster:
                                "(make slurm-deps installs them)")
         if os.geteuid() != 0:
             raise ClusterError("the SLURM test cluster runs its daemons as root")
+        self._stop_leftover()
         for d in ("etc", "pids", "log", "munge", "ctld", "spool", "run"):
             (self.state / d).mkdir(parents=True, exist_ok=True)
         ports = {"ctld": _free_port(), "slurmd": _free_port(), "dbd": _free_port(), "db": _free_port()}
@@ -143,6 +144,13 @@ class Cluster:
         if SYSTEM_CONF.is_symlink():
             SYSTEM_CONF.unlink()
         SYSTEM_CONF.symlink_to(self.conf)
+
+    def _stop_leftover(self) -> None:
+        """Stop a test cluster that an interrupted session left running (found by its symlink)."""
+        if SYSTEM_CONF.is_symlink():
+            old = Path(os.readlink(SYSTEM_CONF)).parent.parent
+            if old != self.state and (old / "pids").is_dir():
+                Cluster(old).stop()
 
     def _node_ready(self) -> bool:
         out = self.run("sinfo", "-h", "-N", "-o", "%t", check=False).stdout.split()

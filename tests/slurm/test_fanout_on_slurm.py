@@ -1,0 +1,86 @@
+"""Download and describe with their Dask fan-out on the real SLURM cluster (tests/slurm/conftest.py):
+`dask: {cluster: slurm}` (dask-jobqueue workers are SLURM jobs, their partition given by
+DASK_JOBQUEUE__SLURM__QUEUE); outputs equal the local run's; the stage's own SLURM workers are
+cancelled when it ends, also when it fails."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slurmcluster import PARTITION, Cluster
+from snakerun import DEMO_MANIFEST, assert_same_outputs, failure_text, snakemake, wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# ---------------------------------------------------------------- Dask fan-out on the cluster
+FANOUT_METHOD = "rsift-vlad"
+
+
+def _fanout_workdir(demo_run: Path, tmp_path: Path, dask: dict) -> tuple[Path, Path]:
+    """A run folder holding the local run's results up to the candidates, and a manifest with `dask`."""
+    work = tmp_path / "fanout"
+    for sub in ("world", "landmarks", "metadata", "candidates"):  # everything upstream of download
+        if (demo_run / "results/demo" / sub).is_dir():
+            shutil.copytree(demo_run / "results/demo" / sub, work / "results/demo" / sub)
+    m = yaml.safe_load(DEMO_MANIFEST.read_text())
+    m["dask"] = dask
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(m))
+    return work, manifest
+
+
+def _fanout_run(work: Path, manifest: Path, env: dict[str, str]) -> None:
+    target = f"results/demo/descriptors/{FANOUT_METHOD}/candidates/store.json"
+    r = snakemake(work, "--cores", "2", target, manifest=manifest, env=env, timeout=1200)
+    assert r.returncode == 0, failure_text(r, work / "results/demo")
+    ran = set(re.findall(r"^(?:local)?rule (\w+):", r.stdout + r.stderr, re.M))
+    # geofilter reruns too: the manifest is its input, and this one is new
+    assert {"download", "describe_candidates"} <= ran <= {"geofilter", "download", "describe_candidates"}, ran
+
+
+def _jobqueue_file(tmp_path: Path) -> Path:
+    cfg = tmp_path / "dask-jobqueue.yaml"
+    # workflows/profiles/slurm/dask-jobqueue.yaml sized for this 2-core machine
+    cfg.write_text(yaml.safe_dump({"jobs": 2, "cores": 1, "processes": 1, "memory": "2GB",
+                                   "walltime": "00:30:00", "local_directory": str(tmp_path / "dask-tmp"),
+                                   "log_directory": str(tmp_path / "dask-logs")}))
+    return cfg
+
+
+def _dask_jobs(cluster: Cluster, before: set[str]) -> list[dict[str, str]]:
+    return [j for j in cluster.jobs() if j["id"] not in before and j["name"] == "dask-worker"]
+
+
+def test_fan_out_on_dask_jobqueue_workers_that_are_slurm_jobs(slurm, slurm_env, demo_run, tmp_path):
+    before = {j["id"] for j in slurm.jobs()}
+    work, manifest = _fanout_workdir(demo_run, tmp_path, {"cluster": "slurm", "slurm": str(_jobqueue_file(tmp_path))})
+    _fanout_run(work, manifest, slurm_env)
+    workers = _dask_jobs(slurm, before)
+    # download and describe each started 2 worker jobs, and cancelled them when they ended
+    assert len(workers) == 4, workers
+    assert not [j for j in slurm.queue() if j["name"] == "dask-worker"], slurm.queue()
+    assert {j["partition"] for j in workers} == {PARTITION}
+    assert_same_outputs(demo_run, work, ("images", f"descriptors/{FANOUT_METHOD}/candidates"))
+
+
+def test_failed_stage_cancels_its_slurm_workers(slurm, slurm_env, demo_run, tmp_path):
+    before = {j["id"] for j in slurm.jobs()}
+    out = tmp_path / "store"
+    (out / "shards").parent.mkdir(parents=True)
+    (out / "shards").write_text("not a folder: every shard task fails when it writes here")
+    cmd = [str(Path(sys.executable).parent / "mining"), "describe", "--method", FANOUT_METHOD,
+           "--images", str(demo_run / "results/demo/images"), "--set", "candidates", "--out", str(out),
+           "--shard-size", "100", "--slurm", str(_jobqueue_file(tmp_path))]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=slurm_env, timeout=900)
+    assert r.returncode != 0, r.stdout[-2000:] + r.stderr[-2000:]
+    workers = _dask_jobs(slurm, before)
+    assert workers, "the stage failed before it started its SLURM workers: nothing tested"
+    wait_for(lambda: not [j for j in slurm.queue() if j["name"] == "dask-worker"], 60, what="workers cancelled")
+    assert all(j["state"] != "RUNNING" for j in _dask_jobs(slurm, before))

@@ -620,7 +620,8 @@ def method_from_stores(method_dir: Path, dataset) -> tuple[MethodInput, dict]:
 
 
 def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,
-              chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None) -> dict:
+              chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None,
+              near_duplicates: Path | None = None) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json."""
     from mining.landmarks import load_landmarks
 
@@ -655,11 +656,11 @@ def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_to
         "queries_without_positives": len(dataset.qimlist) - len(has_pos),
     })
     result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
-    write_outputs(result, problem, out)
+    write_outputs(result, problem, out, near_duplicates)
     return result.stats
 
 
-def write_outputs(result: ScoreResult, problem: Problem, out: Path) -> None:
+def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplicates: Path | None = None) -> None:
     """scores.parquet (sorted by photo id), review_queue.parquet, stats.json, atomically."""
     import pyarrow as pa
 
@@ -691,6 +692,12 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path) -> None:
             rows["best_query"].append(problem.query_names[q])
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("score", pa.float64()), ("total_score", pa.float64()), ("best_query", pa.string())])
+    if near_duplicates is not None:  # near-copies of a landmark's images head its queue (mining.neardup)
+        from mining.neardup import prepend_probable
+
+        rows = prepend_probable(rows, Path(near_duplicates), sorted_ids, sorted_scores, problem.landmarks)
+        schema = schema.append(pa.field("probable_landmark", pa.bool_()))
+        result.stats["review_queue_probable_landmark"] = int(sum(rows["probable_landmark"]))
     atomic.write_parquet(out / "review_queue.parquet", pa.table(rows, schema=schema))
     result.stats["review_queue_rows"] = len(rows["photo_id"])
     atomic.write_json(out / "stats.json", result.stats)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -130,17 +131,28 @@ def load_candidate_meta(path: Path, photo_ids: np.ndarray) -> Any:
     return df.loc[photo_ids]
 
 
-def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Path, n: int = DEFAULT_N,
-               drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
-               url_host: str | None = None) -> dict:
-    """`mining select`: see the module docstring and docs/formats.md ("Selection")."""
-    import pandas as pd
-    import pyarrow as pa
+@dataclass
+class Ranked:
+    """The candidates `mining select` may keep, best first (`order` indexes `pid`/`scores`)."""
 
-    from mining.download.reader import DEFAULT_HOST, photo_url
+    scores: Any
+    decisions: Any
+    fingerprint: str | None
+    pid: np.ndarray
+    order: np.ndarray
+    confirmed: np.ndarray
+    unclear: np.ndarray
+    drop: np.ndarray
+    near_duplicates: dict | None
+    leak_risk: dict | None
 
-    if n < 1:
-        raise UserError("--n must be at least 1")
+
+def ranked(scores_dir: Path, decisions_path: Path, landmarks: Path | None = None, drop_unclear: bool = False,
+           near_duplicates: Path | None = None, near_duplicates_policy: str = "one_per_group",
+           leak_risk: Path | None = None, leak_risk_policy: str = "refuse") -> Ranked:
+    """Checked inputs and the ranking select takes its top N from (also what `select: {n: auto}`
+    measures the mAP-vs-N curve on): score order minus confirmed landmarks (and unclear ones with
+    drop_unclear), near-duplicate and leak-risk rules applied."""
     scores, stats = load_scores(scores_dir)
     decisions, decisions_fp = load_decisions(decisions_path)
     fingerprint = check_fingerprints(stats, decisions_fp, landmarks)
@@ -153,6 +165,36 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     drop = np.union1d(confirmed, unclear) if drop_unclear else confirmed
     order = rank_order(pid, scores.score.to_numpy(np.float64))
     order = order[~np.isin(pid[order], drop)]
+    nd_stats = None
+    if near_duplicates is not None:  # near-copies of landmark images and bursts (mining.neardup)
+        from mining import neardup
+
+        order, nd_stats = neardup.filter_order(order, pid, decisions, Path(near_duplicates), near_duplicates_policy)
+    risk_stats = None
+    if leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.leakrisk)
+        from mining import leakrisk
+
+        order, risk_stats = leakrisk.filter_order(order, pid, decisions, Path(leak_risk), leak_risk_policy)
+    return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
+
+
+def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Path, n: int = DEFAULT_N,
+               drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
+               url_host: str | None = None, near_duplicates: Path | None = None,
+               near_duplicates_policy: str = "one_per_group", leak_risk: Path | None = None,
+               leak_risk_policy: str = "refuse") -> dict:
+    """`mining select`: see the module docstring and docs/formats.md ("Selection")."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from mining.download.reader import DEFAULT_HOST, photo_url
+
+    if n < 1:
+        raise UserError("--n must be at least 1")
+    r = ranked(scores_dir, decisions_path, landmarks, drop_unclear, near_duplicates, near_duplicates_policy,
+               leak_risk, leak_risk_policy)
+    scores, decisions, fingerprint, pid, order = r.scores, r.decisions, r.fingerprint, r.pid, r.order
+    confirmed, unclear, drop, nd_stats, risk_stats = r.confirmed, r.unclear, r.drop, r.near_duplicates, r.leak_risk
     missing_images = 0
     if images_root is not None:
         if not images_root.is_dir():
@@ -215,6 +257,8 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         "score_min": float(frame.score.min()) if len(frame) else None,
         "score_max": float(frame.score.max()) if len(frame) else None,
         "licences": {str(k): int(v) for k, v in licences.items()},
+        "near_duplicates": nd_stats,
+        "leak_risk": risk_stats,
     }
     atomic.write_json(out / "stats.json", result)
     return result

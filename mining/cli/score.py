@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the similarities and the counting (default: the CPUs this process may "
                         "use); the result does not depend on it")
+    p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
+                   help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
+                        "images) head its review queue, marked probable_landmark")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -37,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from mining.score import run_score
 
     stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
-                      chunk=args.chunk, progress=not args.no_progress, threads=args.threads)
+                      chunk=args.chunk, progress=not args.no_progress, threads=args.threads,
+                      near_duplicates=args.near_duplicates)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

@@ -21,7 +21,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scores", type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
     p.add_argument("--decisions", required=True, type=Path, help="decisions.parquet from `mining review export`")
     p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
-    p.add_argument("--n", type=int, default=1_000_000, help="distractors to keep (default 1,000,000)")
+    p.add_argument("--n", default="1000000", metavar="N|auto",
+                   help="distractors to keep (default 1,000,000); auto: from the mined mAP-vs-N curve "
+                        "(needs --descriptors; writes OUT/auto_n.json, see mining/choose_n.py)")
+    p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
+                   help="with --n auto: every method's descriptor folder (the curve is measured with each)")
+    p.add_argument("--auto-tolerance", type=float, default=0.05, metavar="F",
+                   help="with --n auto: mined mAP within (1 + F) x the all-candidates mAP (default 0.05)")
+    p.add_argument("--setups", nargs="+", default=["easy", "medium", "hard"], metavar="SETUP",
+                   help="with --n auto: the revisited setups the rule must hold for (default: all three)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--drop-unclear", action="store_true", help="also drop candidates reviewers marked unclear")
     p.add_argument("--landmarks", type=Path, default=None,
@@ -29,14 +37,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--images-root", type=Path, default=None,
                    help="download root: skip candidates whose image file is not there")
     p.add_argument("--url-host", default=None, help="image host for the URLs (default live.staticflickr.com)")
+    p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
+                   help="`mining neardup` output: near-copies of landmark images are kept only when reviewed "
+                        "not_landmark, and near-duplicate groups are handled by --near-duplicates-policy")
+    p.add_argument("--leak-risk", type=Path, default=None, metavar="LEAKRISK.parquet",
+                   help="`mining leakrisk` output: high-risk candidates that no reviewer decided on are left out")
+    p.add_argument("--allow-unreviewed-risk", action="store_true",
+                   help="with --leak-risk: keep high-risk unreviewed candidates (only count them)")
+    p.add_argument("--near-duplicates-policy", choices=["one_per_group", "keep"], default="one_per_group",
+                   help="one_per_group (default): keep the best-ranked image of each near-duplicate group; keep: all")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mining.errors import UserError
     from mining.select import run_select
 
-    stats = run_select(args.scores, args.decisions, args.candidates, args.out, n=args.n,
+    n = args.n
+    if n == "auto":
+        if not args.landmarks:
+            raise UserError("--n auto needs --landmarks and --descriptors")
+        from mining.choose_n import run_choose_n
+
+        n = run_choose_n(args.landmarks, args.descriptors, args.scores, args.decisions, args.out,
+                         tolerance=args.auto_tolerance, setups=args.setups, drop_unclear=args.drop_unclear,
+                         near_duplicates=args.near_duplicates, near_duplicates_policy=args.near_duplicates_policy,
+                         leak_risk=args.leak_risk,
+                         leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse")["n"]
+    elif not n.isdigit():
+        raise UserError(f"--n must be a positive integer or auto, not {n!r}")
+    stats = run_select(args.scores, args.decisions, args.candidates, args.out, n=int(n),
                        drop_unclear=args.drop_unclear, images_root=args.images_root,
-                       landmarks=args.landmarks, url_host=args.url_host)
+                       landmarks=args.landmarks, url_host=args.url_host, near_duplicates=args.near_duplicates,
+                       near_duplicates_policy=args.near_duplicates_policy, leak_risk=args.leak_risk,
+                       leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse")
     print(json.dumps({k: stats[k] for k in ("n_selected", "dropped", "warning")}))
     return 0

@@ -43,7 +43,11 @@ _NAMES = ["aldgate", "belmont", "carrow", "dunmore", "elmsworth", "fairhaven", "
           "juniper", "kingsford", "lindale", "marlow", "northcote", "oakridge", "penrose", "rosslyn", "stanmore"]
 _NOUNS = {"gothic": ["cathedral", "abbey", "minster", "chapel"], "classical": ["museum", "library", "palace", "opera"],
           "modern": ["tower", "gallery", "centre", "station"]}
-_TAG = {"facade": 1, "view": 2, "negfacade": 3, "scene": 4, "meta": 5, "plan": 6}
+_TAG = {"facade": 1, "view": 2, "negfacade": 3, "scene": 4, "meta": 5, "plan": 6, "dup": 7}
+# Planted near-duplicates (mining.neardup is measured on them): bursts (one candidate and
+# BURST_COPIES near-copies of it: the same scene re-shot seconds apart) and re-uploads (a
+# candidate that is a cropped, re-encoded copy of a landmark query or database image).
+BURSTS_PER, BURST_COPIES, REUPLOADS_PER = 60, 2, 100  # one burst per 60 candidates, one re-upload per 100
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -69,6 +73,7 @@ class Task:
     family: str
     key: int  # item seed key
     small: bool = False
+    source: str = ""  # kind "copy": the image (relative to the root) this one is a near-copy of
 
 
 @functools.lru_cache(maxsize=4)
@@ -100,14 +105,72 @@ def _worker_init() -> None:
     cv2.setNumThreads(1)
 
 
+def near_copy(data: bytes, seed: int, task: Task) -> bytes:
+    """A near-copy of a JPEG: label "burst" = the same scene a moment later (a 2-6 % shift,
+    a little exposure change); "reupload" = cropped by 5-15 %, scaled back to at least 1024 px,
+    colour-shifted and re-encoded at a lower quality."""
+    import cv2
+
+    rng = _rng(seed, _TAG["dup"], task.key)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    h, w = img.shape[:2]
+    lo, hi = (0.02, 0.06) if task.label == "burst" else (0.05, 0.15)
+    cw, ch = int(w * (1 - rng.uniform(lo, hi))), int(h * (1 - rng.uniform(lo, hi)))
+    x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+    crop = cv2.resize(img[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_LINEAR)
+    gain = rng.uniform(0.92, 1.08, size=3 if task.label == "reupload" else 1)
+    out = np.clip(crop.astype(np.float32) * gain + rng.uniform(-8, 8), 0, 255).astype(np.uint8)
+    return render.encode_jpeg(out, quality=int(rng.integers(70, 86)) if task.label == "reupload" else 90)
+
+
 def _run_task(args: tuple[int, str, Task, bool]) -> tuple[str, Any, str, bool]:
     seed, root, task, resume = args
     path = Path(root) / task.out
     if resume and path.exists():
         return task.out, None, "", False
+    if task.kind == "copy":
+        atomic.write_bytes(path, near_copy((Path(root) / task.source).read_bytes(), seed, task))
+        return task.out, None, task.label, True
     data, bbox, problem = render_task(seed, task)
     atomic.write_bytes(path, data)
     return task.out, bbox, problem, True
+
+
+def _plant_near_duplicates(tasks: list[Task], truth: dict[str, list[Any]], qimlist: list[str], gnd: list[dict],
+                           imlist: list[str], lms: list[Landmark], seed: int) -> dict[str, int]:
+    """Turn some candidates (full-size, outside the excluded regions, not landmark views)
+    into planted near-copies, in place: bursts copy another candidate (truth `copy_of` =
+    "photo:<id>", same kind); re-uploads copy a landmark query or Easy database image (kind
+    "landmark", view "reupload", `copy_of` = its name). Counts and metadata rows stay as they
+    were; a separate random stream leaves the rest of the world unchanged."""
+    n = len(tasks)
+    eligible = [i for i, t in enumerate(tasks) if not t.small and not truth["in_excluded_region"][i]
+                and truth["kind"][i] != "landmark"]
+    n_burst, n_re = max(1, n // BURSTS_PER), max(1, n // REUPLOADS_PER)
+    if len(eligible) < n_burst * (1 + BURST_COPIES) + n_re:
+        return {"bursts": 0, "burst_copies": 0, "reuploads": 0}
+    slots = iter(_rng(seed, _TAG["dup"], 0).permutation(eligible).tolist())
+
+    def copy(i: int, label: str, source: str) -> None:
+        tasks[i] = Task(tasks[i].out, "copy", label, 0, tasks[i].family, tasks[i].key, False, source)
+
+    for _ in range(n_burst):
+        src = next(slots)
+        for _ in range(BURST_COPIES):
+            i = next(slots)
+            copy(i, "burst", tasks[src].out)
+            for c in ("kind", "landmark", "family"):
+                truth[c][i] = truth[c][src]
+            truth["view"][i], truth["copy_of"][i] = "burst", f"photo:{truth['photo_id'][src]}"
+    for r in range(n_re):
+        lm = lms[r % len(lms)]
+        q = qimlist.index(f"{lm.name}_q1")
+        name = qimlist[q] if r % 2 == 0 else imlist[gnd[q]["easy"][r // 2 % len(gnd[q]["easy"])]]
+        i = next(slots)
+        copy(i, "reupload", f"landmarks/jpg/{name}.jpg")
+        truth["kind"][i], truth["landmark"][i], truth["family"][i] = "landmark", lm.name, lm.family
+        truth["view"][i], truth["copy_of"][i] = "reupload", name
+    return {"bursts": n_burst, "burst_copies": n_burst * BURST_COPIES, "reuploads": n_re}
 
 
 def _landmarks(cfg: dict[str, int], seed: int) -> list[Landmark]:
@@ -214,7 +277,8 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     order = mrng.permutation(len(roles))
     rows: list[str] = []
     cand_tasks: list[Task] = []
-    truth: dict[str, list[Any]] = {c: [] for c in ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view")}
+    truth: dict[str, list[Any]] = {c: [] for c in ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view",
+                                                   "copy_of")}
     index_rows: dict[str, list[Any]] = {c: [] for c in ("photo_id", "server", "secret", "secret_original", "extension")}
     img_i = malformed_i = 0
     lm_seen: set[int] = set()
@@ -258,18 +322,22 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         truth["in_excluded_region"].append(bool(place is not None and place.excluded))
         truth["place"].append(place.name if place else None)
         truth["view"].append(task.label)
+        truth["copy_of"].append(None)
         for c, v in (("photo_id", pid), ("server", rec.server), ("secret", rec.secret),
                      ("secret_original", rec.secret_original), ("extension", rec.extension)):
             index_rows[c].append(v)
     atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(rows) + "\n")
-    # Sort candidate tasks by kind so façade caches hit inside each worker.
+    planted = _plant_near_duplicates(cand_tasks, truth, qimlist, gnd, imlist, lms, seed)
+    # Sort candidate tasks by kind so façade caches hit inside each worker; copies after their sources.
     cand_tasks.sort(key=lambda t: (t.kind, t.subject, t.out))
-    _map(cand_tasks, seed, root, workers, resume=resume, desc="candidates")
+    _map([t for t in cand_tasks if t.kind != "copy"], seed, root, workers, resume=resume, desc="candidates")
+    _map([t for t in cand_tasks if t.kind == "copy"], seed, root, 1, resume=resume, desc="near-copies")  # cheap: inline
     truth_tab = pa.table({
         "photo_id": pa.array(truth["photo_id"], pa.int64()), "kind": pa.array(truth["kind"], pa.string()),
         "landmark": pa.array(truth["landmark"], pa.string()), "family": pa.array(truth["family"], pa.string()),
         "in_excluded_region": pa.array(truth["in_excluded_region"], pa.bool_()),
         "place": pa.array(truth["place"], pa.string()), "view": pa.array(truth["view"], pa.string()),
+        "copy_of": pa.array(truth["copy_of"], pa.string()),
     }).sort_by("photo_id")
     atomic.write_parquet(root / "truth.parquet", truth_tab, compression="zstd")
     idx_tab = pa.table({"photo_id": pa.array(index_rows["photo_id"], pa.int64()),
@@ -288,6 +356,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
             "videos": n_video, "candidate_images": n_img, "candidate_kinds": kinds_count,
             "in_excluded_region": int(sum(truth["in_excluded_region"])),
             "small_images": int(sum(t.small for t in cand_tasks)),
+            "near_duplicates": planted,
         },
         "malformed_kinds": list(md.MALFORMED_KINDS),
         "exclusion": md.EXCLUSION,
@@ -301,3 +370,24 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     write_preview(root, root / "preview.png")
     atomic.write_json(root / "world.json", world)
     return world
+
+
+def as_download_folder(world: str | os.PathLike[str], images: str | os.PathLike[str]) -> None:
+    """The world's candidate images laid out as a `mining download` output (every photo `ok`):
+    what tests and benchmarks describe without running the downloader."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mining.layout import image_relpath
+
+    world, images = Path(world), Path(images)
+    ids = pq.read_table(world / "truth.parquet", columns=["photo_id"]).column("photo_id").to_pylist()
+    for p in ids:
+        dst = images / image_relpath(int(p))
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if not dst.exists():
+            shutil.copyfile(world / "images" / f"{p}.jpg", dst)
+    atomic.write_parquet(images / "status" / "shard-00000.parquet",
+                         pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * len(ids)}))

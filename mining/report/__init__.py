@@ -43,6 +43,8 @@ class Inputs:
     landmarks: Path | None = None  # gnd_*.pkl or its folder
     manifest: Path | None = None
     benchmarks: Path | None = None  # folder of snakemake benchmark TSVs
+    neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
+    leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -57,7 +59,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "metadata": r / "metadata", "candidates": r / "candidates", "images": r / "images",
             "descriptors": r / "descriptors", "scores": r / "scores", "decisions": r / "review" / "decisions.parquet",
             "selected": r / "selected", "evaluation": r / "evaluation" / "evaluation.json",
-            "landmarks": r / "world" / "landmarks", "benchmarks": r / "benchmarks",
+            "landmarks": r / "world" / "landmarks", "benchmarks": r / "benchmarks", "neardup": r / "neardup",
+            "leakrisk": r / "leakrisk",
         }
     manifest = overrides.get("manifest")
     if manifest is not None:
@@ -267,6 +270,107 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     return "".join(parts)
 
 
+def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
+    """mining neardup's counts and thresholds, what select dropped because of them, the
+    largest groups and the probable landmark images beside the landmark image they copy."""
+    st = _json(inp.neardup / "stats.json") if inp.neardup else None
+    if not st or not (inp.neardup / "neardup.parquet").is_file():
+        return NA
+    import pyarrow.parquet as pq
+
+    from mining.layout import image_relpath
+
+    th = st["thresholds"]
+    parts = [f"<p>Criterion: dHash (64 bits) within {th['max_hash_distance']} bits and {html.escape(st['method'])} "
+             f"cosine ≥ {th['min_cosine']} (candidate pairs); within {th['landmark_max_hash_distance']} bits and "
+             f"cosine ≥ {th['landmark_min_cosine']} (a candidate vs a landmark query or database image).</p>"]
+    rows = [["candidates hashed and compared", st["candidates"]], ["near-duplicate pairs", st["pairs"]],
+            ["groups (2 or more images)", st["groups"]], ["redundant images (group members beyond the first)", st["redundant"]],
+            ["near-copies of landmark images (probable landmark)", st["copies_of_landmark_images"]]]
+    sel = _json(inp.selected / "stats.json") if inp.selected else None
+    nd_sel = (sel or {}).get("near_duplicates")
+    if nd_sel:
+        rows += [[f"select ({nd_sel['policy']}): redundant images dropped", nd_sel["redundant_dropped"]],
+                 ["select: probable landmark images dropped (not reviewed not_landmark)", nd_sel["probable_landmark_dropped"]],
+                 ["select: probable landmark images cleared by review", nd_sel["probable_landmark_cleared_by_review"]]]
+    parts.append(_table(rows, ["", "count"]))
+    t = pq.read_table(inp.neardup / "neardup.parquet").to_pandas()
+    img = lambda p: _thumb(inp.images / image_relpath(int(p))) if inp.images else "<span class=na>missing</span>"  # noqa: E731
+    big = t[t["group_size"] > 1].sort_values(["group_size", "group", "photo_id"], ascending=[False, True, True])
+    for g in big["group"].drop_duplicates().head(groups).tolist():
+        members = big.loc[big["group"] == g, "photo_id"].tolist()
+        figs = "".join(f"<figure>{img(p)}<figcaption>{int(p)}</figcaption></figure>" for p in members[:per_group])
+        parts.append(f'<h3>group {int(g)} ({len(members)} images)</h3><div class="row">{figs}</div>')
+    copies = t[t["copy_of"].notna()].sort_values("photo_id")
+    if len(copies) and inp.landmarks:
+        from mining.landmarks import load_landmarks
+
+        ds = load_landmarks(inp.landmarks)
+        figs = "".join(
+            f'<figure class="query">{_thumb(ds.image_path(c))}<figcaption>{html.escape(c)}</figcaption></figure>'
+            f"<figure>{img(p)}<figcaption>{int(p)}: probable {html.escape(str(lm))}</figcaption></figure>"
+            for p, c, lm in zip(copies["photo_id"].head(groups), copies["copy_of"], copies["probable_landmark"]))
+        parts.append(f'<h3>Probable landmark images (landmark image, then the candidate copying it)</h3><div class="row">{figs}</div>')
+    return "".join(parts)
+
+
+def leak_risk(inp: Inputs, examples: int = 10) -> str:
+    """mining leakrisk: how many candidates are at high risk of showing a landmark, how many of
+    them lie outside the review queue, what select did with them, and the riskiest of those."""
+    st = _json(inp.leakrisk / "stats.json") if inp.leakrisk else None
+    if not st:
+        return NA
+    from mining.layout import image_relpath
+
+    rows = [["candidates", st["candidates"]], ["high risk (risk ≥ the landmark's threshold)", st["high_risk"]],
+            ["high risk, in the review queue", st["high_risk_in_queue"]],
+            ["high risk, outside the review queue", st["high_risk_outside_queue"]]]
+    sel = _json(inp.selected / "stats.json") if inp.selected else None
+    lr = (sel or {}).get("leak_risk")
+    if lr:
+        rows.append([f"select ({lr['policy']}): high-risk candidates nobody reviewed, left out", lr["left_out"]])
+    parts = [f"<p>risk = best {html.escape(st['method'])} cosine of a candidate to a landmark's query crops and "
+             "positives; high when it reaches the landmark's threshold (the median cosine of its positives to their "
+             "nearest other image of the landmark).</p>", _table(rows, ["", "count"]),
+             _table([[lm, f"{t:.3f}"] for lm, t in st["thresholds"].items()], ["landmark", "threshold"])]
+    ex = st.get("outside_queue_examples") or []
+    if ex:
+        figs = "".join(
+            f'<figure>{_thumb(inp.images / image_relpath(int(e["photo_id"]))) if inp.images else "<span class=na>missing</span>"}'
+            f'<figcaption>{int(e["photo_id"])}: {html.escape(e["landmark"])} {e["risk"]:.3f} (#{e["risk_rank"]})</figcaption></figure>'
+            for e in ex[:examples])
+        parts.append(f'<h3>Riskiest candidates outside the review queue</h3><div class="row">{figs}</div>')
+    return "".join(parts)
+
+
+def chosen_n(inp: Inputs) -> str:
+    """select n: auto (mining/choose_n.py): the rule, the curves relative to all candidates, and N."""
+    if not inp.selected:
+        return NA
+    auto = _json(inp.selected / "auto_n.json")
+    if not auto:
+        return "<p>N was set by the manifest (select.n), not chosen from the curve (select: {n: auto}).</p>"
+    import matplotlib.pyplot as plt
+
+    tol = auto["tolerance"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, (m, per) in enumerate(auto["curves"].items()):
+        for j, (s, c) in enumerate(per.items()):
+            rel = np.array(c["mined"], dtype=float) / c["all"] if c["all"] else np.ones(len(c["mined"]))
+            ax.plot(auto["sizes"], rel, ["-", "--", ":"][j % 3], color=f"C{i}", label=f"{m} {s}")
+    ax.axhline(1 + tol, color="k", lw=0.8, label=f"1 + tolerance ({tol:g})")
+    ax.axvline(auto["n"], color="#cc3311", lw=1.2, label=f"N = {auto['n']}")
+    ax.set_xscale("log")
+    ax.set_xlabel("mined distractors N")
+    ax.set_ylabel("mined mAP / all-candidates mAP")
+    ax.legend(fontsize=7)
+    rows = [[m, s, v if v is not None else "never", f"{100 * auto['curves'][m][s]['all']:.2f}"]
+            for m, per in auto["first_ok"].items() for s, v in per.items()]
+    return (f"<p>N = {auto['n']} of {auto['available']} usable candidates: {html.escape(auto['rule'])}; binding: "
+            f"{html.escape(', '.join(auto['binding']))}.</p>"
+            + _table(rows, ["method", "setup", "smallest N that holds", "all-candidates mAP (%)"]) + _png(fig))
+
+
 def evaluation_section(inp: Inputs) -> str:
     rep = _json(inp.evaluation)
     if not rep:
@@ -350,6 +454,9 @@ SECTIONS: list[tuple[str, Callable[[Inputs], str]]] = [
     ("Geotags kept and excluded", geotags),
     ("Distractor scores", score_distribution),
     ("Hardest selected distractors per landmark", hardest),
+    ("Near-duplicates and copies of landmark images", near_duplicates),
+    ("Leak risk beyond the review queue", leak_risk),
+    ("N chosen from the mAP-vs-N curve", chosen_n),
     ("Retrieval with and without distractors", evaluation_section),
     ("Settings and timings", settings),
 ]

@@ -55,6 +55,24 @@ def make_run(tmp_path):
     (run / "candidates" / "stats.json").write_text(json.dumps({"rows_in": 990, "rows_out": 300, "excluded": {"country:GBR": 600, "area:las_vegas": 90}}))
     pq.write_table(meta.slice(0, 300), run / "candidates" / "candidates.parquet")
     (run / "images" / "summary.json").write_text(json.dumps({"counts": {"ok": 280, "not_found": 15, "placeholder": 5}}))
+    (run / "neardup").mkdir()  # two selected images as one near-duplicate group, one copying a query
+    g = [int(p) for p in selected[:3]]
+    pq.write_table(pa.table({"photo_id": g, "group": [g[0], g[0], g[2]], "group_size": [2, 2, 1],
+                             "copy_of": [None, None, ds.qimlist[0]], "probable_landmark": [None, None, "lm0"]}),
+                   run / "neardup" / "neardup.parquet")
+    (run / "neardup" / "stats.json").write_text(json.dumps({
+        "method": "gem", "thresholds": {"max_hash_distance": 10, "min_cosine": 0.9, "landmark_max_hash_distance": 14,
+                                        "landmark_min_cosine": 0.6},
+        "candidates": 240, "pairs": 1, "groups": 1, "redundant": 1, "copies_of_landmark_images": 1}))
+    (run / "selected" / "auto_n.json").write_text(json.dumps({
+        "n": 40, "tolerance": 0.05, "available": 237, "sizes": [1, 10, 40, 237], "rule": "smallest N ...",
+        "binding": ["gem/hard"], "first_ok": {"gem": {"hard": 40}},
+        "curves": {"gem": {"hard": {"none": 0.5, "all": 0.2, "mined": [0.45, 0.3, 0.205, 0.2]}}}}))
+    (run / "leakrisk").mkdir()
+    (run / "leakrisk" / "stats.json").write_text(json.dumps({
+        "method": "gem", "candidates": 240, "thresholds": {"lm0": 0.8}, "high_risk": 12, "high_risk_in_queue": 3,
+        "high_risk_outside_queue": 9, "outside_queue_examples": [{"photo_id": g[0], "risk": 0.97, "landmark": "lm0",
+                                                                  "nearest": "db_001", "risk_rank": 1}]}))
     (run / "benchmarks").mkdir()
     (run / "benchmarks" / "score.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t345.6\t20.1\n")
     (tmp_path / "manifest.yaml").write_text((REPO / "manifests" / "demo.yaml").read_text()
@@ -79,6 +97,9 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
         assert text in doc, text
     ev = json.loads((run / "evaluation" / "evaluation.json").read_text())
     assert f"{100 * ev['results']['gem']['hard']['mined']['mAP']:.2f}" in doc
+    assert "(2 images)</h3>" in doc and "probable lm0" in doc and "near-copies of landmark images" in doc
+    assert "high risk, outside the review queue</td><td>9</td>" in doc and "lm0 0.970 (#1)" in doc
+    assert "N = 40 of 237 usable candidates" in doc and "binding: gem/hard" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
     from mining.evaluate.bootstrap import fmt_interval
 
@@ -98,7 +119,7 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    assert doc.count("not available") == 5
+    assert doc.count("not available") == 8  # incl. near-duplicates, leak risk and N chosen
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 

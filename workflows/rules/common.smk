@@ -12,6 +12,8 @@ LOGS = f"{R}/logs"
 BENCH = f"{R}/benchmarks"
 ENV = "../envs/mining.yaml"
 METHODS = M["methods"]
+# The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
+NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
 SETS = ["queries", "database", "candidates"]
 
 # Threads, memory and wall time of every rule: workflows/resources.yaml, one size of it

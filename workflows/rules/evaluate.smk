@@ -17,7 +17,8 @@ rule evaluate:
         scores=subpath(input.scores, parent=True),
         selected=subpath(input.selected, parent=True),
         out=subpath(output.json, parent=True),
-        n=E["n"] or M["select"]["n"],
+        # select n: auto → no --n: evaluate takes the selected set's size
+        n_arg="" if (E["n"] or M["select"]["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
         seeds=" ".join(str(s) for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
     log:
@@ -32,7 +33,7 @@ rule evaluate:
         ENV
     shell:
         "mining evaluate --landmarks {input.gnd:q} --descriptors {params.methods:q} --scores {params.scores:q} "
-        "--selected {params.selected:q} --decisions {input.decisions:q} --n {params.n} "
+        "--selected {params.selected:q} --decisions {input.decisions:q} {params.n_arg} "
         "--random-seeds {params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
 
 

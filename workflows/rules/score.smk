@@ -5,6 +5,7 @@ rule score:
     input:
         gnd=landmarks_gnd(),
         stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS),
+        neardup=f"{R}/neardup/neardup.parquet",
     output:
         scores=f"{R}/scores/scores.parquet",
         queue=f"{R}/scores/review_queue.parquet",
@@ -24,4 +25,4 @@ rule score:
         ENV
     shell:
         "mining score --landmarks {input.gnd:q} --descriptors {params.methods:q} --out {params.out:q} "
-        "--review-top {params.top} --threads {threads} > {log:q} 2>&1"
+        "--review-top {params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"

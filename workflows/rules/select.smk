@@ -7,6 +7,12 @@ rule select:
         decisions=decisions_path(),
         candidates=f"{R}/candidates/candidates.parquet",
         gnd=landmarks_gnd(),
+        # n: auto measures the mined mAP-vs-N curve with every method
+        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS)
+        if M["select"]["n"] == "auto"
+        else [],
+        neardup=f"{R}/neardup/neardup.parquet",
+        leakrisk=f"{R}/leakrisk/leakrisk.parquet",
     output:
         txt=f"{R}/selected/distractors.txt",
         table=f"{R}/selected/distractors.parquet",
@@ -14,7 +20,16 @@ rule select:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
         n=M["select"]["n"],
+        auto=lambda w, input: (
+            "--descriptors "
+            + " ".join(shlex.quote(d) for d in method_dirs(input.stores))
+            + f" --auto-tolerance {M['select']['auto_tolerance']} --setups {' '.join(M['evaluate']['setups'])}"
+        )
+        if M["select"]["n"] == "auto"
+        else "",
         unclear="--drop-unclear" if M["select"]["drop_unclear"] else "",
+        near_duplicates=M["select"]["near_duplicates"],
+        risk="--allow-unreviewed-risk" if M["select"]["leak_risk"] == "allow" else "",
     log:
         f"{LOGS}/select.log",
     benchmark:
@@ -27,4 +42,6 @@ rule select:
         ENV
     shell:
         "mining select {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
-        "--landmarks {input.gnd:q} --n {params.n} {params.unclear} --out {params.out:q} > {log:q} 2>&1"
+        "--landmarks {input.gnd:q} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
+        "--near-duplicates-policy {params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
+        "--out {params.out:q} > {log:q} 2>&1"

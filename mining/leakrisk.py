@@ -1,0 +1,153 @@
+"""Leak risk: how likely each candidate is to show a landmark, beyond the reviewed queue.
+
+Why: the review queue holds the top K of each landmark by the distractor score, which
+measures how many *positives a query* a candidate outranks. A real landmark photo taken from
+an unusual viewpoint can score low against the queries and still be very close to one of the
+landmark's database views; on an unseen city one ranked 43rd, outside a top-20 queue, and would
+have been selected without review.
+
+The risk of candidate d is its best cosine similarity (a global descriptor, cnn-gem) to any
+image of a landmark: its queries (bbox crops) and its positives (Easy ∪ Hard database images),
+`risk(d) = max_L max_{x ∈ Q_L ∪ P_L} cos(d, x)`, with that landmark and image named. It is
+**high** when it reaches the landmark's own threshold τ_L, the median over L's positives of
+their cosine to the nearest other image of L: a candidate as close to a landmark image as the
+landmark's own views typically are to one another.
+
+`mining select --leak-risk` then refuses to select past the reviewed depth where the risk is
+high: a high-risk candidate that no reviewer decided on is left out of the selection (counted
+in stats.json) unless `--allow-unreviewed-risk` (manifest `select: {leak_risk: allow}`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mining.errors import UserError
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("refuse", "allow")
+
+
+def landmark_images(dataset: Any) -> list[tuple[str, str, str]]:
+    """(set, image name, landmark) of every query and every positive of a landmark's queries."""
+    out: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for lm, queries in dataset.groups:
+        for q in queries:
+            out.append(("queries", dataset.qimlist[q], lm))
+        for q in queries:
+            for j in dataset.positives(q):
+                name = dataset.imlist[j]
+                if (name, lm) not in seen:
+                    seen.add((name, lm))
+                    out.append(("database", name, lm))
+    return out
+
+
+def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray) -> dict[str, float]:
+    """τ_L per landmark: median over its positives of the cosine to the nearest other image of L."""
+    out = {}
+    for lm in dict.fromkeys(owners.tolist()):
+        mine = np.flatnonzero(owners == lm)
+        pos = mine[is_positive[mine]]
+        if pos.size == 0 or mine.size < 2:
+            out[lm] = float("inf")
+            continue
+        s = vectors[pos] @ vectors[mine].T
+        s[np.arange(pos.size), np.searchsorted(mine, pos)] = -np.inf  # not itself
+        out[lm] = float(np.median(s.max(axis=1)))
+    return out
+
+
+def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path) -> dict[str, Any]:
+    """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json."""
+    import pyarrow as pa
+
+    from mining import atomic
+    from mining.landmarks import load_landmarks
+    from mining.neardup import _unit_rows, global_stores
+    from mining.score import parse_ids
+    from mining.tables import read_table
+
+    dataset = load_landmarks(landmarks)
+    stores = global_stores(Path(descriptors), "the leak risk needs")
+    queue = read_table(Path(scores_dir) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
+                       hint="made by `mining score`").to_pandas()
+    vec: dict[tuple[str, str], np.ndarray] = {}
+    for part in ("queries", "database"):
+        ids, payload = stores[part].load_all()
+        for i, v in zip(ids, _unit_rows(payload) if len(ids) else []):
+            vec[(part, i)] = v
+    items = [(s, n, lm) for s, n, lm in landmark_images(dataset) if (s, n) in vec]
+    if not items:
+        raise UserError(f"{descriptors}: no landmark image has a descriptor")
+    lm_vecs = np.stack([vec[(s, n)] for s, n, _ in items])
+    owners = np.array([lm for _, _, lm in items], dtype=object)
+    names = [n for _, n, _ in items]
+    tau = thresholds(lm_vecs, owners, np.array([s == "database" for s, _, _ in items]))
+    pid_parts, risk_parts, best_parts = [], [], []
+    for ids, payload in stores["candidates"].iter_blocks():
+        sims = _unit_rows(payload) @ lm_vecs.T
+        best = np.argmax(sims, axis=1)
+        pid_parts.append(parse_ids(ids, f"{descriptors}/candidates"))
+        risk_parts.append(sims[np.arange(len(best)), best].astype(np.float64))
+        best_parts.append(best)
+    pid = np.concatenate(pid_parts) if pid_parts else np.zeros(0, np.int64)
+    risk = np.concatenate(risk_parts) if risk_parts else np.zeros(0)
+    best = np.concatenate(best_parts) if best_parts else np.zeros(0, np.int64)
+    order = np.argsort(pid, kind="stable")
+    pid, risk, best = pid[order], risk[order], best[order]
+    lm_of = owners[best] if best.size else np.zeros(0, object)
+    tau_of = np.array([tau[lm] for lm in lm_of], dtype=np.float64)
+    high = risk >= tau_of
+    queued = np.isin(pid, queue["photo_id"].to_numpy(np.int64))
+    rank = np.empty(pid.size, np.int64)  # 1 = the riskiest candidate
+    rank[np.lexsort((pid, -risk))] = np.arange(1, pid.size + 1)
+    table = pa.table({
+        "photo_id": pa.array(pid, pa.int64()), "risk": pa.array(risk, pa.float64()),
+        "risk_rank": pa.array(rank, pa.int64()),
+        "landmark": pa.array(lm_of.tolist(), pa.string()), "nearest": pa.array([names[b] for b in best], pa.string()),
+        "threshold": pa.array(tau_of, pa.float64()), "high": pa.array(high, pa.bool_()),
+        "in_queue": pa.array(queued, pa.bool_()),
+    })
+    outside = high & ~queued
+    examples = np.flatnonzero(outside)[np.argsort(-risk[outside], kind="stable")][:10]
+    stats = {
+        "method": stores["candidates"].method, "candidates": int(pid.size),
+        "thresholds": {lm: round(t, 6) for lm, t in tau.items()},
+        "high_risk": int(high.sum()), "high_risk_in_queue": int((high & queued).sum()),
+        "high_risk_outside_queue": int(outside.sum()),
+        "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
+                                    "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
+        "landmarks_fingerprint": dataset.fingerprint(),
+    }
+    atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
+    atomic.write_json(Path(out) / "stats.json", stats)
+    return stats
+
+
+def filter_order(order: np.ndarray, photo_id: np.ndarray, decisions: Any, path: Path,
+                 policy: str = "refuse") -> tuple[np.ndarray, dict[str, Any]]:
+    """`mining select`'s ranked indices without the high-risk candidates nobody reviewed
+    (policy `refuse`); `allow` keeps them and only counts them."""
+    from mining.tables import read_table
+
+    if policy not in POLICIES:
+        raise UserError(f"leak-risk policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+    t = read_table(Path(path), ("photo_id", "high"), "leak-risk file", hint="made by `mining leakrisk`").to_pandas()
+    reviewed = np.unique(decisions["photo_id"].to_numpy(np.int64))
+    risky = np.setdiff1d(t.loc[t["high"].astype(bool), "photo_id"].to_numpy(np.int64), reviewed)
+    hit = np.isin(photo_id[order], risky)
+    stats = {"policy": policy, "high_risk_unreviewed": int(risky.size), "high_risk_unreviewed_in_ranking": int(hit.sum()),
+             "left_out": int(hit.sum()) if policy == "refuse" else 0}
+    if policy == "refuse":
+        if hit.any():
+            log.warning("leak risk: %d high-risk candidates that nobody reviewed are left out of the selection "
+                        "(review deeper: score.review_top, or select.leak_risk: allow)", int(hit.sum()))
+        order = order[~hit]
+    return order, stats

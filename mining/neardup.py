@@ -1,0 +1,394 @@
+"""Near-duplicates among candidates, and candidates that are near-copies of landmark images.
+
+Why: YFCC holds bursts (one user, one scene, seconds apart); a distractor set that keeps 30
+copies of one façade is less hard per image and wastes its budget. And a candidate that is a
+near-copy of a landmark query or database image (a re-upload, a crop) almost surely shows the
+landmark: it must be reviewed before it can become a distractor.
+
+The criterion (cheap, two independent signals that must agree):
+- a 64-bit difference hash (dHash) of the whole image: grey, box-resized to 9×8, one bit per
+  horizontally adjacent pair (left brighter than right); two images are close when their
+  hashes differ in at most `max_hash_distance` bits (Hamming distance). A crop moves every
+  cell, so a landmark image (few of them) is also hashed with 6 % and 12 % trimmed off,
+  centred and at each corner, and a candidate's distance to it is the nearest of these 11;
+- the cosine similarity of a global descriptor (the run's `cnn-gem`): at least `min_cosine`.
+Candidates joined by close pairs form a group (connected components, union-find); a group's
+id is its smallest photo id. A candidate is a probable landmark when it is close, by the same
+two tests with the landmark thresholds, to a landmark query image (the query's descriptor is
+its bbox crop, so the cosine is to the crop) or to a database image of a landmark (Easy,
+Hard or Junk of one of its queries); a copy of a database image that belongs to no landmark is
+flagged too (`copy_of`), without a landmark.
+
+The default thresholds were measured on the demo world's planted bursts and re-uploads
+(`benchmarks/neardup.py`; figures in the README): precision and recall 1 on the micro world,
+the hash margins on the tiny world, and the landmark cosine raised to 0.85 after 0.60 flagged
+hard negatives (cosine 0.71-0.74) on an unplanted tiny run.
+
+Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale);
+the candidate pairs are all pairs (blockwise float32 products, O(n²·d)): 50k candidates take
+seconds, R1M's million is an hours-long job for a big node.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mining.errors import UserError
+
+log = logging.getLogger(__name__)
+
+MAX_HASH_DISTANCE = 10  # bits of 64, candidate pairs
+MIN_COSINE = 0.90  # cnn-gem, candidate pairs
+LANDMARK_MAX_HASH_DISTANCE = 10  # bits of 64, candidate vs the nearest of a landmark image's 11 crops
+LANDMARK_MIN_COSINE = 0.85  # cnn-gem, candidate vs landmark image (queries: their bbox crop)
+BLOCK = 4096
+POLICIES = ("one_per_group", "keep")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_hash_distance: int = MAX_HASH_DISTANCE
+    min_cosine: float = MIN_COSINE
+    landmark_max_hash_distance: int = LANDMARK_MAX_HASH_DISTANCE
+    landmark_min_cosine: float = LANDMARK_MIN_COSINE
+
+    def __post_init__(self) -> None:
+        for name in ("max_hash_distance", "landmark_max_hash_distance"):
+            if not 0 <= getattr(self, name) <= 64:
+                raise UserError(f"{name} must be between 0 and 64 bits")
+        for name in ("min_cosine", "landmark_min_cosine"):
+            if not -1 <= getattr(self, name) <= 1:
+                raise UserError(f"{name} must be between -1 and 1")
+
+
+# ----------------------------------------------------------------------------- hashing
+def _bits(g: np.ndarray) -> int:
+    return int(np.packbits((g[:, :-1] > g[:, 1:]).ravel()).view(">u8")[0])
+
+
+def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None:
+    """64-bit difference hash of an image file (None: unreadable). With several `trims`, a
+    list: the hash of the whole image (trim 0) and, per trim t > 0, of the image with a
+    fraction t cut off each dimension, centred and at each corner (what a cropped copy looks like)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im.draft("L", (288, 256))  # JPEG: decode at a reduced scale, much faster
+            im = im.convert("L")
+            w, h = im.size
+            out = []
+            for t in trims:
+                cw, ch = w * (1 - t), h * (1 - t)
+                anchors = [(0.5, 0.5)] if t == 0 else [(0.5, 0.5), (0, 0), (1, 0), (0, 1), (1, 1)]
+                for ax, ay in anchors:
+                    x0, y0 = (w - cw) * ax, (h - ch) * ay
+                    g = im.resize((9, 8), Image.Resampling.BOX, box=(x0, y0, x0 + cw, y0 + ch))
+                    out.append(_bits(np.asarray(g, dtype=np.int16)))
+    except (OSError, ValueError):
+        return None
+    return out[0] if len(trims) == 1 else out
+
+
+LANDMARK_TRIMS = (0.0, 0.06, 0.12)  # landmark images: hashed whole and trimmed (11 hashes each)
+
+
+def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] = (0.0,)) -> tuple[np.ndarray, np.ndarray]:
+    """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
+    whether each file was readable (unreadable → hash 0)."""
+    with ThreadPoolExecutor(max(1, threads)) as pool:  # Pillow releases the GIL while decoding
+        found = list(pool.map(lambda p: dhash(p, trims), paths))
+    width = 1 if len(trims) == 1 else 1 + 5 * (len(trims) - 1)
+    arr = np.array([(h if isinstance(h, list) else [h]) if h is not None else [0] * width for h in found],
+                   dtype=np.uint64).reshape(len(found), width)
+    return (arr[:, 0] if len(trims) == 1 else arr), np.array([h is not None for h in found], dtype=bool)
+
+
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def hamming(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bitwise distance of uint64 hashes (broadcasting)."""
+    x = np.bitwise_xor(np.asarray(a, np.uint64), np.asarray(b, np.uint64))
+    octets = np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.shape + (8,))
+    return _POPCOUNT8[octets].sum(axis=-1, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- groups
+def _find(parent: np.ndarray, i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = int(parent[i])
+    return i
+
+
+def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
+    """Connected components of (i, j) pairs over 0..n-1: the smallest member index of each."""
+    parent = np.arange(n, dtype=np.int64)
+    for i, j in pairs.tolist():
+        a, b = _find(parent, i), _find(parent, j)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return np.array([_find(parent, i) for i in range(n)], dtype=np.int64)
+
+
+def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
+                block: int = BLOCK) -> np.ndarray:
+    """(i, j), i < j, of candidates that pass both tests, in (i, j) order."""
+    n = vectors.shape[0]
+    out = []
+    for a in range(0, n, block):
+        sims = vectors[a:a + block] @ vectors[a:].T  # only j ≥ a: each pair once
+        ii, jj = np.nonzero(sims >= th.min_cosine)
+        jj = jj + a
+        ii = ii + a
+        keep = (jj > ii) & ok[ii] & ok[jj]
+        ii, jj = ii[keep], jj[keep]
+        keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
+        out.append(np.stack([ii[keep], jj[keep]], axis=1))
+    pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- the stage
+def _unit_rows(payload: Any) -> np.ndarray:
+    from mining.descriptors import as_float32
+
+    v = as_float32(payload)
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(norm > 0, norm, 1)
+
+
+def database_landmarks(dataset: Any) -> list[str | None]:
+    """Per database image: the landmark whose queries list it (Easy, Hard or Junk), first found."""
+    out: list[str | None] = [None] * len(dataset.imlist)
+    for q, g in enumerate(dataset.gnd):
+        for key in ("easy", "hard", "junk", "ok"):
+            for j in np.asarray(g.get(key, []), dtype=np.int64).ravel().tolist():
+                if 0 <= j < len(out) and out[j] is None:
+                    out[j] = dataset.query_landmark(q)
+    return out
+
+
+def global_stores(descriptors: Path, who: str) -> dict[str, Any]:
+    """DESC/<method>/{candidates,queries,database} opened, all three a global descriptor."""
+    from mining.descriptors import GLOBAL, open_store
+
+    stores = {}
+    for part in ("candidates", "queries", "database"):
+        if not (descriptors / part / "store.json").is_file():
+            raise UserError(f"{descriptors}: missing {part}/ store (expected DESC/<method>/{{queries,database,candidates}})")
+        stores[part] = open_store(descriptors / part)
+        if stores[part].kind != GLOBAL:
+            raise UserError(f"{descriptors}: method {stores[part].method!r} has no global descriptor; "
+                            f"{who} one (e.g. cnn-gem)")
+    return stores
+
+
+def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
+                threads: int = 4) -> dict[str, Any]:
+    """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json."""
+    import time
+
+    import pyarrow as pa
+
+    from mining import atomic
+    from mining.landmarks import load_landmarks
+    from mining.layout import image_relpath
+    from mining.score import parse_ids
+
+    t0 = time.perf_counter()
+    dataset = load_landmarks(landmarks)
+    stores = global_stores(Path(descriptors), "near-duplicates need")
+    if not Path(images).is_dir():
+        raise UserError(f"{images}: image folder not found")
+    c_ids, c_payload = stores["candidates"].load_all()
+    pid = parse_ids(c_ids, f"{descriptors}/candidates")
+    order = np.argsort(pid, kind="stable")
+    pid, cand = pid[order], _unit_rows(c_payload)[order] if len(c_ids) else np.zeros((0, 1), np.float32)
+    hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads)
+    pairs = close_pairs(cand, hashes, ok, th)
+    root = groups_of(pid.size, pairs)
+    group = pid[root]
+    size = np.bincount(root, minlength=pid.size)[root]
+
+    # candidates vs landmark images: queries (crop descriptors) and database images
+    names, owners, vecs = [], [], []
+    db_owner = database_landmarks(dataset)
+    for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
+                         ("database", dict(zip(dataset.imlist, db_owner)))):
+        ids, payload = stores[part].load_all()
+        names += list(ids)
+        owners += [lookup.get(i) for i in ids]
+        vecs.append(_unit_rows(payload) if len(ids) else np.zeros((0, cand.shape[1]), np.float32))
+    lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, cand.shape[1]), np.float32)
+    lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS)
+    copy_of = np.full(pid.size, None, dtype=object)
+    probable = np.full(pid.size, None, dtype=object)
+    copy_cos = np.full(pid.size, np.nan)
+    copy_dist = np.full(pid.size, -1, np.int64)
+    for a in range(0, pid.size, BLOCK):
+        sims = cand[a:a + BLOCK] @ lm_vecs.T
+        dist = hamming(hashes[a:a + BLOCK, None, None], lm_hash[None, :, :]).min(axis=2)  # the nearest crop
+        close = ((sims >= th.landmark_min_cosine) & (dist <= th.landmark_max_hash_distance)
+                 & ok[a:a + BLOCK, None] & lm_ok[None, :])
+        for r in np.flatnonzero(close.any(axis=1)).tolist():
+            cols = np.flatnonzero(close[r])
+            best = cols[np.lexsort((cols, dist[r, cols], -sims[r, cols]))[0]]  # most similar, then nearest hash
+            i = a + r
+            copy_of[i], probable[i] = names[best], owners[best]
+            copy_cos[i], copy_dist[i] = float(sims[r, best]), int(dist[r, best])
+    table = pa.table({
+        "photo_id": pa.array(pid, pa.int64()),
+        "dhash": pa.array(hashes.view(np.int64), pa.int64()),
+        "hash_ok": pa.array(ok, pa.bool_()),
+        "group": pa.array(group, pa.int64()),
+        "group_size": pa.array(size, pa.int64()),
+        "copy_of": pa.array(copy_of.tolist(), pa.string()),
+        "probable_landmark": pa.array(probable.tolist(), pa.string()),
+        "copy_cosine": pa.array(copy_cos, pa.float64(), mask=np.isnan(copy_cos)),
+        "copy_hash_distance": pa.array(copy_dist, pa.int64()),
+    })
+    multi = size > 1
+    stats = {
+        "method": stores["candidates"].method,
+        "thresholds": {"max_hash_distance": th.max_hash_distance, "min_cosine": th.min_cosine,
+                       "landmark_max_hash_distance": th.landmark_max_hash_distance,
+                       "landmark_min_cosine": th.landmark_min_cosine},
+        "candidates": int(pid.size), "unreadable_images": int((~ok).sum()), "pairs": int(len(pairs)),
+        "groups": int(np.unique(group[multi]).size), "candidates_in_groups": int(multi.sum()),
+        "redundant": int(multi.sum() - np.unique(group[multi]).size),
+        "copies_of_landmark_images": int(sum(c is not None for c in copy_of)),
+        "probable_landmark": {lm: int(sum(p == lm for p in probable)) for lm in dataset.landmarks},
+        "landmarks_fingerprint": dataset.fingerprint(),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    atomic.write_parquet(Path(out) / "neardup.parquet", table)
+    atomic.write_json(Path(out) / "stats.json", stats)
+    return stats
+
+
+def load(path: Path) -> Any:
+    """neardup.parquet as a DataFrame (photo_id, group, copy_of, probable_landmark, ...)."""
+    from mining.tables import read_table
+
+    return read_table(Path(path), ("photo_id", "group", "copy_of", "probable_landmark"), "near-duplicates file",
+                      hint="made by `mining neardup`").to_pandas()
+
+
+# ----------------------------------------------------------------------------- measured on planted copies
+def measure(table: Any, truth: Any) -> dict[str, Any]:
+    """Precision and recall of the groups (over pairs of candidates) and of the landmark copies,
+    against the demo world's truth (`copy_of`: "photo:<id>" for a burst copy, a landmark image
+    name for a re-upload). Only candidates present in `table` count."""
+    t = truth.set_index("photo_id")
+    ids = table["photo_id"].to_numpy(np.int64)
+    present = set(ids.tolist())
+    true_group = {}
+    for p in ids.tolist():
+        c = t.at[p, "copy_of"] if p in t.index else None
+        true_group[p] = int(c[6:]) if isinstance(c, str) and c.startswith("photo:") else p
+    pred = dict(zip(ids.tolist(), table["group"].to_numpy(np.int64).tolist()))
+
+    def pairs(assign: dict[int, int]) -> set[tuple[int, int]]:
+        by: dict[int, list[int]] = {}
+        for p, g in assign.items():
+            by.setdefault(g, []).append(p)
+        return {(a, b) for m in by.values() for i, a in enumerate(sorted(m)) for b in sorted(m)[i + 1:]}
+
+    tp_pairs, pp = pairs(true_group), pairs(pred)
+    reup = {p for p in present if isinstance(t.at[p, "copy_of"] if p in t.index else None, str)
+            and not t.at[p, "copy_of"].startswith("photo:")}
+    flagged = set(table.loc[table["copy_of"].notna(), "photo_id"].astype(np.int64).tolist())
+    right_lm = {p for p in flagged & reup
+                if table.loc[table["photo_id"] == p, "probable_landmark"].iloc[0] == t.at[p, "landmark"]}
+    ratio = lambda a, b: float(a / b) if b else None  # noqa: E731
+    return {
+        "groups": {"true_pairs": len(tp_pairs), "found_pairs": len(pp), "correct_pairs": len(tp_pairs & pp),
+                   "precision": ratio(len(tp_pairs & pp), len(pp)), "recall": ratio(len(tp_pairs & pp), len(tp_pairs))},
+        "landmark_copies": {"planted": len(reup), "flagged": len(flagged), "correct": len(flagged & reup),
+                            "right_landmark": len(right_lm),
+                            "precision": ratio(len(flagged & reup), len(flagged)), "recall": ratio(len(flagged & reup), len(reup))},
+    }
+
+
+def stats_json(path: Path) -> dict[str, Any] | None:
+    p = Path(path) / "stats.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+# ----------------------------------------------------------------------------- selection
+def filter_order(order: np.ndarray, photo_id: np.ndarray, decisions: Any, path: Path,
+                 policy: str = "one_per_group") -> tuple[np.ndarray, dict[str, Any]]:
+    """`mining select`'s ranked candidate indices `order` (into `photo_id`), filtered:
+    a probable landmark (a near-copy of a landmark image) stays only if reviewers decided it
+    `not_landmark`; with `one_per_group` only the best-ranked member of each near-duplicate
+    group stays (`keep`: all of them)."""
+    if policy not in POLICIES:
+        raise UserError(f"near-duplicates policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+    table = load(path)
+    ids = table["photo_id"].to_numpy(np.int64)
+    copies = ids[table["copy_of"].notna().to_numpy()]
+    cleared = np.unique(decisions.loc[decisions["decision"] == "not_landmark", "photo_id"].to_numpy(np.int64))
+    blocked = np.setdiff1d(copies, cleared)
+    ranked = photo_id[order]
+    keep = ~np.isin(ranked, blocked)
+    n_blocked = int((~keep).sum())
+    order, ranked = order[keep], ranked[keep]
+    redundant = 0
+    if policy == "one_per_group" and ranked.size:
+        srt = np.argsort(ids, kind="stable")
+        at = np.minimum(np.searchsorted(ids[srt], ranked), max(ids.size - 1, 0))
+        known = ids.size > 0
+        found = (ids[srt][at] == ranked) if known else np.zeros(ranked.size, bool)
+        group = np.where(found, table["group"].to_numpy(np.int64)[srt][at] if known else 0, ranked)
+        _, first = np.unique(group, return_index=True)  # the best-ranked member of each group
+        first = np.sort(first)
+        redundant = int(ranked.size - first.size)
+        order = order[first]
+    stats = {"policy": policy, "probable_landmark_dropped": n_blocked,
+             "probable_landmark_cleared_by_review": int(np.isin(copies, cleared).sum()),
+             "redundant_dropped": redundant}
+    return order, stats
+
+
+def prepend_probable(rows: dict[str, list], path: Path, photo_ids: np.ndarray, scores: np.ndarray,
+                     landmarks: Sequence[str]) -> dict[str, list]:
+    """The review queue (`mining score`'s rows, per landmark in rank order) with each
+    landmark's probable landmark images (near-copies of its images) first, marked
+    `probable_landmark`, and the rest renumbered after them (a copy already queued moves up)."""
+    table = load(path)
+    table = table[table["probable_landmark"].notna()].sort_values("photo_id", kind="stable")
+    out: dict[str, list] = {k: [] for k in list(rows) + ["probable_landmark"]}
+    score_of = dict(zip(photo_ids.tolist(), scores.tolist()))
+    for lm in landmarks:
+        idx = [i for i, x in enumerate(rows["landmark"]) if x == lm]
+        queued = {rows["photo_id"][i]: i for i in idx}
+        top = [int(p) for p in table.loc[table["probable_landmark"] == lm, "photo_id"]]
+        rank = 0
+        for p in top:
+            rank += 1
+            i = queued.get(p)
+            for k in rows:
+                if k in ("landmark", "photo_id", "rank"):
+                    continue
+                out[k].append(rows[k][i] if i is not None else score_of.get(p) if k == "total_score" else None)
+            out["landmark"].append(lm)
+            out["photo_id"].append(p)
+            out["rank"].append(rank)
+            out["probable_landmark"].append(True)
+        for i in idx:
+            if rows["photo_id"][i] in top:
+                continue
+            rank += 1
+            for k in rows:
+                out[k].append(rank if k == "rank" else rows[k][i])
+            out["probable_landmark"].append(False)
+    return out

@@ -1,0 +1,59 @@
+# Near-duplicate groups among candidates and near-copies of landmark images (dHash + the global
+# descriptor's cosine, mining/neardup.py). Score puts each landmark's probable landmark images at
+# the top of its review queue; select drops unreviewed ones and keeps one image per group.
+
+
+rule neardup:
+    input:
+        images=f"{R}/images/summary.json",
+        gnd=landmarks_gnd(),
+        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=NEARDUP_METHOD, set=SETS),
+    output:
+        table=f"{R}/neardup/neardup.parquet",
+        stats=f"{R}/neardup/stats.json",
+    params:
+        images=subpath(input.images, parent=True),
+        desc=lambda w, input: method_dirs(input.stores)[0],
+        out=subpath(output.table, parent=True),
+    log:
+        f"{LOGS}/neardup.log",
+    benchmark:
+        f"{BENCH}/neardup.tsv"
+    threads: res("neardup")["threads"]
+    resources:
+        mem_mb=res("neardup")["mem_mb"],
+        runtime=res("neardup")["runtime"],
+    conda:
+        ENV
+    shell:
+        "mining neardup --images {params.images:q} --landmarks {input.gnd:q} --descriptors {params.desc:q} "
+        "--out {params.out:q} --threads {threads} > {log:q} 2>&1"
+
+
+# Each candidate's risk of showing a landmark (best cosine to its queries and positives,
+# mining/leakrisk.py); select leaves out high-risk candidates beyond the reviewed depth.
+rule leakrisk:
+    input:
+        gnd=landmarks_gnd(),
+        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=NEARDUP_METHOD, set=SETS),
+        queue=f"{R}/scores/review_queue.parquet",
+    output:
+        table=f"{R}/leakrisk/leakrisk.parquet",
+        stats=f"{R}/leakrisk/stats.json",
+    params:
+        desc=lambda w, input: method_dirs(input.stores)[0],
+        scores=subpath(input.queue, parent=True),
+        out=subpath(output.table, parent=True),
+    log:
+        f"{LOGS}/leakrisk.log",
+    benchmark:
+        f"{BENCH}/leakrisk.tsv"
+    threads: res("leakrisk")["threads"]
+    resources:
+        mem_mb=res("leakrisk")["mem_mb"],
+        runtime=res("leakrisk")["runtime"],
+    conda:
+        ENV
+    shell:
+        "mining leakrisk --landmarks {input.gnd:q} --descriptors {params.desc:q} --scores {params.scores:q} "
+        "--out {params.out:q} > {log:q} 2>&1"

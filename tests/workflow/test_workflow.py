@@ -198,6 +198,7 @@ def micro_manifest(tmp_path_factory) -> Path:
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
     m["demo"]["preset"] = "micro"
     m["select"]["n"] = 5
+    m["describe"]["shard_size"] = 5  # several shards and learning tasks, to kill in between
     m["score"]["review_top"] = 10
     path = tmp_path_factory.mktemp("micro") / "micro.yaml"
     path.write_text(yaml.safe_dump(m))
@@ -212,42 +213,70 @@ def micro_run(tmp_path_factory, micro_manifest):
     return work
 
 
-@pytest.mark.slow
-def test_killed_then_resumed_run_gives_identical_outputs(micro_run, micro_manifest, tmp_path):
-    """SIGKILL the whole workflow in the middle of the fan-out stages, rerun, compare."""
-    demo_run = micro_run
-    work = tmp_path / "resumed"
-    work.mkdir()
+# The same bytes whatever the cores, the worker counts they imply, and kills + resumes.
+SAME_BYTES = ["results/demo/scores/scores.parquet", "results/demo/selected/distractors.txt",
+              "results/demo/selected/distractors.parquet"]
+EVALUATION = "results/demo/evaluation/evaluation.json"
+
+
+def _without_timings(obj):
+    if isinstance(obj, dict):
+        return {k: _without_timings(v) for k, v in obj.items() if k != "seconds"}
+    return [_without_timings(v) for v in obj] if isinstance(obj, list) else obj
+
+
+def _assert_same_outputs(a: Path, b: Path) -> None:
+    for rel in SAME_BYTES:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    ea, eb = (json.loads((x / EVALUATION).read_text()) for x in (a, b))
+    assert _without_timings(ea) == _without_timings(eb), EVALUATION  # all but its "seconds"
+    models = sorted(p.relative_to(a) for p in (a / "results/demo/descriptors").rglob("model.npz"))
+    assert len(models) == 3 and all((a / m).read_bytes() == (b / m).read_bytes() for m in models)
+
+
+def _kill_when(path_glob: str, work: Path, manifest: Path, what: str) -> None:
+    """Run the workflow and SIGKILL all of it once `path_glob` exists (mid-stage)."""
     cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2",
-           "--config", f"manifest={micro_manifest}"]
+           "--config", f"manifest={manifest}"]
     env = dict(os.environ, PATH=_path_without_venv())
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     try:
-        # Kill once the download has written some images (mid-stage).
-        reached = _wait_for("results/demo/images/jpg/*/*.jpg", work, proc, timeout=600)
-        assert reached, "the workflow never reached the download stage"
-        time.sleep(1.0)
+        assert _wait_for(path_glob, work, proc, timeout=600), f"the workflow never reached {what}"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert not (work / OUTPUTS[0]).exists()
     # What a user does after a kill -9: unlock, then the same command (the default profile
     # has rerun-incomplete); finished shards are kept by the stages themselves.
-    r = snakemake(work, "--unlock", manifest=micro_manifest)
+    r = snakemake(work, "--unlock", manifest=manifest)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_killed_then_resumed_run_gives_identical_outputs(micro_run, micro_manifest, tmp_path):
+    """SIGKILL the whole workflow in the middle of the download, then in the middle of
+    describe (one shard of 5 written), rerun, compare with the uninterrupted run."""
+    work = tmp_path / "resumed"
+    work.mkdir()
+    _kill_when("results/demo/images/jpg/*/*.jpg", work, micro_manifest, "the download stage")
+    _kill_when("results/demo/descriptors/*/candidates/shards/00000.ids.parquet", work, micro_manifest,
+               "the describe stage")
     r = snakemake(work, "--cores", "2", manifest=micro_manifest)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    for rel in ("results/demo/selected/distractors.txt", "results/demo/selected/distractors.parquet"):
-        a = (demo_run / rel).read_bytes() if rel.endswith(".txt") else pd.read_parquet(demo_run / rel)
-        b = (work / rel).read_bytes() if rel.endswith(".txt") else pd.read_parquet(work / rel)
-        if isinstance(a, bytes):
-            assert a == b, rel
-        else:
-            pd.testing.assert_frame_equal(a, b)
-    ok_a = sorted(p.name for p in (demo_run / "results/demo/images/jpg").rglob("*.jpg"))
+    _assert_same_outputs(micro_run, work)
+    ok_a = sorted(p.name for p in (micro_run / "results/demo/images/jpg").rglob("*.jpg"))
     ok_b = sorted(p.name for p in (work / "results/demo/images/jpg").rglob("*.jpg"))
     assert ok_a == ok_b
+
+
+@pytest.mark.slow
+def test_one_core_gives_the_same_bytes_as_two(micro_run, micro_manifest, tmp_path):
+    """--cores 1 means one worker per fan-out stage and one thread per rule (2 workers
+    and 2 threads with --cores 2): the scores, the selection and the evaluation are the same."""
+    r = snakemake(tmp_path, "--cores", "1", manifest=micro_manifest)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    _assert_same_outputs(micro_run, tmp_path)
 
 
 @pytest.mark.parametrize("dask, flag", [

@@ -14,10 +14,10 @@ rule ingest:
         f"{LOGS}/ingest.log",
     benchmark:
         f"{BENCH}/ingest.tsv"
-    threads: 2
+    threads: res("ingest")["threads"]
     resources:
-        mem_mb=2000,
-        runtime=240,
+        mem_mb=res("ingest")["mem_mb"],
+        runtime=res("ingest")["runtime"],
     conda:
         ENV
     shell:
@@ -38,10 +38,10 @@ rule geofilter:
         f"{LOGS}/geofilter.log",
     benchmark:
         f"{BENCH}/geofilter.tsv"
-    threads: 1
+    threads: res("geofilter")["threads"]
     resources:
-        mem_mb=2000,
-        runtime=120,
+        mem_mb=res("geofilter")["mem_mb"],
+        runtime=res("geofilter")["runtime"],
     conda:
         ENV
     shell:

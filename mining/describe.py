@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -215,18 +216,29 @@ def _task_threads(spec: str) -> int:
     return max(1, available_cpus() // max(1, slots))
 
 
-def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str) -> tuple[int, int]:
+def _from(base: str, items: list[ImageItem]) -> list[ImageItem]:
+    """The items with their files found from `base`, the folder the stage was started in.
+
+    A worker of a scheduler or a SLURM job may run in another folder: relative paths are
+    read from the stage's folder there, while the outputs keep them as given (the same bytes
+    whichever folder a run is made in)."""
+    return [ImageItem(it.id, os.path.join(base, it.path), it.bbox) for it in items]
+
+
+def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str, base: str = "") -> tuple[int, int]:
     """Describe one shard and write it (payload, failures, then the ids marker)."""
     method = _cached_method(spec_json)
     ids: list[str] = []
     payloads: list[Any] = []
     failures: list[dict[str, str]] = []
-    for item, payload, err in iter_described(items, method, method.describe, _task_threads(spec_json)):
+    given = {it.id: it.path for it in items}
+    for item, payload, err in iter_described(_from(base, items), method, method.describe, _task_threads(spec_json)):
         if err is None:
             payloads.append(payload)
             ids.append(item.id)
         else:
-            failures.append({"id": item.id, "path": item.path, "error": err})
+            failures.append({"id": item.id, "path": given[item.id], "error": err})
+    out = os.path.join(base, out)
     shards = Path(out) / "shards"
     shards.mkdir(parents=True, exist_ok=True)
     atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(failures))
@@ -239,10 +251,10 @@ def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str)
     return len(ids), len(failures)
 
 
-def fit_features_chunk(items: list[ImageItem], spec_json: str) -> list[np.ndarray | None]:
+def fit_features_chunk(items: list[ImageItem], spec_json: str, base: str = "") -> list[np.ndarray | None]:
     """Raw training features of a chunk of sample images, in item order (None: unusable image)."""
     method = _cached_method(spec_json)
-    return [f for _, f, _ in iter_described(items, method, method.fit_features, _task_threads(spec_json))]
+    return [f for _, f, _ in iter_described(_from(base, items), method, method.fit_features, _task_threads(spec_json))]
 
 
 def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
@@ -320,7 +332,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             rng = np.random.default_rng(seed)
             sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
             step = min(FIT_CHUNK, shard_size)
-            chunks = [(sample[i:i + step], spec) for i in range(0, len(sample), step)]
+            chunks = [(sample[i:i + step], spec, os.getcwd()) for i in range(0, len(sample), step)]
             bar = progress_bar(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
             # task order, not completion order: the sample's order is part of what is learned
             results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
@@ -335,7 +347,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
         spec = json.dumps({"method": method_name, "params": params, "query": image_set == "queries",
                            "state": str(state_path) if state_path else None, "threads": threads})
         shards = [(f"{i // shard_size:05d}", items[i:i + shard_size]) for i in range(0, len(items), shard_size)]
-        todo = [(str(out), name, chunk, spec) for name, chunk in shards
+        todo = [(str(out), name, chunk, spec, os.getcwd()) for name, chunk in shards
                 if not (out / "shards" / f"{name}.ids.parquet").is_file()]
         bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
                            desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)

@@ -7,6 +7,8 @@ and the progress counter are Dask Actors, so all workers share them.
 
 from __future__ import annotations
 
+import os
+
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -80,5 +82,5 @@ def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
             seen[0] = now
 
     # a shard that raises re-raises here: a bug, not a network fault
-    return run_tasks(client, _shard_task, [(s, str(out), cfg, tar, schedule, counter) for s in shards],
+    return run_tasks(client, _shard_task, [(s, os.path.abspath(out), cfg, tar, schedule, counter) for s in shards],
                      on_done=on_shard, on_tick=poll, name="download")

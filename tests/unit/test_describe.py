@@ -202,6 +202,53 @@ def test_same_bytes_whatever_the_machines_thread_settings(world, tmp_path):
     assert _files(tmp_path / "1") == _files(tmp_path / "2")
 
 
+def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world, tmp_path, monkeypatch):
+    """A real `dask scheduler` and `dask worker` whose working folder is not the stage's (a
+    worker submitted as a SLURM job from elsewhere): relative --images/--out still mean the
+    stage's folder, nothing lands in the worker's folder, and the store has the same bytes
+    as an in-process run."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    images, _ = world
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    shutil.copytree(images, run / "data" / "images")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dask_bin = str(Path(sys.executable).parent / "dask")
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([dask_bin, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(sched_file)], cwd=elsewhere,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([dask_bin, "worker", address, "--nthreads", "1", "--no-nanny",
+                                       "--no-dashboard"], cwd=elsewhere,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=60)
+        monkeypatch.chdir(run)
+        method, params = LEARNED[0]
+        describe(method, "data/images", "candidates", "out/scheduler", params=params, scheduler=address,
+                 shard_size=5, progress=False)
+        describe(method, "data/images", "candidates", "out/local", params=params, workers=0, shard_size=5,
+                 progress=False)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
+    assert not any(p.suffix != ".json" for p in elsewhere.rglob("*") if p.is_file()), "a worker wrote in its own folder"
+    assert _files(run / "out" / "scheduler") == _files(run / "out" / "local")
+
+
 def test_landmark_sets_need_the_candidates_model(world, tmp_path):
     images, lm = world
     with pytest.raises(UserError, match="--model"):

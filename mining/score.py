@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import tempfile
 import threading
 import time
@@ -38,6 +37,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from mining.cluster import available_cpus
 from mining.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -369,7 +369,7 @@ def _threads(threads: int | None) -> int:
     if threads is not None and threads < 1:
         raise UserError("--threads must be at least 1")
     if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = available_cpus()
     return max(1, min(threads, 64))
 
 

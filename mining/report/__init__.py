@@ -119,6 +119,13 @@ def _thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> 
     return f'<img alt="{html.escape(path.name)}" src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+def _candidate_thumb(inp: Inputs, photo_id: Any) -> str:
+    """A candidate's thumbnail from the run's image folder ("missing" without one)."""
+    from mining.layout import image_relpath
+
+    return _thumb(inp.images / image_relpath(int(photo_id))) if inp.images else "<span class=na>missing</span>"
+
+
 NA = '<p class="na">not available</p>'
 
 
@@ -243,7 +250,6 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     import pyarrow.parquet as pq
 
     from mining.landmarks import load_landmarks
-    from mining.layout import image_relpath
 
     ds = load_landmarks(inp.landmarks)
     path = inp.selected / "distractors.parquet"
@@ -261,8 +267,7 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
         q = queries[0]
         ids = sel.loc[sel["closest_landmark"] == lm, "photo_id"].head(per_landmark).tolist()
         thumbs = "".join(
-            f'<figure>{_thumb(inp.images / image_relpath(int(p))) if inp.images else "<span class=na>missing</span>"}'
-            f"<figcaption>{int(p)}</figcaption></figure>" for p in ids)
+            f'<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}</figcaption></figure>' for p in ids)
         query = _thumb(ds.image_path(ds.qimlist[q]), ds.bbox(q))
         names = ", ".join(html.escape(ds.qimlist[i]) for i in queries)
         parts.append(f'<h3>{html.escape(lm)}</h3><p>{len(queries)} queries: {names}</p><div class="row"><figure class="query">{query}<figcaption>query '
@@ -277,8 +282,6 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
     if not st or not (inp.neardup / "neardup.parquet").is_file():
         return NA
     import pyarrow.parquet as pq
-
-    from mining.layout import image_relpath
 
     th = st["thresholds"]
     parts = [f"<p>Criterion: dHash (64 bits) within {th['max_hash_distance']} bits and {html.escape(st['method'])} "
@@ -295,11 +298,10 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
                  ["select: probable landmark images cleared by review", nd_sel["probable_landmark_cleared_by_review"]]]
     parts.append(_table(rows, ["", "count"]))
     t = pq.read_table(inp.neardup / "neardup.parquet").to_pandas()
-    img = lambda p: _thumb(inp.images / image_relpath(int(p))) if inp.images else "<span class=na>missing</span>"  # noqa: E731
     big = t[t["group_size"] > 1].sort_values(["group_size", "group", "photo_id"], ascending=[False, True, True])
     for g in big["group"].drop_duplicates().head(groups).tolist():
         members = big.loc[big["group"] == g, "photo_id"].tolist()
-        figs = "".join(f"<figure>{img(p)}<figcaption>{int(p)}</figcaption></figure>" for p in members[:per_group])
+        figs = "".join(f"<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}</figcaption></figure>" for p in members[:per_group])
         parts.append(f'<h3>group {int(g)} ({len(members)} images)</h3><div class="row">{figs}</div>')
     copies = t[t["copy_of"].notna()].sort_values("photo_id")
     if len(copies) and inp.landmarks:
@@ -308,7 +310,7 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
         ds = load_landmarks(inp.landmarks)
         figs = "".join(
             f'<figure class="query">{_thumb(ds.image_path(c))}<figcaption>{html.escape(c)}</figcaption></figure>'
-            f"<figure>{img(p)}<figcaption>{int(p)}: probable {html.escape(str(lm))}</figcaption></figure>"
+            f"<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}: probable {html.escape(str(lm))}</figcaption></figure>"
             for p, c, lm in zip(copies["photo_id"].head(groups), copies["copy_of"], copies["probable_landmark"]))
         parts.append(f'<h3>Probable landmark images (landmark image, then the candidate copying it)</h3><div class="row">{figs}</div>')
     return "".join(parts)
@@ -320,8 +322,6 @@ def leak_risk(inp: Inputs, examples: int = 10) -> str:
     st = _json(inp.leakrisk / "stats.json") if inp.leakrisk else None
     if not st:
         return NA
-    from mining.layout import image_relpath
-
     rows = [["candidates", st["candidates"]], ["high risk (risk ≥ the landmark's threshold)", st["high_risk"]],
             ["high risk, in the review queue", st["high_risk_in_queue"]],
             ["high risk, outside the review queue", st["high_risk_outside_queue"]]]
@@ -336,7 +336,7 @@ def leak_risk(inp: Inputs, examples: int = 10) -> str:
     ex = st.get("outside_queue_examples") or []
     if ex:
         figs = "".join(
-            f'<figure>{_thumb(inp.images / image_relpath(int(e["photo_id"]))) if inp.images else "<span class=na>missing</span>"}'
+            f'<figure>{_candidate_thumb(inp, e["photo_id"])}'
             f'<figcaption>{int(e["photo_id"])}: {html.escape(e["landmark"])} {e["risk"]:.3f} (#{e["risk_rank"]})</figcaption></figure>'
             for e in ex[:examples])
         parts.append(f'<h3>Riskiest candidates outside the review queue</h3><div class="row">{figs}</div>')

@@ -236,15 +236,19 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     copy_dist = np.full(pid.size, -1, np.int64)
     for a in range(0, pid.size, BLOCK):
         sims = cand[a:a + BLOCK] @ lm_vecs.T
-        dist = hamming(hashes[a:a + BLOCK, None, None], lm_hash[None, :, :]).min(axis=2)  # the nearest crop
-        close = ((sims >= th.landmark_min_cosine) & (dist <= th.landmark_max_hash_distance)
-                 & ok[a:a + BLOCK, None] & lm_ok[None, :])
-        for r in np.flatnonzero(close.any(axis=1)).tolist():
-            cols = np.flatnonzero(close[r])
-            best = cols[np.lexsort((cols, dist[r, cols], -sims[r, cols]))[0]]  # most similar, then nearest hash
-            i = a + r
+        # hash distances only where the cosine passes (few): a dense (block, images, crops) array
+        # of distances would take gigabytes for a 5k-image landmark dataset
+        rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])
+        dist = hamming(hashes[a + rr, None], lm_hash[cc]).min(axis=1)  # the nearest crop
+        keep = dist <= th.landmark_max_hash_distance
+        rr, cc, dist = rr[keep], cc[keep], dist[keep]
+        cos = sims[rr, cc]
+        o = np.lexsort((cc, dist, -cos, rr))  # per row: most similar, then nearest hash, then first image
+        rr, cc, dist, cos = rr[o], cc[o], dist[o], cos[o]
+        for k in np.unique(rr, return_index=True)[1].tolist():
+            i, best = a + int(rr[k]), int(cc[k])
             copy_of[i], probable[i] = names[best], owners[best]
-            copy_cos[i], copy_dist[i] = float(sims[r, best]), int(dist[r, best])
+            copy_cos[i], copy_dist[i] = float(cos[k]), int(dist[k])
     table = pa.table({
         "photo_id": pa.array(pid, pa.int64()),
         "dhash": pa.array(hashes.view(np.int64), pa.int64()),

@@ -145,14 +145,14 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
     n = vectors.shape[0]
     out = []
     for a in range(0, n, block):
-        sims = vectors[a:a + block] @ vectors[a:].T  # only j ≥ a: each pair once
-        ii, jj = np.nonzero(sims >= th.min_cosine)
-        jj = jj + a
-        ii = ii + a
-        keep = (jj > ii) & ok[ii] & ok[jj]
-        ii, jj = ii[keep], jj[keep]
-        keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
-        out.append(np.stack([ii[keep], jj[keep]], axis=1))
+        for b in range(a, n, block):  # only j ≥ a: each pair once; one block × block tile in memory
+            sims = vectors[a:a + block] @ vectors[b:b + block].T
+            ii, jj = np.nonzero(sims >= th.min_cosine)
+            ii, jj = ii + a, jj + b
+            keep = (jj > ii) & ok[ii] & ok[jj]
+            ii, jj = ii[keep], jj[keep]
+            keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
+            out.append(np.stack([ii[keep], jj[keep]], axis=1))
     pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
 

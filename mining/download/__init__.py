@@ -74,11 +74,13 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
     results: list[dict] = []
     dashboard = None
     stopped = False
+    tally = {"tried": 0, "ok": 0}  # running totals: one shard's counts added per call, not all shards'
 
     def on_shard(r: dict) -> None:
         results.append(r)
-        tried = sum(sum(x["counts"].values()) for x in results)
-        if min_ok_fraction > 0 and tried >= give_up_after and not any(x["counts"].get("ok") for x in results):
+        tally["tried"] += sum(r["counts"].values())
+        tally["ok"] += r["counts"].get("ok", 0)
+        if min_ok_fraction > 0 and tally["tried"] >= give_up_after and not tally["ok"]:
             raise _Hopeless()
 
     if shards:

@@ -160,10 +160,9 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
 # ----------------------------------------------------------------------------- the stage
 def _unit_rows(payload: Any) -> np.ndarray:
     from mining.descriptors import as_float32
+    from mining.methods.base import l2_normalize
 
-    v = as_float32(payload)
-    norm = np.linalg.norm(v, axis=1, keepdims=True)
-    return v / np.where(norm > 0, norm, 1)
+    return l2_normalize(as_float32(payload), axis=1)
 
 
 def database_landmarks(dataset: Any) -> list[str | None]:

@@ -16,9 +16,9 @@ one bucket at a time:
 
 The random sample is a "bottom-n" sample over photos: every photo gets a pseudo-random key
 from hash(seed, photo_id) and the n smallest keys win. That is a uniform sample without
-replacement, independent of batch size, file split and order, and it streams: rows whose
-key is already above the running n-th smallest are never written; a second pass over the
-(smaller) survivors file applies the final threshold.
+replacement, independent of batch size, file split and order. Pass 1 settles which photos
+survive the rules, so their keys go through a running n-smallest there (memory ~2n keys) and
+pass 2 writes only the rows below the final threshold.
 """
 
 from __future__ import annotations
@@ -262,9 +262,10 @@ class _Ledger:
         for b in np.flatnonzero(np.diff(bounds)):
             self.files[b].write(rec[order[bounds[b]:bounds[b + 1]]].tobytes())
 
-    def settle(self, kept: int, bits: _Bits) -> Photos:
+    def settle(self, kept: int, bits: _Bits, sampler: BottomN | None = None, seed: int = 0) -> Photos:
         """Sort each bucket: count photos per fate; clear the keep bit of every row of a photo
-        excluded by another row, and of every row but the first of a photo on several kept rows."""
+        excluded by another row, and of every row but the first of a photo on several kept rows;
+        feed the sample keys of the kept photos to `sampler`."""
         for f in self.files:
             f.close()
         out = Photos()
@@ -283,6 +284,8 @@ class _Ledger:
             fate = codes[first]  # the smallest code of each photo: kept only if all its rows are
             out.photos_in += first.size
             out.per_code += np.bincount(fate, minlength=256)
+            if sampler is not None:
+                sampler.add(sample_keys(ids[first][fate == kept], seed))
             dup = count > 1
             if not dup.any():
                 continue
@@ -360,8 +363,9 @@ def _writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:
 
 
 def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Path,
-                progress: bool) -> tuple[Photos, _Bits]:
-    """Pass 1: every row's code, spilled per photo id; the photo-level funnel; keep bits."""
+                progress: bool, sampler: BottomN | None) -> tuple[Photos, _Bits]:
+    """Pass 1: every row's code, spilled per photo id; the photo-level funnel; keep bits; the
+    kept photos' sample keys."""
     columns = sorted(_required_columns(filt.recipe))
     projected = pa.schema([schema.field(c) for c in columns])
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
@@ -375,7 +379,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
         ledger.add(_np(batch.column("photo_id"), np.int64), codes)
         bits.add(codes == filt.kept)
     bits.close()
-    return ledger.settle(filt.kept, bits), bits
+    return ledger.settle(filt.kept, bits, sampler, filt.recipe.sample_seed), bits
 
 
 def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.PathLike[str],
@@ -405,47 +409,39 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
     # stats.json is written last: present means candidates.parquet beside it is from the same run.
     (out_dir / "stats.json").unlink(missing_ok=True)
     filt = _Filter(recipe, build_rules(recipe))
+    sampler = BottomN(recipe.sample_n) if recipe.sample_n is not None else None
     with tempfile.TemporaryDirectory(prefix=".geofilter-ids.", dir=out_dir) as scratch:
-        photos, bits = _first_pass(files, schema, filt, Path(scratch), progress)
+        photos, bits = _first_pass(files, schema, filt, Path(scratch), progress, sampler)
     if photos.duplicate_photos:
         log.warning("%d photo ids sit on more than one metadata row (%d rows, e.g. %s): each is one "
                     "candidate at most, excluded if any of its rows is", photos.duplicate_photos,
                     photos.duplicate_rows, ", ".join(map(str, photos.examples[:3])))
-    sampler = BottomN(recipe.sample_n) if recipe.sample_n is not None else None
-    survivors = 0
+    # the sample's final threshold, and how many keys equal to it are still taken (in stream
+    # order; keys of distinct ids are distinct: SplitMix64 is a bijection, so this is defensive)
+    thr, ties_left = sampler.final() if sampler is not None else (None, 0)
+    survivors = rows_out = 0
 
-    with atomic_path(out_dir / "candidates.parquet") as final_tmp:
-        fd, stage1_name = tempfile.mkstemp(prefix=".candidates.", suffix=".pass1.parquet", dir=out_dir)
-        os.close(fd)
-        stage1 = Path(stage1_name)
-        try:
-            target = final_tmp if sampler is None else stage1
-            with _writer(target, schema) as writer:
-                for batch in _chunks(files, progress, desc="geofilter (write)"):
-                    batch = _conform(batch, schema)
-                    keep = bits.take(batch.num_rows)
-                    if not keep.any():
-                        continue
-                    survivors += int(np.count_nonzero(keep))
-                    if sampler is not None:
-                        keys = sample_keys(_np(batch.column("photo_id"), np.int64)[keep], recipe.sample_seed)
-                        sampler.add(keys)
-                        # prune rows that can no longer make the sample (threshold only decreases)
-                        idx = np.flatnonzero(keep)
-                        keep = np.zeros_like(keep)
-                        keep[idx[keys <= sampler.threshold]] = True
-                    if keep.any():
-                        writer.write(batch.filter(pa.array(keep)))
-            assert survivors == photos.per_code[filt.kept], "pass 2 disagrees with pass 1"
-            rows_out = survivors
+    with atomic_path(out_dir / "candidates.parquet") as final_tmp, _writer(final_tmp, schema) as writer:
+        for batch in _chunks(files, progress, desc="geofilter (write)"):
+            batch = _conform(batch, schema)
+            keep = bits.take(batch.num_rows)
+            if not keep.any():
+                continue
+            survivors += int(np.count_nonzero(keep))
             if sampler is not None:
-                if survivors <= sampler.n:
-                    os.replace(stage1, final_tmp)
-                else:
-                    rows_out = _apply_threshold(stage1, final_tmp, schema, sampler, recipe.sample_seed)
-        finally:
-            if stage1.exists():
-                stage1.unlink()
+                idx = np.flatnonzero(keep)
+                keys = sample_keys(_np(batch.column("photo_id"), np.int64)[idx], recipe.sample_seed)
+                take = keys < thr
+                eq = np.flatnonzero(keys == thr)
+                if eq.size and ties_left > 0:
+                    take[eq[:ties_left]] = True
+                    ties_left -= min(eq.size, ties_left)
+                keep = np.zeros_like(keep)
+                keep[idx[take]] = True
+            if keep.any():
+                writer.write(batch.filter(pa.array(keep)))
+                rows_out += int(np.count_nonzero(keep))
+    assert survivors == photos.per_code[filt.kept], "pass 2 disagrees with pass 1"
 
     excluded = {reason: int(photos.per_code[i]) for i, reason in enumerate(filt.reasons)}
     if sampler is not None:
@@ -462,24 +458,3 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
     }
     write_json(out_dir / "stats.json", stats)
     return stats
-
-
-def _apply_threshold(src: Path, dst: Path, schema: pa.Schema, sampler: BottomN, seed: int) -> int:
-    """Second pass over the pruned survivors: keep keys below the final threshold, plus as
-    many keys equal to it as the sample still needs, in order (one row per photo by now,
-    and keys of distinct ids are distinct: SplitMix64 is a bijection, so this is defensive)."""
-    thr, ties_left = sampler.final()
-    written = 0
-    with _writer(dst, schema) as writer:
-        for batch in pq.ParquetFile(src).iter_batches(batch_size=BATCH_ROWS):
-            keys = sample_keys(_np(batch.column("photo_id"), np.int64), seed)
-            keep = keys < thr
-            eq = np.flatnonzero(keys == thr)
-            if eq.size and ties_left > 0:
-                take = eq[:ties_left]
-                keep[take] = True
-                ties_left -= take.size
-            if keep.any():
-                writer.write(batch.filter(pa.array(keep)))
-                written += int(np.count_nonzero(keep))
-    return written

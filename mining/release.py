@@ -417,7 +417,7 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     }
     atomic.write_json(staging / "stats.json", stats)
     atomic.write_text(staging / "README.md", dataset_card(stats, cand_stats, evaluation_report))
-    atomic.write_text(staging / "SHA256SUMS", sha256sums(staging))
+    atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: sha[i] for i in released}))
     _swap_in(staging, out)
     return stats
 
@@ -436,15 +436,20 @@ def _swap_in(staging: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
-def sha256sums(root: Path) -> str:
+def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:
     """`sha256sum` lines (two spaces, binary-safe paths relative to root) for every file
-    under root except SHA256SUMS, sorted by path."""
+    under root except SHA256SUMS, sorted by path. `known`: digests already computed from the
+    bytes written (relative path → hex), not read and hashed again."""
+    known = {Path(k).as_posix(): v for k, v in (known or {}).items()}
     lines = []
     for p in sorted(q.relative_to(root).as_posix() for q in root.rglob("*") if q.is_file()):
         if p == "SHA256SUMS":
             continue
-        with open(root / p, "rb") as f:
-            lines.append(f"{hashlib.file_digest(f, 'sha256').hexdigest()}  {p}\n")
+        digest = known.get(p)
+        if digest is None:
+            with open(root / p, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+        lines.append(f"{digest}  {p}\n")
     return "".join(lines)
 
 

@@ -27,6 +27,23 @@ _UMASK = _current_umask()
 
 
 @contextlib.contextmanager
+def output_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Create the output folder `path` (and its parents) for the block; if the block fails and
+    the folder did not exist before, remove it again (when empty): a failed first run leaves
+    nothing behind, not even an empty folder."""
+    folder = Path(path)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
     final = Path(path)

@@ -23,7 +23,6 @@ pass 2 writes only the rows below the final threshold.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mining.atomic import atomic_path, write_json
+from mining.atomic import atomic_path, output_folder, write_json
 from mining.errors import UserError
 from mining.geofilter.manifest import Recipe
 
@@ -393,16 +392,8 @@ def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.Pa
     rows_out (the same number: rows in candidates.parquet)."""
     files = metadata_files(metadata)
     schema = _writer_schema(files, recipe)
-    out_dir = Path(out)
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
+    with output_folder(out) as out_dir:  # a failed first run leaves nothing behind
         return _geofilter(files, schema, recipe, out_dir, progress)
-    except BaseException:
-        if created:  # a failed first run leaves nothing behind (not even an empty folder)
-            with contextlib.suppress(OSError):
-                out_dir.rmdir()
-        raise
 
 
 def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Path, progress: bool) -> dict:

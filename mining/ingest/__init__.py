@@ -15,7 +15,6 @@ places file is merged in a sliding window.
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import logging
 import os
@@ -250,22 +249,18 @@ def ingest(
             log.info("%s is already complete for these inputs; nothing to do (--force rebuilds)", out_dir)
             return previous
 
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
-    try:
-        staging.mkdir()
-        stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress)
-        stats["fingerprint"] = fingerprint
-        _publish(staging, out_dir, stats)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created:  # a failed first run leaves nothing behind (not even an empty folder)
-            with contextlib.suppress(OSError):
-                out_dir.rmdir()
-        raise
+    with atomic.output_folder(out_dir):  # a failed first run leaves nothing behind
+        for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
+        try:
+            staging.mkdir()
+            stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress)
+            stats["fingerprint"] = fingerprint
+            _publish(staging, out_dir, stats)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return stats
 
 

@@ -133,18 +133,19 @@ class MethodData:
     _order: np.ndarray | None = field(default=None, repr=False)  # argsort of cand_ids (lazy)
     _sorted: np.ndarray | None = field(default=None, repr=False)
 
-    def above(self, ranking: int, size: int) -> dict[int, np.ndarray]:
-        """Per query: above[k] = #{d in the prefix : bucket(d) > k} = #{d : s > threshold k}."""
+    def above(self, ranking: int, size: int) -> np.ndarray:
+        """above[hist_off[q] + k] = #{d in the prefix : bucket(d) > k} = #{d : s > threshold k of q},
+        for every query q at once (suffix sums of each query's histogram segment)."""
         sizes = self.sizes[ranking]
         c = int(np.searchsorted(sizes, size))
         if c >= sizes.size or sizes[c] != size:
             raise ValueError(f"prefix size {size} of ranking {ranking} was not tallied ({sizes.tolist()})")
         hist = self.hist[ranking, : c + 1].sum(axis=0)
-        out = {}
-        for q, t in enumerate(self.thresholds):
-            h = hist[self.hist_off[q] : self.hist_off[q] + t.size + 1]
-            out[q] = h.sum() - np.cumsum(h)
-        return out
+        if hist.size == 0:
+            return hist
+        cs = np.cumsum(hist)
+        lengths = np.diff(np.append(self.hist_off, hist.size))  # T_q + 1 ≥ 1 per query
+        return np.repeat(cs[self.hist_off + lengths - 1], lengths) - cs
 
     def found(self, ranking: int, size: int) -> int:
         """How many ids of the prefix are candidates of this method's store."""
@@ -278,18 +279,16 @@ def columns_of(md: MethodData, photo_ids: np.ndarray) -> np.ndarray:
     return order[idx[sorted_ids[idx] == photo_ids]]
 
 
-def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: dict[int, np.ndarray] | None,
+def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: np.ndarray | None,
                     kappas: Sequence[int] = KAPPAS, aps: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, float]]:
-    """mAP and mP@K per setup with a distractor set given by its per-query `above` counts
+    """mAP and mP@K per setup with a distractor set given by its `above` counts
     (`MethodData.above`; None: no distractors). The counts do not depend on the setup.
     `aps`, when given, receives each setup's per-query APs (NaN: no positives)."""
     out = {}
     for setup, base in bases.items():
         pos = base.pos.copy()
         if above is not None:
-            for q in np.unique(base.qidx):
-                sel = base.qidx == q
-                pos[sel] += above[int(q)][base.thr[sel]]
+            pos += above[md.hist_off[base.qidx] + base.thr]
         m, q_aps, pr, _ = positions_to_metrics(base.qidx, pos, base.npos, kappas)
         if aps is not None:
             aps[setup] = q_aps

@@ -2,13 +2,18 @@
 
 Metadata is written by strangers: `secret: ../../../../etc/passwd` must never reach a URL.
 `mining ingest` checks whole columns against these domains (vectorised, quarantining the
-rows that fail: `bad_url_field`, `out_of_domain`) and `mining.download.reader.photo_url` checks each value again before it builds a
-URL, so a candidates file made some other way is held to the same rules.
+rows that fail: `bad_url_field`, `out_of_domain`) and `photo_url` checks each value again before it
+builds a URL, so a candidates file made some other way is held to the same rules. `photo_url`
+lives here, not in the download stage, because `mining select` writes the same URLs.
 """
 
 from __future__ import annotations
 
 import re
+
+from mining.errors import UserError
+
+DEFAULT_HOST = "https://live.staticflickr.com"
 
 # Flickr secrets are 10 lower-case hex digits; any hex string of 1 to SECRET_MAX is accepted.
 # Server and farm ids are non-negative integers written with digits only.
@@ -46,3 +51,16 @@ def url_field_problem(photo_id: object, server: object, secret: object,
     if ext is not None and ext not in EXTENSION_VALUES:
         return f"extension {ext!r} is not a known image or video extension"
     return None
+
+
+def photo_url(host: str, size: str, server: int, photo_id: int, secret: str, secret_original: str | None, ext: str | None) -> str:
+    """Flickr static URL: `_b` (1024 px long side) from the secret, `_o` from the original secret.
+
+    Values outside their domains (a secret like `../../etc/passwd`) are refused."""
+    problem = url_field_problem(photo_id, server, secret, *((secret_original or "", ext or "") if size == "o" else ()))
+    if problem:
+        raise UserError(f"photo {photo_id!r}: {problem}; no URL built (metadata not from `mining ingest`?)")
+    host = host.rstrip("/")
+    if size == "b":
+        return f"{host}/{server}/{photo_id}_{secret}_b.jpg"
+    return f"{host}/{server}/{photo_id}_{secret_original}_o.{ext or 'jpg'}"

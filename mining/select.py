@@ -187,7 +187,7 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     import pandas as pd
     import pyarrow as pa
 
-    from mining.download.reader import DEFAULT_HOST, photo_url
+    from mining.flickr import DEFAULT_HOST, photo_url
 
     if n < 1:
         raise UserError("--n must be at least 1")

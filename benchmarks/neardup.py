@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mining import neardup  # noqa: E402
 from mining.demo.world import as_download_folder  # noqa: E402
+from mining.retrieval import unit_rows  # noqa: E402
 
 
 def main() -> None:
@@ -50,7 +51,7 @@ def main() -> None:
               "thresholds": stats["thresholds"], "measured": neardup.measure(table, truth)}
     # the margins: planted pairs vs the closest unplanted ones
     ids, c_payload = open_store(desc / "candidates").load_all()
-    vec = neardup._unit_rows(c_payload)
+    vec = unit_rows(c_payload)
     pid = np.array([int(i) for i in ids])
     row = {p: i for i, p in enumerate(pid.tolist())}
     h = dict(zip(table.photo_id.tolist(), table.dhash.to_numpy().view(np.uint64).tolist()))
@@ -80,7 +81,7 @@ def main() -> None:
     lm = {}
     for part in ("queries", "database"):
         lids, payload = open_store(desc / part).load_all()
-        lm.update({n: v for n, v in zip(lids, neardup._unit_rows(payload))})
+        lm.update({n: v for n, v in zip(lids, unit_rows(payload))})
     lm_names = list(lm)
     lm_vec = np.stack([lm[n] for n in lm_names])
     lm_hash, _ = neardup.hash_files([ds.image_path(n) for n in lm_names])

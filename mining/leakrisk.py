@@ -70,18 +70,17 @@ def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path
 
     from mining import atomic
     from mining.landmarks import load_landmarks
-    from mining.neardup import _unit_rows, global_stores
-    from mining.score import parse_ids
+    from mining.retrieval import open_method, parse_ids, unit_rows
     from mining.tables import read_table
 
     dataset = load_landmarks(landmarks)
-    stores = global_stores(Path(descriptors), "the leak risk needs")
+    stores = open_method(Path(descriptors), global_for="the leak risk needs")
     queue = read_table(Path(scores_dir) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
     vec: dict[tuple[str, str], np.ndarray] = {}
     for part in ("queries", "database"):
-        ids, payload = stores[part].load_all()
-        for i, v in zip(ids, _unit_rows(payload) if len(ids) else []):
+        ids, payload = getattr(stores, part).load_all()
+        for i, v in zip(ids, unit_rows(payload) if len(ids) else []):
             vec[(part, i)] = v
     items = [(s, n, lm) for s, n, lm in landmark_images(dataset) if (s, n) in vec]
     if not items:
@@ -91,8 +90,8 @@ def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path
     names = [n for _, n, _ in items]
     tau = thresholds(lm_vecs, owners, np.array([s == "database" for s, _, _ in items]))
     pid_parts, risk_parts, best_parts = [], [], []
-    for ids, payload in stores["candidates"].iter_blocks():
-        sims = _unit_rows(payload) @ lm_vecs.T
+    for ids, payload in stores.candidates.iter_blocks():
+        sims = unit_rows(payload) @ lm_vecs.T
         best = np.argmax(sims, axis=1)
         pid_parts.append(parse_ids(ids, f"{descriptors}/candidates"))
         risk_parts.append(sims[np.arange(len(best)), best].astype(np.float64))
@@ -118,7 +117,7 @@ def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path
     outside = high & ~queued
     examples = np.flatnonzero(outside)[np.argsort(-risk[outside], kind="stable")][:10]
     stats = {
-        "method": stores["candidates"].method, "candidates": int(pid.size),
+        "method": stores.name, "candidates": int(pid.size),
         "thresholds": {lm: round(t, 6) for lm, t in tau.items()},
         "high_risk": int(high.sum()), "high_risk_in_queue": int((high & queued).sum()),
         "high_risk_outside_queue": int(outside.sum()),

@@ -158,13 +158,6 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
 
 
 # ----------------------------------------------------------------------------- the stage
-def _unit_rows(payload: Any) -> np.ndarray:
-    from mining.descriptors import as_float32
-    from mining.methods.base import l2_normalize
-
-    return l2_normalize(as_float32(payload), axis=1)
-
-
 def database_landmarks(dataset: Any) -> list[str | None]:
     """Per database image: the landmark whose queries list it (Easy, Hard or Junk), first found."""
     out: list[str | None] = [None] * len(dataset.imlist)
@@ -174,21 +167,6 @@ def database_landmarks(dataset: Any) -> list[str | None]:
                 if 0 <= j < len(out) and out[j] is None:
                     out[j] = dataset.query_landmark(q)
     return out
-
-
-def global_stores(descriptors: Path, who: str) -> dict[str, Any]:
-    """DESC/<method>/{candidates,queries,database} opened, all three a global descriptor."""
-    from mining.descriptors import GLOBAL, open_store
-
-    stores = {}
-    for part in ("candidates", "queries", "database"):
-        if not (descriptors / part / "store.json").is_file():
-            raise UserError(f"{descriptors}: missing {part}/ store (expected DESC/<method>/{{queries,database,candidates}})")
-        stores[part] = open_store(descriptors / part)
-        if stores[part].kind != GLOBAL:
-            raise UserError(f"{descriptors}: method {stores[part].method!r} has no global descriptor; "
-                            f"{who} one (e.g. cnn-gem)")
-    return stores
 
 
 def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
@@ -201,17 +179,17 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     from mining import atomic
     from mining.landmarks import load_landmarks
     from mining.layout import image_relpath
-    from mining.score import parse_ids
+    from mining.retrieval import open_method, parse_ids, unit_rows
 
     t0 = time.perf_counter()
     dataset = load_landmarks(landmarks)
-    stores = global_stores(Path(descriptors), "near-duplicates need")
+    stores = open_method(Path(descriptors), global_for="near-duplicates need")
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
-    c_ids, c_payload = stores["candidates"].load_all()
+    c_ids, c_payload = stores.candidates.load_all()
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
     order = np.argsort(pid, kind="stable")
-    pid, cand = pid[order], _unit_rows(c_payload)[order] if len(c_ids) else np.zeros((0, 1), np.float32)
+    pid, cand = pid[order], unit_rows(c_payload)[order] if len(c_ids) else np.zeros((0, 1), np.float32)
     hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads)
     pairs = close_pairs(cand, hashes, ok, th)
     root = groups_of(pid.size, pairs)
@@ -223,10 +201,10 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     db_owner = database_landmarks(dataset)
     for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
                          ("database", dict(zip(dataset.imlist, db_owner)))):
-        ids, payload = stores[part].load_all()
+        ids, payload = getattr(stores, part).load_all()
         names += list(ids)
         owners += [lookup.get(i) for i in ids]
-        vecs.append(_unit_rows(payload) if len(ids) else np.zeros((0, cand.shape[1]), np.float32))
+        vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, cand.shape[1]), np.float32))
     lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, cand.shape[1]), np.float32)
     lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS)
     copy_of = np.full(pid.size, None, dtype=object)
@@ -261,7 +239,7 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     })
     multi = size > 1
     stats = {
-        "method": stores["candidates"].method,
+        "method": stores.name,
         "thresholds": {"max_hash_distance": th.max_hash_distance, "min_cosine": th.min_cosine,
                        "landmark_max_hash_distance": th.landmark_max_hash_distance,
                        "landmark_min_cosine": th.landmark_min_cosine},

@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -555,59 +555,20 @@ def _best_query(keep: np.ndarray, qs: np.ndarray, landmark: int, prepared: list,
 
 
 # ----------------------------------------------------------------------------- stores → inputs
-def parse_ids(ids: Iterable[str], what: str) -> np.ndarray:
-    """Candidate store ids are decimal photo ids; anything else is the user's wrong store."""
-    ids = list(ids)
-    try:
-        return np.array([int(i) for i in ids], dtype=np.int64)
-    except (TypeError, ValueError):
-        bad = next(i for i in ids if not str(i).strip().lstrip("-").isdigit())
-        raise UserError(f"{what}: candidate id {bad!r} is not a decimal photo id") from None
-
-
 def method_from_stores(method_dir: Path, dataset) -> tuple[MethodInput, dict]:
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats)."""
-    from mining.descriptors import GLOBAL, iter_similarities, open_store, similarity_function
+    from mining.descriptors import similarity_function
+    from mining.retrieval import open_method
 
-    stores = {}
-    for part in ("queries", "database", "candidates"):
-        if not (method_dir / part).is_dir():
-            raise UserError(f"{method_dir}: missing {part}/ descriptor store (expected DESC/<method>/{{queries,database,candidates}})")
-        stores[part] = open_store(method_dir / part)
-    q_store, db_store, c_store = stores["queries"], stores["database"], stores["candidates"]
-    name = c_store.method
-    for part, st in stores.items():
-        if st.method != name:
-            raise UserError(f"{method_dir}/{part}: store is method {st.method!r}, candidates are {name!r}")
-    q_ids, _ = q_store.load_all()
-    q_lookup = {n: i for i, n in enumerate(dataset.qimlist)}
-    unknown = [i for i in q_ids if i not in q_lookup]
-    if unknown:
-        raise UserError(f"{method_dir}/queries: {len(unknown)} ids are not queries of {dataset.path.name} (e.g. {unknown[0]!r})")
-    query_index = np.array([q_lookup[i] for i in q_ids], np.int64)
-    db_lookup = {n: i for i, n in enumerate(dataset.imlist)}
-    cols: list[np.ndarray] = []
-    db_index: list[int] = []
-    for ids, sims in iter_similarities(q_store, db_store):
-        for i in ids:
-            if i not in db_lookup:
-                raise UserError(f"{method_dir}/database: id {i!r} is not in {dataset.path.name}'s imlist")
-            db_index.append(db_lookup[i])
-        cols.append(sims)
-    sims_db = np.concatenate(cols, axis=1) if cols else np.zeros((len(q_ids), 0), np.float32)
-    col_of = {d: c for c, d in enumerate(db_index)}
-    positive_sims = []
-    positives_missing = 0
-    for row, qi in enumerate(query_index):
-        pos = dataset.positives(int(qi))
-        have = [col_of[p] for p in pos if p in col_of]
-        positives_missing += len(pos) - len(have)
-        positive_sims.append(sims_db[row, have].astype(np.float32))
-    missing_queries = sorted(set(range(len(dataset.qimlist))) - set(query_index.tolist()))
-    ids = parse_ids(c_store.ids(), f"{method_dir}/candidates")
+    stores = open_method(method_dir)
+    landmark = stores.landmark_similarities(dataset)
+    positive_sims, positives_missing = landmark.positives(dataset)
+    missing_queries = sorted(set(range(len(dataset.qimlist))) - set(landmark.query_index.tolist()))
+    ids = stores.candidate_ids()
+    q_store, c_store = stores.queries, stores.candidates
     sim = similarity_function(q_store, c_store)
     _, q_payload = q_store.load_all()
-    is_global = c_store.kind == GLOBAL and q_store.kind == GLOBAL
+    is_global = stores.is_global
 
     def blocks() -> Iterator[np.ndarray | CandidateVectors]:
         for _, payload in c_store.iter_blocks():
@@ -616,7 +577,8 @@ def method_from_stores(method_dir: Path, dataset) -> tuple[MethodInput, dict]:
 
     stats = {"queries_without_descriptor": [dataset.qimlist[i] for i in missing_queries],
              "positives_without_descriptor": int(positives_missing)}
-    return MethodInput(name, query_index, positive_sims, ids, blocks, q_payload if is_global else None), stats
+    return MethodInput(stores.name, landmark.query_index, positive_sims, ids, blocks,
+                       q_payload if is_global else None), stats
 
 
 def run_score(landmarks: Path, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,

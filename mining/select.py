@@ -26,11 +26,12 @@ from mining import atomic
 from mining.errors import UserError
 from mining.layout import image_relpath
 from mining.publish import csv_text, md_link, md_text, plain
+from mining.retrieval import rank_order
+from mining.tables import load_decisions
 
 log = logging.getLogger(__name__)
 
 DEFAULT_N = 1_000_000
-DECISIONS = ("landmark", "not_landmark", "unclear")
 CANDIDATE_COLUMNS = ("photo_id", "server_id", "secret", "secret_original", "extension", "license_name",
                      "license_url", "user_nsid", "user_nickname", "title", "page_url")
 
@@ -50,24 +51,6 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
         if col not in scores.columns:
             raise UserError(f"{table_path} has no column {col!r}")
     return scores, stats
-
-
-def load_decisions(path: Path) -> tuple[Any, str | None]:
-    """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any."""
-    from mining.tables import read_table
-
-    table = read_table(path, ("landmark", "photo_id", "decision"), "decisions file",
-                       hint="export it with `mining review export`")
-    meta = table.schema.metadata or {}
-    fp = meta.get(b"landmarks_fingerprint")
-    df = table.select(["landmark", "photo_id", "decision"]).to_pandas()
-    bad = sorted(set(df.decision.dropna()) - set(DECISIONS)) + (["<null>"] if df.decision.isna().any() else [])
-    if bad:
-        raise UserError(f"{path}: unknown decision value(s) {bad} (expected {', '.join(DECISIONS)})")
-    if df.photo_id.isna().any():
-        raise UserError(f"{path}: rows without photo_id")
-    df["photo_id"] = df.photo_id.astype(np.int64)
-    return df, fp.decode() if fp else None
 
 
 def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Path | None) -> str | None:
@@ -95,11 +78,6 @@ def check_decisions(decisions: Any, scores_ids: np.ndarray, landmarks: list[str]
         bad = np.unique(ids[~known])
         raise UserError(f"decisions reference {bad.size} photo id(s) that are not scored candidates "
                         f"(e.g. {bad[0]}); wrong decisions file or scores dir?")
-
-
-def rank_order(photo_id: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Indices by score descending, photo id ascending (a total order: deterministic)."""
-    return np.lexsort((photo_id, -score))
 
 
 def load_candidate_meta(path: Path, photo_ids: np.ndarray) -> Any:

@@ -7,11 +7,14 @@ is always refused the same way: one line naming the file and what is wrong.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from mining.errors import UserError
+
+DECISIONS = ("landmark", "not_landmark", "unclear")  # a reviewer's answers (docs/formats.md)
 
 
 def read_table(path: str | Path, required: Sequence[str], what: str, hint: str = "") -> pa.Table:
@@ -29,3 +32,20 @@ def read_table(path: str | Path, required: Sequence[str], what: str, hint: str =
     if missing:
         raise UserError(f"{p}: {what} lacks column(s) {', '.join(missing)}")
     return table
+
+
+def load_decisions(path: Path) -> tuple[Any, str | None]:
+    """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any; read by
+    select (choose_n through it) and evaluate, written by `mining review export`."""
+    table = read_table(path, ("landmark", "photo_id", "decision"), "decisions file",
+                       hint="export it with `mining review export`")
+    meta = table.schema.metadata or {}
+    fp = meta.get(b"landmarks_fingerprint")
+    df = table.select(["landmark", "photo_id", "decision"]).to_pandas()
+    bad = sorted(set(df.decision.dropna()) - set(DECISIONS)) + (["<null>"] if df.decision.isna().any() else [])
+    if bad:
+        raise UserError(f"{path}: unknown decision value(s) {bad} (expected {', '.join(DECISIONS)})")
+    if df.photo_id.isna().any():
+        raise UserError(f"{path}: rows without photo_id")
+    df["photo_id"] = df.photo_id.astype(np.int64)
+    return df, fp.decode() if fp else None

@@ -166,33 +166,18 @@ class SetupBase:
 def reduce_method(
     name: str,
     dataset: Any,
-    query_ids: Sequence[str],
-    q_matrix_sims_db: tuple[list[str], np.ndarray],
+    landmark: Any,
     candidate_blocks: Iterable[tuple[Any, np.ndarray]],
     rankings: Sequence[Ranking],
 ) -> MethodData:
-    """Build MethodData from query ids, (database ids, sims), an iterator of (candidate ids,
-    sims (query store rows, block)) and the rankings whose prefixes will be evaluated."""
-    from mining.score import parse_ids
+    """Build MethodData from the query × database similarities (`mining.retrieval.LandmarkSims`),
+    an iterator of (candidate ids, sims (query store rows, block)) and the rankings whose
+    prefixes will be evaluated."""
+    from mining.retrieval import parse_ids
 
     nq, ndb = len(dataset.qimlist), len(dataset.imlist)
-    q_lookup = {n: i for i, n in enumerate(dataset.qimlist)}
-    rows = []
-    for i in query_ids:
-        if i not in q_lookup:
-            raise UserError(f"{name}: query store id {i!r} is not a query of {dataset.path.name}")
-        rows.append(q_lookup[i])
-    rows_arr = np.array(rows, dtype=np.int64)
-    db_lookup = {n: i for i, n in enumerate(dataset.imlist)}
-    db_ids, sims = q_matrix_sims_db
-    cols = []
-    for i in db_ids:
-        if i not in db_lookup:
-            raise UserError(f"{name}: database store id {i!r} is not in {dataset.path.name}'s imlist")
-        cols.append(db_lookup[i])
-    sims_db = np.full((nq, ndb), np.nan, dtype=np.float32)
-    if rows and cols:
-        sims_db[np.ix_(rows_arr, np.array(cols, dtype=np.int64))] = sims
+    rows_arr = landmark.query_index
+    sims_db = landmark.dense(nq, ndb)
     q_present = np.zeros(nq, dtype=bool)
     q_present[rows_arr] = True
     thresholds = []
@@ -219,25 +204,15 @@ def reduce_method(
 
 def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], progress: bool = False) -> MethodData:
     """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings."""
-    from mining.descriptors import iter_similarities, open_store
     from mining.progress import bar
+    from mining.retrieval import open_method
 
-    stores = {}
-    for part in ("queries", "database", "candidates"):
-        if not (method_dir / part).is_dir():
-            raise UserError(f"{method_dir}: missing {part}/ store (expected DESC/<method>/{{queries,database,candidates}})")
-        stores[part] = open_store(method_dir / part)
-    q_ids = stores["queries"].ids()
-    db_ids: list[str] = []
-    db_blocks = []
-    for ids, s in iter_similarities(stores["queries"], stores["database"]):
-        db_ids.extend(ids)
-        db_blocks.append(s)
-    db_sims = np.concatenate(db_blocks, axis=1) if db_blocks else np.zeros((len(q_ids), 0), np.float32)
-    cands = iter_similarities(stores["queries"], stores["candidates"])
+    stores = open_method(method_dir)
+    landmark = stores.landmark_similarities(dataset)
+    cands = stores.candidate_similarities()
     if progress:
-        cands = bar(cands, total=len(stores["candidates"].shard_names()), desc=f"evaluate {stores['candidates'].method}", unit="shard")
-    return reduce_method(stores["candidates"].method, dataset, q_ids, (db_ids, db_sims), cands, rankings)
+        cands = bar(cands, total=len(stores.candidates.shard_names()), desc=f"evaluate {stores.name}", unit="shard")
+    return reduce_method(stores.name, dataset, landmark, cands, rankings)
 
 
 def setup_base(md: MethodData, gnd: Sequence[dict[str, Any]], setup: str) -> SetupBase:
@@ -301,7 +276,7 @@ def evaluate_setups(md: MethodData, bases: dict[str, SetupBase], above: np.ndarr
 # ----------------------------------------------------------------------------- the experiment
 def top_n(photo_ids: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
     """The N most distracting ids, in `mining select`'s order (score desc, photo id asc)."""
-    from mining.select import rank_order
+    from mining.retrieval import rank_order
 
     return photo_ids[rank_order(photo_ids, score)[: max(0, n)]]
 
@@ -329,7 +304,7 @@ def _read_parquet(path: Path, what: str) -> Any:
 
 def confirmed_landmarks(decisions: Path | None) -> np.ndarray:
     """Photo ids that reviewers confirmed show a landmark (never distractors)."""
-    from mining.select import load_decisions
+    from mining.tables import load_decisions
 
     if decisions is None:
         return np.zeros(0, np.int64)

@@ -16,6 +16,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.evaluate.metrics import compute_ap, compute_map
+from mining.landmarks import load_gnd
 
 SETUPS = ("easy", "medium", "hard")
 # setup -> (gnd keys that are positive, gnd keys that are ignored)
@@ -119,8 +120,11 @@ def _read_csv(path: str | Path, needed: Sequence[str]) -> list[dict[str, str]]:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: not found")
-    with open(p, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(p, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"{p}: not a readable CSV file ({exc})") from None
     cols = set(rows[0].keys()) if rows else set()
     for c in needed:
         if rows and c not in cols:
@@ -210,14 +214,18 @@ def holidays_groups(images: Iterable[str]) -> dict[str, list[str]]:
 def read_holidays_results(path: str | Path) -> dict[str, list[str]]:
     """Holidays result file: `query.jpg rank1 image1 rank2 image2 ...` per line, ranks 0-based."""
     out = {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for n, line in enumerate(_text(Path(path)).splitlines(), 1):
         toks = line.split()
         if not toks:
             continue
-        if len(toks) % 2 != 1:
-            raise UserError(f"{path}:{n}: expected `query rank image rank image ...`")
+        if len(toks) % 2 != 1 or not all(t.isdigit() for t in toks[1::2]):
+            raise UserError(f"{path}:{n}: expected `query rank image rank image ...` (ranks 0, 1, 2, ...)")
+        if toks[0] in out:
+            raise UserError(f"{path}:{n}: query {toks[0]!r} has a second line")
         pairs = sorted(((int(toks[i]), toks[i + 1]) for i in range(1, len(toks), 2)), key=lambda t: t[0])
         out[toks[0]] = [name for _, name in pairs]
+    if not out:
+        raise UserError(f"{path}: empty (expected `query rank image rank image ...` lines)")
     return out
 
 
@@ -247,3 +255,347 @@ def ukbench_score(top: np.ndarray) -> float:
         raise UserError(f"UKBench results must be (4·objects, ≥4) image indices, got shape {top.shape}")
     obj = np.arange(top.shape[0]) // 4
     return float((top[:, :4] // 4 == obj[:, None]).sum(axis=1).mean())
+
+
+# ----------------------------------------------------------------------------- a user's own results
+# `mining evaluate --protocol P --gt GT (--ranks R | --queries Q.npy --database X.npy)`: the
+# protocols above on rankings or descriptors made outside this project. Index forms (.npy)
+# use revisitop's layout: ranks[:, j] are query j's 0-based database indices, best first.
+PROTOCOLS = ("oxford", "gldv2", "holidays", "ukbench")
+KAPPAS = (1, 5, 10)
+GLDV2_K = 100
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".tif", ".tiff", ".webp"}
+_RANK_CELLS = 1 << 24  # similarity cells sorted at once when ranking descriptors
+
+
+@dataclass(frozen=True)
+class Results:
+    """Where a user's results are: `ranks` (.npy or the protocol's text/CSV form) or descriptors."""
+
+    ranks: Path | None = None
+    queries: Path | None = None  # .npy, one row per query
+    database: Path | None = None  # .npy, one row per database image
+    imlist: Path | None = None  # database image names, one a line (row/index order)
+    qimlist: Path | None = None  # query names, one a line (row/column order)
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    if not path.is_file():
+        raise UserError(f"{path}: {what} not found")
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - any failure to read is the user's file
+        raise UserError(f"{path}: not a readable .npy array ({exc})") from None
+    if not isinstance(arr, np.ndarray):
+        raise UserError(f"{path}: expected one .npy array, not an archive")
+    return arr
+
+
+def read_name_list(path: Path, what: str) -> list[str]:
+    """Non-empty lines of a text file (one name a line), refused if empty or repeated."""
+    if not path.is_file():
+        raise UserError(f"{path}: {what} not found")
+    try:
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file ({what}: one name a line)") from None
+    if not names:
+        raise UserError(f"{path}: empty ({what}: one name a line)")
+    seen: set[str] = set()
+    for n, name in enumerate(names, 1):
+        if name in seen:
+            raise UserError(f"{path}: {name!r} is listed twice (line {n})")
+        seen.add(name)
+    return names
+
+
+def read_ranks(path: Path, n_queries: int) -> np.ndarray:
+    """A (list length, n_queries) integer .npy of 0-based database indices, best first per column."""
+    arr = _load_npy(path, "ranks")
+    if arr.ndim != 2 or arr.shape[1] != n_queries:
+        raise UserError(f"{path}: ranks must have shape (list length, {n_queries} queries): column j holds "
+                        f"query j's database indices, best first; got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise UserError(f"{path}: ranks must hold integer database indices, not {arr.dtype}")
+    arr = np.asarray(arr, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        raise UserError(f"{path}: negative database index {int(arr.min())}")
+    srt = np.sort(arr, axis=0)
+    dup = np.argwhere(srt[1:] == srt[:-1])
+    if dup.size:
+        r, j = (int(v) for v in dup[0])
+        raise UserError(f"{path}: query column {j} lists database index {int(srt[r, j])} twice")
+    return arr
+
+
+def _descriptors(path: Path, what: str, dim: int | None = None) -> np.ndarray:
+    arr = _load_npy(path, what)
+    if arr.ndim != 2 or arr.shape[0] == 0 or (dim is not None and arr.shape[1] != dim):
+        want = f"(rows, {dim})" if dim is not None else "(rows, dimensions)"
+        raise UserError(f"{path}: {what} must be a non-empty {want} array, got shape {arr.shape}")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise UserError(f"{path}: {what} must be numbers, not {arr.dtype}")
+    out = np.asarray(arr, dtype=np.float64 if arr.dtype == np.float64 else np.float32)
+    if not np.isfinite(out).all():
+        raise UserError(f"{path}: {what} hold NaN or infinite values")
+    return out
+
+
+def rank_by_similarity(queries: np.ndarray, database: np.ndarray, k: int | None = None) -> np.ndarray:
+    """(k or all, n queries) database indices by decreasing dot product; equal scores keep index order."""
+    n = database.shape[0]
+    k = n if k is None else min(k, n)
+    out = np.empty((k, queries.shape[0]), dtype=np.int64)
+    block = max(1, _RANK_CELLS // max(n, 1))
+    for a in range(0, queries.shape[0], block):
+        sim = database @ queries[a : a + block].T
+        out[:, a : a + block] = np.argsort(-sim, axis=0, kind="stable")[:k]
+    return out
+
+
+def _index_ranks(res: Results, qnames: Sequence[str], n_db: int, k: int | None,
+                 query_rows: Sequence[int] | None = None, distractors: bool = False) -> np.ndarray:
+    """ranks (list length, len(qnames)) from a .npy or from descriptors.
+
+    n_db: the number of database rows the descriptors must have (with `distractors`: at
+    least, the rows past it being distractors). query_rows: database rows that are the
+    queries, used when no --queries file is given (Holidays, UKBench: every query is a
+    database image).
+    """
+    if res.ranks is not None:
+        ranks = read_ranks(res.ranks, len(qnames))
+        return ranks if k is None else ranks[:k]
+    assert res.database is not None  # evaluate_protocol asks for ranks or descriptors
+    x = _descriptors(res.database, "database descriptors")
+    if x.shape[0] < n_db or (x.shape[0] > n_db and not distractors):
+        raise UserError(f"{res.database}: {x.shape[0]} database rows, but the image list has {n_db} images"
+                        + (" (rows in imlist order, then any distractors)" if distractors else ""))
+    if res.queries is not None:
+        q = _descriptors(res.queries, "query descriptors", x.shape[1])
+        if q.shape[0] != len(qnames):
+            raise UserError(f"{res.queries}: {q.shape[0]} query rows, but there are {len(qnames)} queries")
+    elif query_rows is not None:
+        q = x[np.asarray(query_rows, dtype=np.int64)]
+    else:
+        raise UserError("--queries (query descriptors, .npy) is needed with --database")
+    return rank_by_similarity(q, x.astype(q.dtype, copy=False), k)
+
+
+def _names_of(ranks: np.ndarray, qnames: Sequence[str], dbnames: Sequence[str], src: Path | None) -> dict[str, list[str]]:
+    if ranks.size and int(ranks.max()) >= len(dbnames):
+        raise UserError(f"{src or 'ranks'}: database index {int(ranks.max())} is beyond the "
+                        f"{len(dbnames)} images of the image list")
+    names = np.asarray(list(dbnames), dtype=object)
+    return {q: names[ranks[:, j]].tolist() for j, q in enumerate(qnames)}
+
+
+def read_ranked_lists(path: Path) -> dict[str, list[str]]:
+    """Ranked image names per query: a folder of `<query>.txt` files (one name a line, best
+    first: the original Oxford `compute_ap` input), or one file of `QUERY NAME NAME ...` lines."""
+    if path.is_dir():
+        files = sorted(path.glob("*.txt"))
+        if not files:
+            raise UserError(f"{path}: no <query>.txt ranked lists")
+        return {f.stem: _text(f).split() for f in files}
+    out: dict[str, list[str]] = {}
+    for n, line in enumerate(_text(path).splitlines(), 1):
+        toks = line.split()
+        if not toks:
+            continue
+        if toks[0] in out:
+            raise UserError(f"{path}:{n}: query {toks[0]!r} has a second line "
+                            "(expected one `QUERY NAME NAME ...` line per query, best first)")
+        out[toks[0]] = toks[1:]
+    if not out:
+        raise UserError(f"{path}: empty (expected `QUERY NAME NAME ...` lines, best first)")
+    return out
+
+
+def _text(path: Path) -> str:
+    if not path.is_file():
+        raise UserError(f"{path}: {'a folder, not a file' if path.is_dir() else 'not found'}")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file") from None
+
+
+def image_names(gt: Path) -> list[str]:
+    """Image names of a Holidays / UKBench ground truth: its image folder, or a list (one a line)."""
+    if gt.is_dir():
+        names = sorted(p.name for p in gt.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
+        if not names:
+            raise UserError(f"{gt}: no images (expected the benchmark's image folder)")
+        return names
+    return read_name_list(gt, "image list")
+
+
+def _number(name: str, pattern: str, example: str) -> int:
+    m = re.fullmatch(pattern, Path(name).stem)
+    if not m:
+        raise UserError(f"{name}: expected image names like {example}")
+    return int(m.group(1))
+
+
+def _pct(v: float) -> float | None:
+    return None if not np.isfinite(v) else float(v)
+
+
+def _evaluate_oxford(gt: Path, res: Results) -> dict[str, Any]:
+    if gt.is_dir() and any(gt.glob("*_query.txt")):
+        return _evaluate_oxford_original(gt, res)
+    data = load_gnd(gt)
+    qnames, imlist = list(data["qimlist"]), list(data["imlist"])
+    if res.ranks is not None and res.ranks.suffix != ".npy":
+        raise UserError(f"{res.ranks}: with a gnd file, ranks are a .npy (revisitop's layout)")
+    ranks = _index_ranks(res, qnames, len(imlist), None, distractors=True)
+    metrics, per_query = {}, {}
+    for setup in SETUPS:
+        m, aps, pr, _ = compute_map(ranks, setup_gnd(data["gnd"], setup), KAPPAS)
+        metrics[setup] = {"mAP": _pct(m), **{f"mP@{k}": _pct(float(p)) for k, p in zip(KAPPAS, pr)}}
+        per_query[setup] = {q: _pct(float(a)) for q, a in zip(qnames, aps)}
+    return {"variant": "revisited", "queries": len(qnames), "images": len(imlist), "metrics": metrics,
+            "per_query": per_query}
+
+
+def _evaluate_oxford_original(gt: Path, res: Results) -> dict[str, Any]:
+    queries = load_oxford_gt(gt)
+    if res.ranks is not None and res.ranks.suffix != ".npy":
+        ranked = read_ranked_lists(res.ranks)
+    else:
+        if res.imlist is None:
+            raise UserError("--imlist (database image names, one a line, in index order) is needed "
+                            "with .npy ranks or descriptors and an original gt_files folder")
+        dbnames = read_name_list(res.imlist, "image list")
+        qnames = read_name_list(res.qimlist, "query list") if res.qimlist else [q.name for q in queries]
+        ranked = _names_of(_index_ranks(res, qnames, len(dbnames), None), qnames, dbnames, res.ranks)
+    m, aps = oxford_map(queries, ranked)
+    return {"variant": "original", "queries": len(queries), "metrics": {"original": {"mAP": m}},
+            "per_query": {"original": aps}}
+
+
+def _evaluate_gldv2(gt: Path, res: Results) -> dict[str, Any]:
+    header = _text(gt).partition("\n")[0]
+    task = "recognition" if "landmarks" in next(csv.reader([header]), []) else "retrieval"
+    sol = read_gldv2_solution(gt, "landmarks" if task == "recognition" else "images")
+    if task == "recognition":
+        if res.ranks is None or res.ranks.suffix != ".csv":
+            raise UserError("a recognition solution (id,landmarks,Usage) is scored from a predictions CSV "
+                            "(id,landmarks = '<label> <confidence>') given as --ranks")
+        gap = gldv2_gap(read_gldv2_recognition_predictions(res.ranks), sol)
+        return {"variant": "recognition", "queries": len(sol), "metrics": {"recognition": {"GAP": _pct(gap)}}}
+    if res.ranks is not None and res.ranks.suffix == ".csv":
+        pred = read_gldv2_retrieval_predictions(res.ranks)
+    else:
+        if res.imlist is None or res.qimlist is None:
+            raise UserError("--imlist (index image ids) and --qimlist (test image ids), one a line in row "
+                            "order, are needed with .npy ranks or descriptors")
+        dbnames = read_name_list(res.imlist, "index image ids")
+        qnames = read_name_list(res.qimlist, "test image ids")
+        pred = _names_of(_index_ranks(res, qnames, len(dbnames), GLDV2_K), qnames, dbnames, res.ranks)
+    scored = sum(1 for v in sol.values() if v)
+    return {"variant": "retrieval", "queries": scored,
+            "metrics": {"retrieval": {f"mAP@{GLDV2_K}": _pct(gldv2_map_at_k(pred, sol, GLDV2_K))}}}
+
+
+def _evaluate_holidays(gt: Path, res: Results) -> dict[str, Any]:
+    images = sorted(image_names(gt), key=lambda n: _number(n, r"(\d+)", "100000.jpg"))
+    groups = holidays_groups(images)
+    if res.ranks is not None and res.ranks.suffix != ".npy":
+        results = read_holidays_results(res.ranks)
+    else:
+        dbnames = read_name_list(res.imlist, "image list") if res.imlist else images
+        qnames = read_name_list(res.qimlist, "query list") if res.qimlist else list(groups)
+        rows = _rows_of(qnames, dbnames) if res.queries is None else None
+        results = _names_of(_index_ranks(res, qnames, len(dbnames), None, rows), qnames, dbnames, res.ranks)
+    return {"variant": "holidays", "queries": len(groups), "images": len(images),
+            "metrics": {"holidays": {"mAP": _pct(holidays_map(results, groups))}}}
+
+
+def _rows_of(qnames: Sequence[str], dbnames: Sequence[str]) -> list[int]:
+    index = {n: i for i, n in enumerate(dbnames)}
+    missing = [q for q in qnames if q not in index]
+    if missing:
+        raise UserError(f"query {missing[0]!r} is not in the database images (give --queries descriptors)")
+    return [index[q] for q in qnames]
+
+
+def ukbench_objects(images: Iterable[str]) -> dict[str, int]:
+    """Image name → object (`ukbenchNNNNN.jpg` shows object NNNNN // 4), every object with 4 images."""
+    obj = {n: _number(n, r"ukbench(\d+)", "ukbench00000.jpg") // 4 for n in images}
+    sizes: dict[int, int] = {}
+    for o in obj.values():
+        sizes[o] = sizes.get(o, 0) + 1
+    bad = sorted(o for o, s in sizes.items() if s != 4)
+    if bad:
+        raise UserError(f"UKBench object {bad[0]} has {sizes[bad[0]]} images (each object has 4: "
+                        "ukbench{4k..4k+3}.jpg)")
+    return obj
+
+
+def ukbench_counts(results: Mapping[str, Sequence[str]], obj: Mapping[str, int]) -> dict[str, int]:
+    """Per query image: how many of its object's 4 images (itself included) are in its top 4."""
+    images = list(obj)
+    missing = [q for q in images if q not in results]
+    if missing:
+        raise UserError(f"results omit {len(missing)} of {len(images)} queries (e.g. {missing[0]!r})")
+    out = {}
+    for q in images:
+        top = list(dict.fromkeys(results[q]))[:4]
+        if len(top) < 4:
+            raise UserError(f"query {q!r}: {len(top)} results, the score needs the top 4")
+        unknown = [n for n in top if n not in obj]
+        if unknown:
+            raise UserError(f"query {q!r}: {unknown[0]!r} is not a UKBench image of the ground truth")
+        out[q] = sum(obj[n] == obj[q] for n in top)
+    return out
+
+
+def _evaluate_ukbench(gt: Path, res: Results) -> dict[str, Any]:
+    obj = ukbench_objects(image_names(gt))
+    images = sorted(obj, key=lambda n: _number(n, r"ukbench(\d+)", "ukbench00000.jpg"))
+    if res.ranks is not None and res.ranks.suffix != ".npy":
+        results = read_ranked_lists(res.ranks)
+    else:
+        dbnames = read_name_list(res.imlist, "image list") if res.imlist else images
+        qnames = read_name_list(res.qimlist, "query list") if res.qimlist else images
+        rows = _rows_of(qnames, dbnames) if res.queries is None else None
+        results = _names_of(_index_ranks(res, qnames, len(dbnames), 4, rows), qnames, dbnames, res.ranks)
+    counts = ukbench_counts(results, {n: obj[n] for n in images})
+    return {"variant": "ukbench", "queries": len(images), "metrics": {"ukbench": {"4-score": float(np.mean(list(counts.values())))}},
+            "per_query": {"ukbench": counts}}
+
+
+def evaluate_protocol(protocol: str, gt: str | Path, res: Results) -> dict[str, Any]:
+    """One benchmark's metrics on a user's own results; JSON-ready (nan → None)."""
+    evaluators = {"oxford": _evaluate_oxford, "gldv2": _evaluate_gldv2,
+                  "holidays": _evaluate_holidays, "ukbench": _evaluate_ukbench}
+    if protocol not in evaluators:
+        raise UserError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    gt = Path(gt)
+    if not gt.exists():
+        raise UserError(f"{gt}: ground truth not found")
+    if res.ranks is not None and (res.queries is not None or res.database is not None):
+        raise UserError("give --ranks or descriptors (--queries/--database), not both")
+    if res.ranks is None and res.database is None:
+        raise UserError("give --ranks (your rankings) or --database (and --queries) descriptors")
+    if res.queries is not None and res.database is None:
+        raise UserError("--queries needs --database (the database descriptors)")
+    return {"protocol": protocol, "ground_truth": str(gt), **evaluators[protocol](gt, res)}
+
+
+def protocol_table(report: Mapping[str, Any]) -> str:
+    """The report as a Markdown table: rates in % (2 decimals), the UKBench score as 0–4."""
+    rows = report["metrics"]
+    cols = list(next(iter(rows.values())))
+    head = f"{report['protocol']} ({report['variant']}, {report['queries']} queries)"
+
+    def cell(name: str, v: float | None) -> str:
+        if v is None:
+            return "n/a"
+        return f"{v:.3f}" if name == "4-score" else f"{100 * v:.2f}"
+
+    first = "setup" if report["variant"] == "revisited" else "benchmark"
+    lines = [head, "", "| " + " | ".join([first, *cols]) + " |", "|" + "---|" * (1 + len(cols))]
+    lines += ["| " + " | ".join([name, *(cell(c, vals[c]) for c in cols)]) + " |" for name, vals in rows.items()]
+    return "\n".join(lines)

@@ -1,12 +1,18 @@
-"""Where a candidate's image lives: revisitop's R1M layout `jpg/<3 hex>/<key>.jpg`.
+"""Where things live: a candidate's image (revisitop's R1M layout `jpg/<3 hex>/<key>.jpg`)
+and every stage's outputs under a run folder (`RunLayout`).
 
-The key is a stable hash of the photo id, so the path is known before downloading and is
-the same on every machine, run and shard size.
+The image key is a stable hash of the photo id, so the path is known before downloading and
+is the same on every machine, run and shard size. The workflow's rules
+(workflows/rules/common.smk builds ``L = RunLayout(R)``) and the report (``mining report
+--run``) both take a run's paths from `RunLayout`, so a renamed file or folder is changed
+once. Its paths are ``str`` joined with ``/``: Snakemake patterns keep their wildcards
+(``L.store("{method}", "{set}")``) and stay the strings the rules always used.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 
 def image_key(photo_id: int) -> str:
@@ -18,3 +24,195 @@ def image_relpath(photo_id: int) -> str:
     """Path of a candidate image relative to the download root: `jpg/abc/abc....jpg`."""
     key = image_key(photo_id)
     return f"jpg/{key[:3]}/{key}.jpg"
+
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of one run folder (``results/<name>``)."""
+
+    root: str
+
+    def path(self, *parts: str) -> str:
+        """ROOT/part/... (the only place paths are joined)."""
+        return "/".join((str(self.root).rstrip("/"), *parts))
+
+    # --- stage folders -------------------------------------------------------------------
+    @property
+    def world(self) -> str:
+        """The embedded demo world (demo manifests only)."""
+        return self.path("world")
+
+    @property
+    def landmarks(self) -> str:
+        return self.path("landmarks")
+
+    @property
+    def metadata(self) -> str:
+        return self.path("metadata")
+
+    @property
+    def candidates(self) -> str:
+        return self.path("candidates")
+
+    @property
+    def images(self) -> str:
+        return self.path("images")
+
+    @property
+    def descriptors(self) -> str:
+        return self.path("descriptors")
+
+    @property
+    def neardup(self) -> str:
+        return self.path("neardup")
+
+    @property
+    def leakrisk(self) -> str:
+        return self.path("leakrisk")
+
+    @property
+    def scores(self) -> str:
+        return self.path("scores")
+
+    @property
+    def review(self) -> str:
+        return self.path("review")
+
+    @property
+    def selected(self) -> str:
+        return self.path("selected")
+
+    @property
+    def evaluation(self) -> str:
+        return self.path("evaluation")
+
+    @property
+    def release(self) -> str:
+        return self.path("release")
+
+    @property
+    def logs(self) -> str:
+        return self.path("logs")
+
+    @property
+    def benchmarks(self) -> str:
+        return self.path("benchmarks")
+
+    # --- files -----------------------------------------------------------------------------
+    @property
+    def world_json(self) -> str:
+        return f"{self.world}/world.json"
+
+    @property
+    def world_metadata(self) -> str:
+        return f"{self.world}/metadata/yfcc100m_dataset"
+
+    @property
+    def world_landmarks(self) -> str:
+        return f"{self.world}/landmarks"
+
+    @property
+    def world_gnd(self) -> str:
+        return f"{self.world_landmarks}/gnd_demo.pkl"
+
+    @property
+    def world_truth(self) -> str:
+        return f"{self.world}/truth.parquet"
+
+    @property
+    def landmarks_json(self) -> str:
+        return f"{self.landmarks}/landmarks.json"
+
+    @property
+    def metadata_stats(self) -> str:
+        return f"{self.metadata}/stats.json"
+
+    @property
+    def candidates_parquet(self) -> str:
+        return f"{self.candidates}/candidates.parquet"
+
+    @property
+    def candidates_stats(self) -> str:
+        return f"{self.candidates}/stats.json"
+
+    @property
+    def images_summary(self) -> str:
+        return f"{self.images}/summary.json"
+
+    def store(self, method: str, set_name: str) -> str:
+        """One method's descriptor store for one set (its store.json)."""
+        return f"{self.descriptors}/{method}/{set_name}/store.json"
+
+    @property
+    def neardup_table(self) -> str:
+        return f"{self.neardup}/neardup.parquet"
+
+    @property
+    def neardup_stats(self) -> str:
+        return f"{self.neardup}/stats.json"
+
+    @property
+    def leakrisk_table(self) -> str:
+        return f"{self.leakrisk}/leakrisk.parquet"
+
+    @property
+    def leakrisk_stats(self) -> str:
+        return f"{self.leakrisk}/stats.json"
+
+    @property
+    def scores_table(self) -> str:
+        return f"{self.scores}/scores.parquet"
+
+    @property
+    def review_queue(self) -> str:
+        return f"{self.scores}/review_queue.parquet"
+
+    @property
+    def review_db(self) -> str:
+        return f"{self.review}/review.sqlite"
+
+    @property
+    def decisions(self) -> str:
+        """Where the review's exported decisions go unless the manifest names a file."""
+        return f"{self.review}/decisions.parquet"
+
+    @property
+    def distractors_txt(self) -> str:
+        return f"{self.selected}/distractors.txt"
+
+    @property
+    def distractors_table(self) -> str:
+        return f"{self.selected}/distractors.parquet"
+
+    @property
+    def evaluation_json(self) -> str:
+        return f"{self.evaluation}/evaluation.json"
+
+    @property
+    def evaluation_md(self) -> str:
+        return f"{self.evaluation}/evaluation.md"
+
+    @property
+    def report(self) -> str:
+        return self.path("report.html")
+
+    @property
+    def release_card(self) -> str:
+        return f"{self.release}/README.md"
+
+    @property
+    def release_sums(self) -> str:
+        return f"{self.release}/SHA256SUMS"
+
+    @property
+    def release_txt(self) -> str:
+        return f"{self.release}/distractors.txt"
+
+    def log(self, name: str) -> str:
+        """A rule's log file (LOGS/<name>.log)."""
+        return f"{self.logs}/{name}.log"
+
+    def bench(self, name: str) -> str:
+        """A rule's Snakemake benchmark TSV (BENCH/<name>.tsv)."""
+        return f"{self.benchmarks}/{name}.tsv"

@@ -21,6 +21,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
+from mining.layout import RunLayout
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,15 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
         r = Path(run)
         if not r.is_dir():
             raise UserError(f"{r}: run folder not found")
+        lay = RunLayout(str(r))  # the workflow's own layout (workflows/rules/common.smk)
         found = {
-            "metadata": r / "metadata", "candidates": r / "candidates", "images": r / "images",
-            "descriptors": r / "descriptors", "scores": r / "scores", "decisions": r / "review" / "decisions.parquet",
-            "selected": r / "selected", "evaluation": r / "evaluation" / "evaluation.json",
-            "landmarks": r / "world" / "landmarks", "benchmarks": r / "benchmarks", "neardup": r / "neardup",
-            "leakrisk": r / "leakrisk",
+            "metadata": lay.metadata, "candidates": lay.candidates, "images": lay.images,
+            "descriptors": lay.descriptors, "scores": lay.scores, "decisions": lay.decisions,
+            "selected": lay.selected, "evaluation": lay.evaluation_json,
+            "landmarks": lay.world_landmarks, "benchmarks": lay.benchmarks, "neardup": lay.neardup,
+            "leakrisk": lay.leakrisk,
         }
+        found = {k: Path(v) for k, v in found.items()}
     manifest = overrides.get("manifest")
     if manifest is not None:
         from mining import manifest as manifests

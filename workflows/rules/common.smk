@@ -7,9 +7,14 @@ from pathlib import Path
 # `.venv/bin/snakemake` works without activating the virtualenv (also on cluster nodes).
 shell.prefix(f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; ')
 
-WORLD = f"{R}/world"
-LOGS = f"{R}/logs"
-BENCH = f"{R}/benchmarks"
+# Every stage's paths under the results folder: mining.layout.RunLayout, the one place they
+# are written (the report reads the same layout).
+from mining.layout import RunLayout
+
+L = RunLayout(R)
+WORLD = L.world
+LOGS = L.logs
+BENCH = L.benchmarks
 ENV = "../envs/mining.yaml"
 METHODS = M["methods"]
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
@@ -34,11 +39,11 @@ def res(rule):
 
 def landmarks_gnd():
     """The landmark ground truth: the demo world's, or the manifest's file."""
-    return f"{WORLD}/landmarks/gnd_demo.pkl" if M["landmarks"] == "demo" else M["landmarks"]
+    return L.world_gnd if M["landmarks"] == "demo" else M["landmarks"]
 
 
 def metadata_inputs():
-    return [f"{WORLD}/metadata/yfcc100m_dataset"] if DEMO else M["metadata"]
+    return [L.world_metadata] if DEMO else M["metadata"]
 
 
 def dask_args(workers=None):
@@ -53,7 +58,7 @@ def dask_args(workers=None):
 
 
 def decisions_path():
-    return M["review"]["decisions"] or f"{R}/review/decisions.parquet"
+    return M["review"]["decisions"] or L.decisions
 
 
 def review_ready():
@@ -63,9 +68,9 @@ def review_ready():
 
 def final_targets():
     if review_ready():
-        return [f"{R}/report.html", f"{R}/evaluation/evaluation.json", f"{R}/selected/distractors.txt",
-                f"{R}/release/SHA256SUMS"]
-    return [f"{R}/scores/review_queue.parquet", f"{R}/review/review.sqlite"]
+        return [L.report, L.evaluation_json, L.distractors_txt,
+                L.release_sums]
+    return [L.review_queue, L.review_db]
 
 
 def review_gate_message():
@@ -74,7 +79,7 @@ def review_gate_message():
     from mining.review.gate import next_steps
 
     if not review_ready():
-        message = next_steps(f"{R}/scores/review_queue.parquet", f"{R}/review/review.sqlite", f"{R}/images",
+        message = next_steps(L.review_queue, L.review_db, L.images,
                              landmarks_gnd(), decisions_path())
         if message:
             print(message)

@@ -3,18 +3,18 @@ if DEMO:
 
     rule demo_world:
         output:
-            metadata=f"{WORLD}/metadata/yfcc100m_dataset",
-            gnd=f"{WORLD}/landmarks/gnd_demo.pkl",
-            truth=f"{WORLD}/truth.parquet",
-            world=f"{WORLD}/world.json",
+            metadata=L.world_metadata,
+            gnd=L.world_gnd,
+            truth=L.world_truth,
+            world=L.world_json,
         params:
             out=subpath(output.world, parent=True),
             preset=M["demo"]["preset"],
             seed=M["demo"]["seed"],
         log:
-            f"{LOGS}/demo_world.log",
+            L.log("demo_world"),
         benchmark:
-            f"{BENCH}/demo_world.tsv"
+            L.bench("demo_world")
         threads: res("demo_world")["threads"]
         resources:
             mem_mb=res("demo_world")["mem_mb"],

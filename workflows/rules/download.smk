@@ -4,10 +4,10 @@ D = M["download"]
 
 rule download:
     input:
-        candidates=f"{R}/candidates/candidates.parquet",
-        world=f"{WORLD}/world.json" if DEMO else [],
+        candidates=L.candidates_parquet,
+        world=L.world_json if DEMO else [],
     output:
-        f"{R}/images/summary.json",
+        L.images_summary,
     params:
         out=subpath(output[0], parent=True),
         # On the demo world, its Flickr-like server runs for the duration of the download
@@ -23,9 +23,9 @@ rule download:
         ),
         dask=lambda w, threads: dask_args(threads),
     log:
-        f"{LOGS}/download.log",
+        L.log("download"),
     benchmark:
-        f"{BENCH}/download.tsv"
+        L.bench("download")
     threads: res("download")["threads"]
     resources:
         mem_mb=res("download")["mem_mb"],

@@ -5,13 +5,13 @@ E = M["evaluate"]
 rule evaluate:
     input:
         gnd=landmarks_gnd(),
-        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS),
-        scores=f"{R}/scores/scores.parquet",
-        selected=f"{R}/selected/distractors.parquet",
+        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS),
+        scores=L.scores_table,
+        selected=L.distractors_table,
         decisions=decisions_path(),
     output:
-        json=f"{R}/evaluation/evaluation.json",
-        table=f"{R}/evaluation/evaluation.md",
+        json=L.evaluation_json,
+        table=L.evaluation_md,
     params:
         methods=lambda w, input: method_dirs(input.stores),
         scores=subpath(input.scores, parent=True),
@@ -22,9 +22,9 @@ rule evaluate:
         seeds=" ".join(str(s) for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
     log:
-        f"{LOGS}/evaluate.log",
+        L.log("evaluate"),
     benchmark:
-        f"{BENCH}/evaluate.tsv"
+        L.bench("evaluate")
     threads: res("evaluate")["threads"]
     resources:
         mem_mb=res("evaluate")["mem_mb"],
@@ -39,20 +39,20 @@ rule evaluate:
 
 rule report:
     input:
-        evaluation=f"{R}/evaluation/evaluation.json",
-        selected=f"{R}/selected/distractors.parquet",
-        images=f"{R}/images/summary.json",
-        candidates=f"{R}/candidates/stats.json",
-        metadata=f"{R}/metadata/stats.json",
+        evaluation=L.evaluation_json,
+        selected=L.distractors_table,
+        images=L.images_summary,
+        candidates=L.candidates_stats,
+        metadata=L.metadata_stats,
         manifest=MANIFEST_PATH,
     output:
-        f"{R}/report.html",
+        L.report,
     params:
         run=subpath(input.metadata, ancestor=2),
     log:
-        f"{LOGS}/report.log",
+        L.log("report"),
     benchmark:
-        f"{BENCH}/report.tsv"
+        L.bench("report")
     threads: res("report")["threads"]
     resources:
         mem_mb=res("report")["mem_mb"],

@@ -4,16 +4,16 @@
 rule ingest:
     input:
         metadata=metadata_inputs(),
-        landmarks=f"{R}/landmarks/landmarks.json",  # `mining landmarks check` runs before anything else
+        landmarks=L.landmarks_json,  # `mining landmarks check` runs before anything else
     output:
-        f"{R}/metadata/stats.json",
+        L.metadata_stats,
     params:
         out=subpath(output[0], parent=True),
         places=f"--places {shlex.quote(M['places'])}" if M.get("places") else "",
     log:
-        f"{LOGS}/ingest.log",
+        L.log("ingest"),
     benchmark:
-        f"{BENCH}/ingest.tsv"
+        L.bench("ingest")
     threads: res("ingest")["threads"]
     resources:
         mem_mb=res("ingest")["mem_mb"],
@@ -26,18 +26,18 @@ rule ingest:
 
 rule geofilter:
     input:
-        stats=f"{R}/metadata/stats.json",
+        stats=L.metadata_stats,
         manifest=MANIFEST_PATH,
     output:
-        candidates=f"{R}/candidates/candidates.parquet",
-        stats=f"{R}/candidates/stats.json",
+        candidates=L.candidates_parquet,
+        stats=L.candidates_stats,
     params:
         metadata=subpath(input.stats, parent=True),
         out=subpath(output.stats, parent=True),
     log:
-        f"{LOGS}/geofilter.log",
+        L.log("geofilter"),
     benchmark:
-        f"{BENCH}/geofilter.tsv"
+        L.bench("geofilter")
     threads: res("geofilter")["threads"]
     resources:
         mem_mb=res("geofilter")["mem_mb"],

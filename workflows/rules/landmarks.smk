@@ -7,11 +7,11 @@ rule landmarks_check:
     input:
         landmarks_gnd(),
     output:
-        f"{R}/landmarks/landmarks.json",
+        L.landmarks_json,
     log:
-        f"{LOGS}/landmarks_check.log",
+        L.log("landmarks_check"),
     benchmark:
-        f"{BENCH}/landmarks_check.tsv"
+        L.bench("landmarks_check")
     threads: res("landmarks_check")["threads"]
     resources:
         mem_mb=res("landmarks_check")["mem_mb"],

@@ -5,20 +5,20 @@
 
 rule neardup:
     input:
-        images=f"{R}/images/summary.json",
+        images=L.images_summary,
         gnd=landmarks_gnd(),
-        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=NEARDUP_METHOD, set=SETS),
+        stores=expand(L.store("{method}", "{set}"), method=NEARDUP_METHOD, set=SETS),
     output:
-        table=f"{R}/neardup/neardup.parquet",
-        stats=f"{R}/neardup/stats.json",
+        table=L.neardup_table,
+        stats=L.neardup_stats,
     params:
         images=subpath(input.images, parent=True),
         desc=lambda w, input: method_dirs(input.stores)[0],
         out=subpath(output.table, parent=True),
     log:
-        f"{LOGS}/neardup.log",
+        L.log("neardup"),
     benchmark:
-        f"{BENCH}/neardup.tsv"
+        L.bench("neardup")
     threads: res("neardup")["threads"]
     resources:
         mem_mb=res("neardup")["mem_mb"],
@@ -35,19 +35,19 @@ rule neardup:
 rule leakrisk:
     input:
         gnd=landmarks_gnd(),
-        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=NEARDUP_METHOD, set=SETS),
-        queue=f"{R}/scores/review_queue.parquet",
+        stores=expand(L.store("{method}", "{set}"), method=NEARDUP_METHOD, set=SETS),
+        queue=L.review_queue,
     output:
-        table=f"{R}/leakrisk/leakrisk.parquet",
-        stats=f"{R}/leakrisk/stats.json",
+        table=L.leakrisk_table,
+        stats=L.leakrisk_stats,
     params:
         desc=lambda w, input: method_dirs(input.stores)[0],
         scores=subpath(input.queue, parent=True),
         out=subpath(output.table, parent=True),
     log:
-        f"{LOGS}/leakrisk.log",
+        L.log("leakrisk"),
     benchmark:
-        f"{BENCH}/leakrisk.tsv"
+        L.bench("leakrisk")
     threads: res("leakrisk")["threads"]
     resources:
         mem_mb=res("leakrisk")["mem_mb"],

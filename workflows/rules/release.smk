@@ -4,16 +4,16 @@ REL = M["release"]
 
 rule release:
     input:
-        selected=f"{R}/selected/distractors.parquet",
-        images=f"{R}/images/summary.json",
-        candidates=f"{R}/candidates/candidates.parquet",
-        candidates_stats=f"{R}/candidates/stats.json",
-        evaluation=f"{R}/evaluation/evaluation.json",
+        selected=L.distractors_table,
+        images=L.images_summary,
+        candidates=L.candidates_parquet,
+        candidates_stats=L.candidates_stats,
+        evaluation=L.evaluation_json,
         manifest=MANIFEST_PATH,
     output:
-        card=f"{R}/release/README.md",
-        sums=f"{R}/release/SHA256SUMS",
-        txt=f"{R}/release/distractors.txt",
+        card=L.release_card,
+        sums=L.release_sums,
+        txt=L.release_txt,
     params:
         selected=subpath(input.selected, parent=True),
         images=subpath(input.images, parent=True),
@@ -24,9 +24,9 @@ rule release:
         min_face=REL["min_face_px"],
         tar=f"--tar --shard-size {REL['shard_size']}" if REL["tar"] else "",
     log:
-        f"{LOGS}/release.log",
+        L.log("release"),
     benchmark:
-        f"{BENCH}/release.tsv"
+        L.bench("release")
     threads: res("release")["threads"]
     resources:
         mem_mb=res("release")["mem_mb"],

@@ -5,13 +5,13 @@
 
 rule review_import:
     input:
-        f"{R}/scores/review_queue.parquet",
+        L.review_queue,
     output:
-        f"{R}/review/review.sqlite",
+        L.review_db,
     log:
-        f"{LOGS}/review_import.log",
+        L.log("review_import"),
     benchmark:
-        f"{BENCH}/review_import.tsv"
+        L.bench("review_import")
     threads: res("review_import")["threads"]
     resources:
         mem_mb=res("review_import")["mem_mb"],
@@ -26,17 +26,17 @@ if M["review"]["mode"] == "simulate":
 
     rule review_simulate:
         input:
-            db=f"{R}/review/review.sqlite",
-            truth=f"{WORLD}/truth.parquet",
+            db=L.review_db,
+            truth=L.world_truth,
         output:
             decisions_path(),
         params:
             reviewers=M["review"]["reviewers"],
             seed=M["demo"]["seed"] if DEMO else 0,
         log:
-            f"{LOGS}/review_simulate.log",
+            L.log("review_simulate"),
         benchmark:
-            f"{BENCH}/review_simulate.tsv"
+            L.bench("review_simulate")
         threads: res("review_simulate")["threads"]
         resources:
             mem_mb=res("review_simulate")["mem_mb"],

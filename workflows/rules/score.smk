@@ -4,19 +4,19 @@
 rule score:
     input:
         gnd=landmarks_gnd(),
-        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS),
-        neardup=f"{R}/neardup/neardup.parquet",
+        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS),
+        neardup=L.neardup_table,
     output:
-        scores=f"{R}/scores/scores.parquet",
-        queue=f"{R}/scores/review_queue.parquet",
+        scores=L.scores_table,
+        queue=L.review_queue,
     params:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
         top=M["score"]["review_top"],
     log:
-        f"{LOGS}/score.log",
+        L.log("score"),
     benchmark:
-        f"{BENCH}/score.tsv"
+        L.bench("score")
     threads: res("score")["threads"]
     resources:
         mem_mb=res("score")["mem_mb"],

@@ -3,19 +3,19 @@
 
 rule select:
     input:
-        scores=f"{R}/scores/scores.parquet",
+        scores=L.scores_table,
         decisions=decisions_path(),
-        candidates=f"{R}/candidates/candidates.parquet",
+        candidates=L.candidates_parquet,
         gnd=landmarks_gnd(),
         # n: auto measures the mined mAP-vs-N curve with every method
-        stores=expand(f"{R}/descriptors/{{method}}/{{set}}/store.json", method=METHODS, set=SETS)
+        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS)
         if M["select"]["n"] == "auto"
         else [],
-        neardup=f"{R}/neardup/neardup.parquet",
-        leakrisk=f"{R}/leakrisk/leakrisk.parquet",
+        neardup=L.neardup_table,
+        leakrisk=L.leakrisk_table,
     output:
-        txt=f"{R}/selected/distractors.txt",
-        table=f"{R}/selected/distractors.parquet",
+        txt=L.distractors_txt,
+        table=L.distractors_table,
     params:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
@@ -31,9 +31,9 @@ rule select:
         near_duplicates=M["select"]["near_duplicates"],
         risk="--allow-unreviewed-risk" if M["select"]["leak_risk"] == "allow" else "",
     log:
-        f"{LOGS}/select.log",
+        L.log("select"),
     benchmark:
-        f"{BENCH}/select.tsv"
+        L.bench("select")
     threads: res("select")["threads"]
     resources:
         mem_mb=res("select")["mem_mb"],

@@ -152,22 +152,59 @@ def single_threaded_numerics() -> Any:
     return threadpool_limits(limits=1)
 
 
-def iter_described(items: Sequence[ImageItem], method: Method, fn: Callable[[np.ndarray], Any],
-                   threads: int = 1) -> Iterator[tuple[ImageItem, Any, str | None]]:
-    """(item, fn(image) or None, error or None) in item order.
+Outcome = tuple[Any, "str | None"]  # (result, None) or (None, "Error: message")
+
+
+def _once(cache: dict, key: Any, make: Callable[[], Any]) -> Outcome:
+    """`make()` once per key and item; an exception is the item's recorded error (a UserError
+    stops everything)."""
+    if key not in cache:
+        try:
+            cache[key] = (make(), None)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any undecodable file is recorded, never fatal
+            cache[key] = (None, f"{type(exc).__name__}: {exc}")
+    return cache[key]
+
+
+def describe_item(item: ImageItem, methods: Sequence[Method], fns: Sequence[Callable[[Any], Any]]) -> list[Outcome]:
+    """`fns[i](methods[i].extract(image))` for each method, with the image decoded once per
+    (max_side, mode) and the features extracted once per shared `extractor()` key: the
+    results (and error messages) are those of describing with each method on its own."""
+    cache: dict = {}
+    out: list[Outcome] = []
+    for i, (m, fn) in enumerate(zip(methods, fns)):
+        dk = (m.max_side, m.mode)
+        key = m.extractor()
+        ek = (dk, key) if key is not None else (dk, "own", i)
+        img, err = _once(cache, ("decode", dk), lambda m=m: load_image(item.path, m.max_side, m.mode, item.bbox))
+        if err is None:
+            feats, err = _once(cache, ("extract", ek), lambda m=m, img=img: _read_only(m.extract(img)))
+        if err is None:
+            res, err = _once(cache, ("method", i), lambda fn=fn, feats=feats: fn(feats))
+        out.append((res, None) if err is None else (None, err))
+    return out
+
+
+def _read_only(x: Any) -> Any:
+    """Shared features must not be changed by the method that reads them first."""
+    if isinstance(x, np.ndarray):
+        x.flags.writeable = False
+    return x
+
+
+def iter_described(items: Sequence[ImageItem], methods: Sequence[Method], fns: Sequence[Callable[[Any], Any]],
+                   threads: int = 1) -> Iterator[tuple[ImageItem, list[Outcome]]]:
+    """(item, [(fns[i](...) or None, error or None) per method]) in item order.
 
     `threads` images are decoded and described at once, each with single-threaded numeric
     kernels, so the results are the same bits for any `threads`. An image that cannot be
     decoded or described gives its error instead (a UserError stops everything).
     """
-    def job(it: ImageItem) -> tuple[Any, str | None]:
+    def job(it: ImageItem) -> list[Outcome]:
         pin_numeric_threads()
-        try:
-            return fn(load_image(it.path, method.max_side, method.mode, it.bbox)), None
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any undecodable file is recorded, never fatal
-            return None, f"{type(exc).__name__}: {exc}"
+        return describe_item(it, methods, fns)
 
     threads = max(1, threads)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="describe") as pool:
@@ -182,8 +219,7 @@ def iter_described(items: Sequence[ImageItem], method: Method, fn: Callable[[np.
             nxt = next(it, None)
             if nxt is not None:
                 pending.append((nxt, pool.submit(job, nxt)))
-            res, err = fut.result()
-            yield item, res, err
+            yield item, fut.result()
 
 
 # ---- one shard (runs in a Dask worker) -------------------------------------------------
@@ -225,36 +261,44 @@ def _from(base: str, items: list[ImageItem]) -> list[ImageItem]:
     return [ImageItem(it.id, os.path.join(base, it.path), it.bbox) for it in items]
 
 
-def describe_shard(out: str, shard: str, items: list[ImageItem], spec_json: str, base: str = "") -> tuple[int, int]:
-    """Describe one shard and write it (payload, failures, then the ids marker)."""
-    method = _cached_method(spec_json)
-    ids: list[str] = []
-    payloads: list[Any] = []
-    failures: list[dict[str, str]] = []
+def describe_shard(outs: list[str], shard: str, items: list[ImageItem], specs: list[str], base: str = "") -> int:
+    """Describe one shard with one or more methods (one decode and one shared extraction per
+    image) and write it into each method's store (payload, failures, then the ids marker).
+    Returns the number of images."""
+    methods = [_cached_method(s) for s in specs]
+    ids: list[list[str]] = [[] for _ in methods]
+    payloads: list[list[Any]] = [[] for _ in methods]
+    failures: list[list[dict[str, str]]] = [[] for _ in methods]
     given = {it.id: it.path for it in items}
-    for item, payload, err in iter_described(_from(base, items), method, method.describe, _task_threads(spec_json)):
-        if err is None:
-            payloads.append(payload)
-            ids.append(item.id)
+    fns = [m.describe_extracted for m in methods]
+    for item, results in iter_described(_from(base, items), methods, fns, _task_threads(specs[0])):
+        for k, (payload, err) in enumerate(results):
+            if err is None:
+                payloads[k].append(payload)
+                ids[k].append(item.id)
+            else:
+                failures[k].append({"id": item.id, "path": given[item.id], "error": err})
+    for out, method, m_ids, m_payloads, m_failures in zip(outs, methods, ids, payloads, failures):
+        out = os.path.join(base, out)
+        shards = Path(out) / "shards"
+        shards.mkdir(parents=True, exist_ok=True)
+        atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(m_failures))
+        if method.kind == GLOBAL:
+            vecs = np.stack(m_payloads) if m_payloads else np.zeros((0, method.dim()), np.float32)
+            descriptors.write_global_shard(out, shard, m_ids, vecs)
         else:
-            failures.append({"id": item.id, "path": given[item.id], "error": err})
-    out = os.path.join(base, out)
-    shards = Path(out) / "shards"
-    shards.mkdir(parents=True, exist_ok=True)
-    atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(failures))
-    if method.kind == GLOBAL:
-        vecs = np.stack(payloads) if payloads else np.zeros((0, method.dim()), np.float32)
-        descriptors.write_global_shard(out, shard, ids, vecs)
-    else:
-        method.write_payloads(shards, shard, payloads)
-        descriptors.write_ids(out, shard, ids)
-    return len(ids), len(failures)
+            method.write_payloads(shards, shard, m_payloads)
+            descriptors.write_ids(out, shard, m_ids)
+    return len(items)
 
 
-def fit_features_chunk(items: list[ImageItem], spec_json: str, base: str = "") -> list[np.ndarray | None]:
-    """Raw training features of a chunk of sample images, in item order (None: unusable image)."""
-    method = _cached_method(spec_json)
-    return [f for _, f, _ in iter_described(_from(base, items), method, method.fit_features, _task_threads(spec_json))]
+def fit_features_chunk(items: list[ImageItem], specs: list[str], base: str = "") -> list[list[np.ndarray | None]]:
+    """Raw training features of a chunk of sample images for each method (one shared
+    extraction per image), in item order (None: unusable image)."""
+    methods = [_cached_method(s) for s in specs]
+    fns = [m.fit_features_extracted for m in methods]
+    return [[f for f, _ in results]
+            for _, results in iter_described(_from(base, items), methods, fns, _task_threads(specs[0]))]
 
 
 def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
@@ -271,17 +315,24 @@ def _file_sha(path: Path) -> str:
     return _sha(path.read_bytes())
 
 
-def describe(method_name: str, images: str | Path, image_set: str, out: str | Path, *,
-             params: dict[str, Any] | None = None, model: str | Path | None = None,
-             workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
-             shard_size: int = 1000,
-             fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Describe an image set into the store `out`; returns the store info (also in store.json)."""
-    from mining.progress import bar as progress_bar
+@dataclass
+class _Plan:
+    """One method's part of a describe run: its store, settings and learned state."""
 
-    out = Path(out)
-    if shard_size < 1:
-        raise UserError("--shard-size must be at least 1")
+    name: str
+    out: Path
+    method: Method
+    params: dict[str, Any]
+    info: dict[str, Any]
+    state_path: Path | None
+    model_info: dict[str, Any] | None
+    learn: bool  # learns on this run's candidates (no --model)
+
+
+def _plan(method_name: str, images: str | Path, image_set: str, out: Path, params: dict[str, Any] | None,
+          model: str | Path | None, shard_size: int, fit_images: int, seed: int) -> _Plan:
+    """A method's settings, checked against its --model store (not yet against the store
+    being resumed: that needs the image list's hash)."""
     params = {k: v for k, v in (params or {}).items() if v is not None}
     state_path: Path | None = None
     model_info: dict[str, Any] | None = None
@@ -300,60 +351,120 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
             model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
     method = get_method(method_name, params, query=image_set == "queries")
     params = method.params  # defaults filled in: recorded, and reused by landmark sets
-    items = list_items(images, image_set)
-    if not items:
-        raise UserError(f"{images}: no images in set {image_set!r}")
-
     if method.learns and state_path is None:
         if image_set != "candidates":
             raise UserError(f"method {method_name} learns on candidates: describe the candidates first and pass "
                             "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
         state_path = (out / MODEL_FILE).resolve()
-    # images described at once per task (0: decided on the worker, whose machine we do not know);
-    # it changes the speed, never the bytes (see pin_numeric_threads)
-    threads = 0 if (scheduler or slurm) else max(1, available_cpus() // max(1, workers))
-    ids_hash = _sha("\n".join(i.id for i in items).encode())
     info: dict[str, Any] = {
         "method": method_name, "kind": method.kind, "set": image_set, "params": params,
-        "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": ids_hash,
+        "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": None,
         "fit_images": fit_images if method.learns and model is None else None, "seed": seed,
     }
     if image_set != "candidates":
         info["landmarks_fingerprint"] = load_landmarks(images).fingerprint()
-    _check_resumable(out, info)
-    out.mkdir(parents=True, exist_ok=True)
-    # the settings to resume with: not store.json, which a workflow manager deletes (as the
-    # output of an interrupted job) before it reruns the job
-    atomic.write_json(out / PLAN_FILE, {k: info[k] for k in RESUME_KEYS})
+    return _Plan(method_name, out, method, params, info, state_path, model_info, method.learns and model is None)
+
+
+def describe(method_name: str, images: str | Path, image_set: str, out: str | Path, *,
+             params: dict[str, Any] | None = None, model: str | Path | None = None,
+             workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
+             shard_size: int = 1000,
+             fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    """Describe an image set into the store `out`; returns the store info (also in store.json)."""
+    return describe_many([method_name], images, image_set, [out], params=[params], models=[model],
+                         workers=workers, scheduler=scheduler, slurm=slurm, shard_size=shard_size,
+                         fit_images=fit_images, seed=seed, progress=progress)[0]
+
+
+def describe_many(method_names: Sequence[str], images: str | Path, image_set: str, outs: Sequence[str | Path], *,
+                  params: Sequence[dict[str, Any] | None] | None = None,
+                  models: Sequence[str | Path | None] | None = None,
+                  workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
+                  shard_size: int = 1000, fit_images: int = 2000, seed: int = 0,
+                  progress: bool = True) -> list[dict[str, Any]]:
+    """Describe an image set with several methods in one pass, into one store each.
+
+    Each image is decoded once per (max_side, mode) and its features extracted once per
+    shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
+    learning and for describing; every store is the same bytes as `describe` of that method
+    alone. Returns the store infos, in method order."""
+    from mining.progress import bar as progress_bar
+
+    n = len(method_names)
+    params = list(params) if params is not None else [None] * n
+    models = list(models) if models is not None else [None] * n
+    if not n or len(outs) != n or len(params) != n or len(models) != n:
+        raise UserError("describe: one --out (and --model, if any) per method")
+    outs = [Path(o) for o in outs]
+    if len({o.resolve() for o in outs}) != n:
+        raise UserError("describe: each method needs its own --out store")
+    if shard_size < 1:
+        raise UserError("--shard-size must be at least 1")
+    plans = [_plan(m, images, image_set, o, p, mo, shard_size, fit_images, seed)
+             for m, o, p, mo in zip(method_names, outs, params, models)]
+    items = list_items(images, image_set)
+    if not items:
+        raise UserError(f"{images}: no images in set {image_set!r}")
+    ids_hash = _sha("\n".join(i.id for i in items).encode())
+    for p in plans:
+        p.info["ids_sha256"] = ids_hash
+        _check_resumable(p.out, p.info)
+    # images described at once per task (0: decided on the worker, whose machine we do not know);
+    # it changes the speed, never the bytes (see pin_numeric_threads)
+    threads = 0 if (scheduler or slurm) else max(1, available_cpus() // max(1, workers))
+    for p in plans:
+        p.out.mkdir(parents=True, exist_ok=True)
+        # the settings to resume with: not store.json, which a workflow manager deletes (as the
+        # output of an interrupted job) before it reruns the job
+        atomic.write_json(p.out / PLAN_FILE, {k: p.info[k] for k in RESUME_KEYS})
+    names = "+".join(method_names)
+
+    def spec(p: _Plan, state: Path | None) -> str:
+        return json.dumps({"method": p.name, "params": p.params, "query": image_set == "queries",
+                           "state": str(state) if state else None, "threads": threads})
 
     with single_threaded_numerics(), connect(scheduler, workers, slurm) as client:
-        if method.learns and model is None and not state_path.is_file():
-            spec = json.dumps({"method": method_name, "params": params, "query": False, "state": None, "threads": threads})
+        fitting = [p for p in plans if p.learn and not p.state_path.is_file()]
+        if fitting:
+            specs = [spec(p, None) for p in fitting]
             rng = np.random.default_rng(seed)
             sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
             step = min(FIT_CHUNK, shard_size)
-            chunks = [(sample[i:i + step], spec, os.getcwd()) for i in range(0, len(sample), step)]
-            bar = progress_bar(total=len(sample), desc=f"{method_name}: learning on candidates", unit="img", disable=not progress)
+            chunks = [(sample[i:i + step], specs, os.getcwd()) for i in range(0, len(sample), step)]
+            bar = progress_bar(total=len(sample), desc=f"{'+'.join(p.name for p in fitting)}: learning on candidates",
+                               unit="img", disable=not progress)
             # task order, not completion order: the sample's order is part of what is learned
             results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
             bar.close()
-            feats = [f for chunk in results for f in chunk if f is not None]
-            state = method.fit(feats, seed=seed)
-            with atomic.atomic_path(state_path) as tmp:
-                with open(tmp, "wb") as f:
-                    np.savez(f, **state)
-        if state_path is not None:
-            model_info = model_info or {"store": str(out.resolve()), "sha256": _file_sha(state_path)}
-        spec = json.dumps({"method": method_name, "params": params, "query": image_set == "queries",
-                           "state": str(state_path) if state_path else None, "threads": threads})
+            for k, p in enumerate(fitting):
+                feats = [per_method[k] for chunk in results for per_method in chunk if per_method[k] is not None]
+                state = p.method.fit(feats, seed=seed)
+                with atomic.atomic_path(p.state_path) as tmp:
+                    with open(tmp, "wb") as f:
+                        np.savez(f, **state)
+            del results
+        for p in plans:
+            if p.state_path is not None:
+                p.model_info = p.model_info or {"store": str(p.out.resolve()), "sha256": _file_sha(p.state_path)}
         shards = [(f"{i // shard_size:05d}", items[i:i + shard_size]) for i in range(0, len(items), shard_size)]
-        todo = [(str(out), name, chunk, spec, os.getcwd()) for name, chunk in shards
-                if not (out / "shards" / f"{name}.ids.parquet").is_file()]
+        todo = []
+        for name, chunk in shards:  # a shard is redone for the stores that lack it, and only them
+            missing = [p for p in plans if not (p.out / "shards" / f"{name}.ids.parquet").is_file()]
+            if missing:
+                todo.append(([str(p.out) for p in missing], name, chunk, [spec(p, p.state_path) for p in missing],
+                             os.getcwd()))
         bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
-                           desc=f"{method_name}: describing {image_set}", unit="img", disable=not progress)
-        run_tasks(client, describe_shard, todo, on_done=lambda r: bar.update(sum(r)))
+                           desc=f"{names}: describing {image_set}", unit="img", disable=not progress)
+        run_tasks(client, describe_shard, todo, on_done=bar.update)
         bar.close()
 
+    return [_finish(p, shards) for p in plans]
+
+
+def _finish(p: _Plan, shards: list[tuple[str, list[ImageItem]]]) -> dict[str, Any]:
+    """Gather a method's failures and write its store.json (the store is complete)."""
+    out, info, method = p.out, dict(p.info), p.method
     failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
     failed = pa.concat_tables(failures) if failures else _failure_table([])
     atomic.write_parquet(out / "failures.parquet", failed)
@@ -361,7 +472,7 @@ def describe(method_name: str, images: str | Path, image_set: str, out: str | Pa
     dim = method.dim()
     if method.kind == GLOBAL and shards:
         dim = int(np.load(out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
-    info.update({"model": model_info, "count": count, "failed": failed.num_rows, "dim": dim,
+    info.update({"model": p.model_info, "count": count, "failed": failed.num_rows, "dim": dim,
                  "shards": len(shards), "complete": True})
     descriptors.write_store_info(out, info)
     if failed.num_rows:
@@ -388,5 +499,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "describe", "describe_shard", "iter_described", "list_items", "load_image",
+__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "list_items", "load_image",
            "read_failures", "usable_photo_ids"]

@@ -71,6 +71,26 @@ class Method:
         """Payload of one decoded image (HxWx3 RGB or HxW gray uint8, long side <= max_side)."""
         raise NotImplementedError
 
+    # ---- one extraction shared by several methods (mining.describe runs them together) --
+    def extractor(self) -> tuple[Any, ...] | None:
+        """Key of the intermediate features this method describes from (e.g. RootSIFT with
+        its settings), or None. Methods with the same key, `max_side` and `mode` get one
+        `extract` per image between them: `describe_extracted(extract(image))` must be
+        `describe(image)`, bit for bit."""
+        return None
+
+    def extract(self, image: np.ndarray) -> Any:
+        """The intermediate features of a decoded image (default: the image itself)."""
+        return image
+
+    def describe_extracted(self, features: Any) -> Any:
+        """The payload from `extract`'s output (default: `describe`, for the identity extract)."""
+        return self.describe(features)
+
+    def fit_features_extracted(self, features: Any) -> np.ndarray:
+        """`fit_features` from `extract`'s output (default: `fit_features`, identity extract)."""
+        return self.fit_features(features)
+
     def dim(self) -> int:
         """Dimension of a global descriptor (0 for other kinds)."""
         return 0

@@ -57,8 +57,21 @@ class RootSiftMethod(Method):
     def learns(self) -> bool:
         return True
 
-    def fit_features(self, image: np.ndarray) -> np.ndarray:
+    def extractor(self) -> tuple[str, int]:
+        """RootSIFT with the same cap: rsift-asmk and rsift-vlad share one extraction per image."""
+        return ("rootsift", int(self.params["max_features"]))
+
+    def extract(self, image: np.ndarray) -> np.ndarray:
         return rootsift(image, int(self.params["max_features"]))
+
+    def fit_features(self, image: np.ndarray) -> np.ndarray:
+        return self.extract(image)
+
+    def fit_features_extracted(self, features: np.ndarray) -> np.ndarray:
+        return features
+
+    def describe(self, image: np.ndarray) -> object:
+        return self.describe_extracted(self.extract(image))
 
     def training_rows(self, features: list[np.ndarray], words: int, seed: int) -> np.ndarray:
         """The k-means sample; a clear error when it is too small for `words` centroids."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
-from mining.methods.rootsift import RootSiftMethod, rootsift
+from mining.methods.rootsift import RootSiftMethod
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 _MAX_PAIRS = 4_000_000  # word matches scored at once; bounds memory of `similarity`
@@ -132,8 +132,8 @@ class RSiftAsmk(RootSiftMethod):
         super().set_state(state)
         self._kernel = None
 
-    def describe(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        des = rootsift(image, int(self.params["max_features"]))
+    def describe_extracted(self, des: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Visual words and binary residuals of one image's RootSIFTs."""
         cdb, kern = self._asmk()
         if len(des) == 0:
             return np.zeros(0, np.int32), np.zeros((0, 16), np.uint8)

@@ -23,7 +23,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.methods.base import GLOBAL, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
-from mining.methods.rootsift import RootSiftMethod, rootsift
+from mining.methods.rootsift import RootSiftMethod
 
 
 def vlad(des: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -64,10 +64,11 @@ class RSiftVlad(RootSiftMethod):
         self.state = {"centroids": centroids, **pca}
         return self.state
 
-    def describe(self, image: np.ndarray) -> np.ndarray:
+    def describe_extracted(self, des: np.ndarray) -> np.ndarray:
+        """The (whitened) VLAD of one image's RootSIFTs."""
         if self.state is None:
             raise UserError("rsift-vlad: vocabulary missing (describe candidates first, pass --model)")
-        v = vlad(rootsift(image, int(self.params["max_features"])), self.state["centroids"])
+        v = vlad(des, self.state["centroids"])
         return apply_pca_whitening(v[None, :], self.state)[0] if "pca_proj" in self.state else v
 
     def dim(self) -> int:

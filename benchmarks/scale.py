@@ -246,6 +246,7 @@ def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
     from mining.descriptors import as_float32
     from mining.evaluate.experiment import build_sets, experiment_report, rankings_of, reduce_method
     from mining.landmarks import load_landmarks
+    from mining.retrieval import LandmarkSims
 
     r = Path(run)
     ds = load_landmarks(landmarks)
@@ -276,7 +277,8 @@ def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
                 pass
             timing["bare_s"] += time.perf_counter() - t
             t = time.perf_counter()
-            yield reduce_method(m, ds, ds.qimlist, (ds.imlist, q @ _unit(db).T), blocks(pool, q), rankings)
+            landmark = LandmarkSims.from_ids(m, ds, ds.qimlist, ds.imlist, q @ _unit(db).T)
+            yield reduce_method(m, ds, landmark, blocks(pool, q), rankings)
             timing["stage_s"] += time.perf_counter() - t  # resumes after the method was evaluated
 
     report = experiment_report(ds, sets, n, (0, 1, 2), ("medium", "hard"), methods())

@@ -117,3 +117,15 @@ def test_load_gnd_pkl_and_one_based_mat(tmp_path):
     sio.savemat(tmp_path / "bad.mat", {"imlist": np.array(["a"], dtype=object), "qimlist": np.array(["q1"], dtype=object), "gnd": gnd})
     with pytest.raises(UserError, match="1-based"):
         load_gnd(tmp_path / "bad.mat")
+
+
+def test_rank_by_similarity_is_a_stable_sort_in_blocks(monkeypatch):
+    from mining.evaluate import protocols
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, (50, 4)).astype(np.float32)  # few distinct values: many equal scores
+    q = rng.integers(0, 3, (7, 4)).astype(np.float32)
+    want = np.stack([sorted(range(50), key=lambda i: (-float(x[i] @ q[j]), i)) for j in range(7)], axis=1)
+    monkeypatch.setattr(protocols, "_RANK_CELLS", 120)  # 2 queries a block: 4 blocks
+    assert np.array_equal(protocols.rank_by_similarity(q, x), want)
+    assert np.array_equal(protocols.rank_by_similarity(q, x, k=5), want[:5])

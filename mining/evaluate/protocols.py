@@ -296,17 +296,17 @@ def read_name_list(path: Path, what: str) -> list[str]:
     if not path.is_file():
         raise UserError(f"{path}: {what} not found")
     try:
-        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        lines = [(n, line.strip()) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file ({what}: one name a line)") from None
-    if not names:
+    if not lines:
         raise UserError(f"{path}: empty ({what}: one name a line)")
     seen: set[str] = set()
-    for n, name in enumerate(names, 1):
+    for n, name in lines:
         if name in seen:
-            raise UserError(f"{path}: {name!r} is listed twice (line {n})")
+            raise UserError(f"{path}:{n}: {name!r} is listed twice")
         seen.add(name)
-    return names
+    return [name for _, name in lines]
 
 
 def read_ranks(path: Path, n_queries: int) -> np.ndarray:
@@ -444,6 +444,8 @@ def _pct(v: float) -> float | None:
 def _evaluate_oxford(gt: Path, res: Results) -> dict[str, Any]:
     if gt.is_dir() and any(gt.glob("*_query.txt")):
         return _evaluate_oxford_original(gt, res)
+    if res.imlist is not None or res.qimlist is not None:
+        raise UserError("--imlist/--qimlist are not used with a gnd file: it holds its own imlist and qimlist")
     data = load_gnd(gt)
     qnames, imlist = list(data["qimlist"]), list(data["imlist"])
     if res.ranks is not None and res.ranks.suffix != ".npy":

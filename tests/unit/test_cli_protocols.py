@@ -342,6 +342,7 @@ def test_malformed_inputs_are_one_line_errors(capsys, tmp_path):
     dup[3, 2] = 0
     np.save(tmp_path / "dup.npy", dup)
     np.save(tmp_path / "ok.npy", np.tile(np.arange(5)[:, None], (1, nq)))
+    (tmp_path / "names.txt").write_text("ukbench00000.jpg\n\nukbench00000.jpg\n")
     cases = [
         (["oxford", "--gt", gnd, "--ranks", tmp_path / "text.npy"], "not a readable .npy"),
         (["oxford", "--gt", gnd, "--ranks", tmp_path / "float.npy"], "integer database indices"),
@@ -355,6 +356,8 @@ def test_malformed_inputs_are_one_line_errors(capsys, tmp_path):
         (["oxford", "--ranks", tmp_path / "ok.npy"], "needs --gt"),
         (["oxford", "--gt", gnd, "--ranks", tmp_path / "ok.npy", "--scores", tmp_path], "--scores is for the pipeline"),
         (["oxford", "--gt", OXFORD, "--ranks", tmp_path / "ok.npy"], "--imlist"),
+        (["oxford", "--gt", gnd, "--ranks", tmp_path / "ok.npy", "--imlist", tmp_path / "names.txt"], "not used"),
+        (["ukbench", "--gt", tmp_path / "names.txt", "--ranks", tmp_path / "ok.npy"], "names.txt:3: 'ukbench00000.jpg' is listed twice"),
     ]
     (tmp_path / "evil.pkl").write_bytes(pickle.dumps({"imlist": [], "qimlist": [], "gnd": [], "f": print}))
     cases.append((["oxford", "--gt", tmp_path / "evil.pkl", "--ranks", tmp_path / "ok.npy"], "refusing to load"))

@@ -58,16 +58,17 @@ _OWN = ("gt", "ranks", "queries", "database", "imlist", "qimlist", "json")
 
 _PROTOCOL_HELP = """\
 PROTOCOL MODE (docs/protocols.md has the exact definitions)
-  mining evaluate --protocol P --gt GT (--ranks R | --database X.npy [--queries Q.npy]) [--json OUT.json]
+  mining evaluate --protocol P --gt GT (--ranks R | --database X.npy [--queries Q.npy])
+                  [--json OUT.json]
 Prints a table (mAP etc. in %, UKBench's score 0-4). Index forms, for every protocol:
   --ranks R.npy       integers, shape (list length, queries): column j = query j's 0-based
                       database indices, best first (revisitop's `ranks`); may be truncated
   --database X.npy    (images, dim) and --queries Q.npy (queries, dim): ranked by dot
                       product (L2-normalise for cosine); equal scores keep index order
 P = oxford (Revisited Oxford/Paris, or the original Oxford/Paris protocol):
-  --gt gnd_roxford5k.pkl|.mat  revisited: Easy/Medium/Hard mAP and mP@1/5/10; queries in
-                      qimlist order, database indices = imlist order; indices/rows past
-                      imlist are distractors (R1M-style)
+  --gt gnd_roxford5k.pkl|.mat  revisited: mAP and mP@1/5/10 in Easy/Medium/Hard (or
+                      --setups); queries in qimlist order, database indices = imlist
+                      order; indices/rows past imlist are distractors (R1M-style)
   --gt gt_files/      original: <q>_good/_ok/_junk/_query.txt; mAP, junk ignored;
                       --ranks RANKED/ (one <q>.txt per query, one image name a line, best
                       first) or a file of `QUERY NAME NAME ...` lines; index forms need
@@ -75,20 +76,23 @@ P = oxford (Revisited Oxford/Paris, or the original Oxford/Paris protocol):
 P = gldv2 (Google Landmarks v2):
   --gt retrieval_solution.csv (id,images,Usage; Ignored rows dropped): mAP@100;
                       --ranks submission.csv (id,images: space-separated index ids, best
-                      first), or index forms with --imlist (index ids) and --qimlist (test ids)
+                      first), or index forms with --imlist (index ids) and --qimlist
+                      (test ids)
   --gt recognition_solution.csv (id,landmarks,Usage): GAP from --ranks predictions.csv
                       (id,landmarks = "<label> <confidence>")
 P = holidays (INRIA Holidays):
   --gt jpg/ (or a list of image names): NNNNNN.jpg, group = NNNN, first image = query;
                       the query is ignored if returned; every query must be answered;
-                      --ranks results.txt (`query.jpg 0 img.jpg 1 img.jpg ...` lines), or index
-                      forms over the images in number order (queries: the groups' first
-                      images; --database alone takes the query vectors from its rows)
+                      --ranks results.txt (`query.jpg 0 img.jpg 1 img.jpg ...` lines),
+                      or index forms over the images in number order (queries: the
+                      groups' first images; --database alone takes the query vectors
+                      from its rows)
 P = ukbench (UKBench):
   --gt full/ (or a list of image names): ukbenchNNNNN.jpg, object = NNNNN // 4; every
                       image is a query; score = mean of the object's 4 images (the query
-                      itself included) in the top 4, 0-4; --ranks results.txt (`QUERY NAME
-                      NAME NAME NAME ...` lines) or index forms over the images in number order
+                      itself included) in the top 4, 0-4; --ranks results.txt (`QUERY
+                      NAME NAME NAME NAME ...` lines) or index forms over the images in
+                      number order
 """
 
 
@@ -126,7 +130,7 @@ def run_protocol(args: argparse.Namespace) -> int:
     if args.gt is None:
         raise UserError("--protocol needs --gt (the benchmark's ground truth)")
     report = evaluate_protocol(args.protocol, args.gt, Results(args.ranks, args.queries, args.database,
-                                                               args.imlist, args.qimlist))
+                                                               args.imlist, args.qimlist), args.setups)
     print(protocol_table(report))
     if args.json is not None:
         write_json(args.json, report)

@@ -441,7 +441,7 @@ def _pct(v: float) -> float | None:
     return None if not np.isfinite(v) else float(v)
 
 
-def _evaluate_oxford(gt: Path, res: Results) -> dict[str, Any]:
+def _evaluate_oxford(gt: Path, res: Results, setups: Sequence[str] = SETUPS) -> dict[str, Any]:
     if gt.is_dir() and any(gt.glob("*_query.txt")):
         return _evaluate_oxford_original(gt, res)
     if res.imlist is not None or res.qimlist is not None:
@@ -452,7 +452,7 @@ def _evaluate_oxford(gt: Path, res: Results) -> dict[str, Any]:
         raise UserError(f"{res.ranks}: with a gnd file, ranks are a .npy (revisitop's layout)")
     ranks = _index_ranks(res, qnames, len(imlist), None, distractors=True)
     metrics, per_query = {}, {}
-    for setup in SETUPS:
+    for setup in setups:
         m, aps, pr, _ = compute_map(ranks, setup_gnd(data["gnd"], setup), KAPPAS)
         metrics[setup] = {"mAP": _pct(m), **{f"mP@{k}": _pct(float(p)) for k, p in zip(KAPPAS, pr)}}
         per_query[setup] = {q: _pct(float(a)) for q, a in zip(qnames, aps)}
@@ -568,9 +568,12 @@ def _evaluate_ukbench(gt: Path, res: Results) -> dict[str, Any]:
             "per_query": {"ukbench": counts}}
 
 
-def evaluate_protocol(protocol: str, gt: str | Path, res: Results) -> dict[str, Any]:
-    """One benchmark's metrics on a user's own results; JSON-ready (nan → None)."""
-    evaluators = {"oxford": _evaluate_oxford, "gldv2": _evaluate_gldv2,
+def evaluate_protocol(protocol: str, gt: str | Path, res: Results, setups: Sequence[str] = SETUPS) -> dict[str, Any]:
+    """One benchmark's metrics on a user's own results; JSON-ready (nan → None).
+
+    setups: the revisited setups reported for a gnd ground truth (default Easy, Medium, Hard).
+    """
+    evaluators = {"oxford": lambda g, r: _evaluate_oxford(g, r, setups), "gldv2": _evaluate_gldv2,
                   "holidays": _evaluate_holidays, "ukbench": _evaluate_ukbench}
     if protocol not in evaluators:
         raise UserError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")

@@ -195,6 +195,11 @@ def test_oxford_revisited_setups_and_distractors(capsys, tmp_path):
                            "--queries", tmp_path / "q.npy", "--database", tmp_path / "x.npy")
     for setup in rules:
         assert rep_hard["metrics"][setup]["mAP"] < rep["metrics"][setup]["mAP"] < rep_clean["metrics"][setup]["mAP"]
+    only, _ = cli_json(capsys, tmp_path, "oxford", "--gt", tmp_path / "gnd_roxtest.pkl", "--ranks", tmp_path / "ranks.npy",
+                       "--setups", "medium", "hard")
+    assert only["metrics"] == {s: rep["metrics"][s] for s in ("medium", "hard")}
+    assert "unknown setup 'extreme'" in refused(capsys, "oxford", "--gt", tmp_path / "gnd_roxtest.pkl",
+                                                "--ranks", tmp_path / "ranks.npy", "--setups", "extreme")
     np.save(tmp_path / "x_short.npy", np.eye(n - 1, n_all, dtype=np.float32))
     assert "image list has" in refused(capsys, "oxford", "--gt", tmp_path / "gnd_roxtest.pkl",
                                   "--queries", tmp_path / "q.npy", "--database", tmp_path / "x_short.npy")

@@ -462,6 +462,28 @@ def describe_many(method_names: Sequence[str], images: str | Path, image_set: st
     return [_finish(p, shards) for p in plans]
 
 
+def per_method_paths(template: str | Path | None, method_names: Sequence[str], what: str) -> list[str | None]:
+    """`--out` / `--model` of each method: `{method}` in the path replaced by its name; with
+    several methods the path must contain `{method}` (each method has its own store)."""
+    if template is None:
+        return [None] * len(method_names)
+    template = str(template)
+    if len(method_names) > 1 and "{method}" not in template:
+        raise UserError(f"{what} {template!r}: with several methods it must contain {{method}}, "
+                        f"e.g. DESC/{{method}}/candidates")
+    return [template.replace("{method}", m) for m in method_names]
+
+
+def split_params(method_names: Sequence[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each method's share of the given settings (those it has); a setting that none of the
+    methods has is an error, as it is for one method."""
+    known = [set(get_method(m).defaults) for m in method_names]
+    unused = sorted(k for k in params if not any(k in kn for kn in known))
+    if unused:
+        raise UserError(f"method(s) {', '.join(method_names)}: unknown parameter(s) {unused}")
+    return [{k: v for k, v in params.items() if k in kn} for kn in known]
+
+
 def _finish(p: _Plan, shards: list[tuple[str, list[ImageItem]]]) -> dict[str, Any]:
     """Gather a method's failures and write its store.json (the store is complete)."""
     out, info, method = p.out, dict(p.info), p.method
@@ -499,5 +521,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "list_items", "load_image",
+__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "per_method_paths", "split_params", "list_items", "load_image",
            "read_failures", "usable_photo_ids"]

@@ -21,11 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Describe landmark queries (bbox crops), the landmark database, or downloaded candidates "
                     "with one retrieval method; writes a descriptor store. Methods that learn (whitening, "
                     "codebooks) learn on candidates; describe landmark sets with --model CANDIDATE_STORE.")
-    p.add_argument("--method", required=True, help="cnn-gem, rsift-asmk, rsift-vlad, or a plug-in module:Class")
+    p.add_argument("--method", required=True,
+                   help="cnn-gem, rsift-asmk, rsift-vlad, or a plug-in module:Class; several, comma-separated, are "
+                        "described in one pass (one decode per image, one RootSIFT shared by rsift-asmk and "
+                        "rsift-vlad), each into its own store: then --out (and --model) contain {method}")
     p.add_argument("--images", required=True, help="landmark dataset (gnd_*.pkl or its folder) or a download folder")
     p.add_argument("--set", required=True, dest="image_set", choices=["queries", "database", "candidates"])
-    p.add_argument("--out", required=True, help="descriptor store folder to write (resumed if present)")
-    p.add_argument("--model", help="candidates store of the same method, whose learned state and settings to reuse")
+    p.add_argument("--out", required=True, help="descriptor store folder to write (resumed if present); "
+                                                   "{method} is replaced by the method's name")
+    p.add_argument("--model", help="candidates store of the same method, whose learned state and settings to reuse "
+                                   "({method} as in --out)")
     p.add_argument("--workers", type=int, default=2,
                    help="Dask LocalCluster worker processes (default 2; 0 = in this process, no Dask)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a LocalCluster)")
@@ -50,13 +55,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.describe import describe
+    from mining.describe import describe_many, per_method_paths, split_params
 
     if args.workers < 0:
         raise UserError("--workers must be >= 0")
+    names = [m.strip() for m in args.method.split(",") if m.strip()]
+    if not names:
+        raise UserError("--method: no method given")
     params = {key: getattr(args, opt) for opt, key in _PARAMS.items() if getattr(args, opt) is not None}
-    info = describe(args.method, args.images, args.image_set, args.out, params=params, model=args.model,
-                    workers=args.workers, scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
-                    fit_images=args.fit_images, seed=args.seed, progress=not args.quiet)
-    print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
+    infos = describe_many(names, args.images, args.image_set, per_method_paths(args.out, names, "--out"),
+                          params=split_params(names, params) if len(names) > 1 else [params],
+                          models=per_method_paths(args.model, names, "--model"), workers=args.workers,
+                          scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
+                          fit_images=args.fit_images, seed=args.seed, progress=not args.quiet)
+    for info in infos:
+        print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
     return 0

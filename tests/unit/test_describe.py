@@ -15,7 +15,7 @@ from PIL import Image
 
 from mining import layout
 from mining.cli import main
-from mining.describe import describe, list_items, load_image, read_failures
+from mining.describe import describe, describe_many, list_items, load_image, read_failures
 from mining.descriptors import iter_similarities, open_store
 from mining.errors import UserError
 
@@ -268,3 +268,73 @@ def test_cli_on_a_dask_local_cluster(world, tmp_path, capsys):
     rc = main(["describe", "--method", "rsift-vlad", "--images", str(lm), "--set", "queries", "--out",
                str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--vocabulary", "8", "--quiet"])
     assert rc == 2 and "differ" in capsys.readouterr().err
+
+
+LOCAL = [("rsift-asmk", {"codebook_size": 32, "max_features": 300}), ("rsift-vlad", VLAD)]
+
+
+def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, monkeypatch):
+    """rsift-asmk and rsift-vlad in one pass: one RootSIFT extraction per image (learning
+    sample and shards), and every store file the same bytes as that method described alone,
+    for candidates (learning) and for landmark sets (--model); on 2 workers with other
+    shards the same content; after a kill that left one store a shard short, only that
+    store's shard is redone."""
+    import mining.methods.rootsift as rs
+
+    images, lm = world
+    names = [m for m, _ in LOCAL]
+    for m, p in LOCAL:
+        describe(m, images, "candidates", tmp_path / "alone" / m / "c", params=p, shard_size=5, progress=False)
+        for s in ("queries", "database"):
+            describe(m, lm, s, tmp_path / "alone" / m / s, model=tmp_path / "alone" / m / "c", shard_size=2,
+                     progress=False)
+    calls = []
+    real = rs.rootsift
+    monkeypatch.setattr(rs, "rootsift", lambda *a, **k: calls.append(1) or real(*a, **k))
+    infos = describe_many(names, images, "candidates", [tmp_path / "joint" / m / "c" for m in names],
+                          params=[p for _, p in LOCAL], shard_size=5, progress=False)
+    # 12 decodable candidates, learned on (all 12 of them) and described: 24 extractions, not 48
+    assert [i["count"] for i in infos] == [12, 12] and len(calls) == 24
+    for s in ("queries", "database"):
+        describe_many(names, lm, s, [tmp_path / "joint" / m / s for m in names],
+                      models=[tmp_path / "joint" / m / "c" for m in names], shard_size=2, progress=False)
+    assert len(calls) == 24 + 3 + 5
+    monkeypatch.undo()
+    for m in names:
+        for s in ("c", "queries", "database"):
+            assert _files(tmp_path / "joint" / m / s) == _files(tmp_path / "alone" / m / s), (m, s)
+    describe_many(names, images, "candidates", [tmp_path / "w2" / m for m in names], params=[p for _, p in LOCAL],
+                  workers=2, shard_size=3, progress=False)
+    for m in names:
+        assert _content(tmp_path / "w2" / m) == _content(tmp_path / "alone" / m / "c"), m
+    # killed after rsift-vlad finished shard 1 but before rsift-asmk did; store.json deleted
+    joint = {m: tmp_path / "joint" / m / "c" for m in names}
+    before = {m: {p.name: p.stat().st_mtime_ns for p in (joint[m] / "shards").iterdir()} for m in names}
+    for p in [*(joint["rsift-asmk"] / "shards").glob("00001.*"), *(joint[m] / "store.json" for m in names)]:
+        p.unlink()
+    describe_many(names, images, "candidates", list(joint.values()), params=[p for _, p in LOCAL], shard_size=5,
+                  progress=False)
+    changed = {m: sorted(p.name for p in (joint[m] / "shards").iterdir()
+                         if before[m].get(p.name) != p.stat().st_mtime_ns) for m in names}
+    assert changed == {"rsift-asmk": ["00001.asmk.npz", "00001.failures.parquet", "00001.ids.parquet"],
+                       "rsift-vlad": []}
+    for m in names:
+        assert _files(joint[m]) == _files(tmp_path / "alone" / m / "c"), m
+
+
+def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
+    images, _ = world
+    base = ["describe", "--method", "rsift-asmk,rsift-vlad", "--images", str(images), "--set", "candidates",
+            "--workers", "0", "--shard-size", "5", "--max-features", "300", "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "c"), "--vocabulary", "16"]) == 2
+    assert "{method}" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "{method}"), "--vocabulary", "16", "--whiten-dim", "8"]) == 2
+    assert "whiten_dim" in capsys.readouterr().err
+    rc = main([*base, "--out", str(tmp_path / "{method}"), "--vocabulary", "16", "--vlad-dim", "24",
+               "--codebook-size", "32"])
+    assert rc == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert [(x["method"], x["count"], x["failed"]) for x in lines] == [("rsift-asmk", 12, 1), ("rsift-vlad", 12, 1)]
+    assert open_store(tmp_path / "rsift-asmk").info["params"]["codebook_size"] == 32
+    assert open_store(tmp_path / "rsift-vlad").info["params"] == {**open_store(tmp_path / "rsift-vlad").info["params"],
+                                                                 **VLAD}

@@ -17,7 +17,7 @@ try:
 except UserError as exc:
     raise WorkflowError(str(exc)) from None
 
-R = M["results"].rstrip("/")
+R = M.results.rstrip("/")
 DEMO = "demo" in M
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 import jsonschema
 
@@ -97,10 +97,82 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
     return where.error(path, err.message)
 
 
+# ------------------------------------------------------------------ typed sections
+# One TypedDict per stage section, key for key the schema's (a unit test checks they agree):
+# after `load`, every key without `NotRequired` below is present (schema defaults filled).
+class DemoSection(TypedDict):
+    preset: Literal["micro", "tiny", "small", "medium"]
+    seed: int
+    port: int
+    faults: dict[str, float]
+
+
+class DownloadSection(TypedDict):
+    host: str
+    size: Literal["b", "o"]
+    per_host_rps: float
+    shard_size: int
+    min_size: int
+    timeout: float
+    tar: bool
+    min_ok_fraction: float
+
+
+class DaskSection(TypedDict, total=False):
+    cluster: Literal["local", "scheduler", "slurm"]  # always present (default local)
+    scheduler: str  # with cluster: scheduler
+    slurm: str  # with cluster: slurm
+
+
+class DescribeSection(TypedDict):
+    shard_size: int
+
+
+class ScoreSection(TypedDict):
+    review_top: int
+
+
+class ReviewSection(TypedDict):
+    mode: Literal["human", "simulate"]
+    reviewers: int
+    decisions: str | None
+
+
+class SelectSection(TypedDict):
+    n: int | Literal["auto"]
+    auto_tolerance: float
+    drop_unclear: bool
+    near_duplicates: Literal["one_per_group", "keep"]
+    leak_risk: Literal["refuse", "allow"]
+
+
+class EvaluateSection(TypedDict):
+    n: int | None
+    random_seeds: list[int]
+    setups: list[Literal["easy", "medium", "hard"]]
+
+
+class ReleaseSection(TypedDict):
+    licenses: Literal["commercial", "all"] | list[str]
+    blur_faces: bool
+    face_threshold: float
+    min_face_px: int
+    tar: bool
+    shard_size: int
+
+
+SECTIONS: dict[str, type] = {
+    "demo": DemoSection, "download": DownloadSection, "dask": DaskSection, "describe": DescribeSection,
+    "score": ScoreSection, "review": ReviewSection, "select": SelectSection, "evaluate": EvaluateSection,
+    "release": ReleaseSection,
+}
+
+
 class Manifest(dict):
-    """A validated manifest: the document with every schema default filled in (read it as
-    a dict, one section per stage: `m["download"]["host"]`), plus where it came from and
-    the typed geofilter recipe built from the same parse."""
+    """A validated manifest: the document with every schema default filled in, plus where it
+    came from. Each stage takes its own section, typed: `m.download["host"]` (or, the same
+    dict, `m["download"]["host"]`); the geofilter section comes parsed into its typed recipe
+    (`m.geofilter`, built from the same parse)."""
 
     def __init__(self, data: dict[str, Any], path: Path, lines: dict[Any, int]):
         super().__init__(data)
@@ -111,6 +183,55 @@ class Manifest(dict):
     @property
     def where(self) -> Locator:
         return Locator(str(self.path), self.lines)
+
+    @property
+    def name(self) -> str:
+        return cast(str, self["name"])
+
+    @property
+    def results(self) -> str:
+        return cast(str, self["results"])
+
+    @property
+    def methods(self) -> list[str]:
+        return cast(list[str], self["methods"])
+
+    @property
+    def demo(self) -> DemoSection | None:
+        """The demo world's settings; None for a run on real data."""
+        return cast(DemoSection | None, self.get("demo"))
+
+    @property
+    def download(self) -> DownloadSection:
+        return cast(DownloadSection, self["download"])
+
+    @property
+    def dask(self) -> DaskSection:
+        return cast(DaskSection, self["dask"])
+
+    @property
+    def describe(self) -> DescribeSection:
+        return cast(DescribeSection, self["describe"])
+
+    @property
+    def score(self) -> ScoreSection:
+        return cast(ScoreSection, self["score"])
+
+    @property
+    def review(self) -> ReviewSection:
+        return cast(ReviewSection, self["review"])
+
+    @property
+    def select(self) -> SelectSection:
+        return cast(SelectSection, self["select"])
+
+    @property
+    def evaluate(self) -> EvaluateSection:
+        return cast(EvaluateSection, self["evaluate"])
+
+    @property
+    def release(self) -> ReleaseSection:
+        return cast(ReleaseSection, self["release"])
 
 
 def _read(path: str | Path) -> tuple[Path, Any, dict[Any, int]]:

@@ -72,8 +72,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
         m = manifests.load(manifest)  # the one validated reading (defaults filled)
         if m["landmarks"] != "demo":
             found["landmarks"] = Path(m["landmarks"])
-        if m["review"]["decisions"]:
-            found["decisions"] = Path(m["review"]["decisions"])
+        if m.review["decisions"]:
+            found["decisions"] = Path(m.review["decisions"])
     for k, v in overrides.items():
         if v is not None:
             found[k] = Path(v)

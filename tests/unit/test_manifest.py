@@ -129,3 +129,62 @@ def test_a_stage_given_only_its_section_gets_the_same_defaults(tmp_path):
     p.write_text("geofilter:\n  sample: {n: 0}\n")
     with pytest.raises(UserError, match=r"line 2: geofilter.sample.n: 0 is less than the minimum of 1"):
         manifest.load_section(p, "geofilter")
+
+
+# ---------------------------------------------------------------- typed sections (issue 16 §1)
+def _literals(tp) -> set | None:
+    """The allowed values of a Literal annotation (inside Optional/unions/lists too)."""
+    import typing
+
+    if typing.get_origin(tp) is typing.Literal:
+        return set(typing.get_args(tp))
+    found = [v for a in typing.get_args(tp) if (v := _literals(a)) is not None]
+    return set().union(*found) if found else None
+
+
+def _enum(sch: dict, defs: dict) -> set | None:
+    if "$ref" in sch:
+        return _enum(defs[sch["$ref"].split("/")[-1]], defs)
+    if "enum" in sch:
+        return set(sch["enum"])
+    if "const" in sch:
+        return {sch["const"]}
+    for key in ("oneOf", "anyOf"):
+        if key in sch:
+            found = [e for s in sch[key] if (e := _enum(s, defs)) is not None]
+            return set().union(*found) if found else None
+    if sch.get("type") == "array" and "items" in sch:
+        return _enum(sch["items"], defs)
+    return None
+
+
+def test_typed_sections_agree_with_the_schema_key_for_key():
+    import typing
+
+    from mining.manifest import SECTIONS, schema
+
+    full = schema()
+    assert set(SECTIONS) == {k for k, v in full["properties"].items() if v.get("type") == "object"} - {"geofilter"}
+    for name, td in SECTIONS.items():
+        props = full["properties"][name]["properties"]
+        hints = typing.get_type_hints(td)
+        assert set(hints) == set(props), name
+        for key, tp in hints.items():
+            assert _literals(tp) == _enum(props[key], full.get("$defs", {})) or _enum(props[key], full.get("$defs", {})) is None, (name, key)
+        # a required key of the TypedDict has a schema default (load fills it), or is required there
+        for key in td.__required_keys__:
+            assert "default" in props[key] or key in full["properties"][name].get("required", []), (name, key)
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob("manifests/*.yaml")))
+def test_each_shipped_manifest_loads_into_complete_typed_sections(path):
+    from mining.manifest import SECTIONS, load
+
+    m = load(path)
+    assert m.methods and m.results and m.name
+    for name, td in SECTIONS.items():
+        section = getattr(m, name)
+        if name == "demo" and section is None:
+            continue
+        assert section is m[name]
+        assert td.__required_keys__ <= set(section), (path.name, name)

@@ -16,7 +16,7 @@ WORLD = L.world
 LOGS = L.logs
 BENCH = L.benchmarks
 ENV = "../envs/mining.yaml"
-METHODS = M["methods"]
+METHODS = M.methods
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
 NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
 SETS = ["queries", "database", "candidates"]
@@ -49,7 +49,7 @@ def metadata_inputs():
 def dask_args(workers=None):
     """One config key chooses where fan-out stages run (see manifest `dask`); `workers` (the
     rule's threads) sizes a local cluster and is left out for the others (download refuses both)."""
-    d = M["dask"]
+    d = M.dask
     if d["cluster"] == "scheduler":
         return f"--scheduler {shlex.quote(d['scheduler'])}"
     if d["cluster"] == "slurm":
@@ -58,12 +58,12 @@ def dask_args(workers=None):
 
 
 def decisions_path():
-    return M["review"]["decisions"] or L.decisions
+    return M.review["decisions"] or L.decisions
 
 
 def review_ready():
     """Human review gates the rest of the run until the exported decisions exist."""
-    return M["review"]["mode"] == "simulate" or Path(decisions_path()).exists()
+    return M.review["mode"] == "simulate" or Path(decisions_path()).exists()
 
 
 def final_targets():

@@ -9,8 +9,8 @@ if DEMO:
             world=L.world_json,
         params:
             out=subpath(output.world, parent=True),
-            preset=M["demo"]["preset"],
-            seed=M["demo"]["seed"],
+            preset=M.demo["preset"],
+            seed=M.demo["seed"],
         log:
             L.log("demo_world"),
         benchmark:

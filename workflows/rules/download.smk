@@ -1,5 +1,5 @@
 # Candidates → verified 1024 px images (Dask fan-out; resumable per shard).
-D = M["download"]
+D = M.download
 
 
 rule download:

@@ -1,5 +1,5 @@
 # The proof that the set is hard (mAP: none / random N / mined N / all; ablation) and the report.
-E = M["evaluate"]
+E = M.evaluate
 
 
 rule evaluate:
@@ -18,7 +18,7 @@ rule evaluate:
         selected=subpath(input.selected, parent=True),
         out=subpath(output.json, parent=True),
         # select n: auto → no --n: evaluate takes the selected set's size
-        n_arg="" if (E["n"] or M["select"]["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
+        n_arg="" if (E["n"] or M.select["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
         seeds=" ".join(str(s) for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
     log:

@@ -1,5 +1,5 @@
 # The selection → a publishable set: faces blurred, licences chosen, a dataset card, checksums.
-REL = M["release"]
+REL = M.release
 
 
 rule release:

@@ -22,7 +22,7 @@ rule review_import:
         "mining review import {input:q} --db {output:q} > {log:q} 2>&1"
 
 
-if M["review"]["mode"] == "simulate":
+if M.review["mode"] == "simulate":
 
     rule review_simulate:
         input:
@@ -31,8 +31,8 @@ if M["review"]["mode"] == "simulate":
         output:
             decisions_path(),
         params:
-            reviewers=M["review"]["reviewers"],
-            seed=M["demo"]["seed"] if DEMO else 0,
+            reviewers=M.review["reviewers"],
+            seed=M.demo["seed"] if DEMO else 0,
         log:
             L.log("review_simulate"),
         benchmark:

@@ -12,7 +12,7 @@ rule score:
     params:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
-        top=M["score"]["review_top"],
+        top=M.score["review_top"],
     log:
         L.log("score"),
     benchmark:

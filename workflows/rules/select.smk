@@ -9,7 +9,7 @@ rule select:
         gnd=landmarks_gnd(),
         # n: auto measures the mined mAP-vs-N curve with every method
         stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS)
-        if M["select"]["n"] == "auto"
+        if M.select["n"] == "auto"
         else [],
         neardup=L.neardup_table,
         leakrisk=L.leakrisk_table,
@@ -19,17 +19,17 @@ rule select:
     params:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
-        n=M["select"]["n"],
+        n=M.select["n"],
         auto=lambda w, input: (
             "--descriptors "
             + " ".join(shlex.quote(d) for d in method_dirs(input.stores))
             + f" --auto-tolerance {M['select']['auto_tolerance']} --setups {' '.join(M['evaluate']['setups'])}"
         )
-        if M["select"]["n"] == "auto"
+        if M.select["n"] == "auto"
         else "",
-        unclear="--drop-unclear" if M["select"]["drop_unclear"] else "",
-        near_duplicates=M["select"]["near_duplicates"],
-        risk="--allow-unreviewed-risk" if M["select"]["leak_risk"] == "allow" else "",
+        unclear="--drop-unclear" if M.select["drop_unclear"] else "",
+        near_duplicates=M.select["near_duplicates"],
+        risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
     log:
         L.log("select"),
     benchmark:

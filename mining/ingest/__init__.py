@@ -33,6 +33,7 @@ from mining import __version__, atomic
 from mining.errors import UserError
 from mining.ingest.yfcc import (
     PLACE_FIELDS,
+    READ_ERRORS,
     Block,
     REASONS,
     SCHEMA,
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 
 QUARANTINE_HEADER = b"file\tline\treason\traw_line\n"
 _STAGING_PREFIX = ".ingest-staging-"
-# parser threads (Arrow and numpy release the GIL); blocks in flight = this + 1
+# default parser threads (Arrow and numpy release the GIL) and .bz2 decoder threads; blocks
+# in flight = this + 1
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _DICTIONARY = ["license_name", "license_url", "extension", "place_country"]
 _STATISTICS = ["photo_id", "longitude", "latitude", "accuracy", "date_uploaded", "marker"]
@@ -129,7 +131,7 @@ def _check_input(path: Path, what: str) -> None:
             raw.close()
     except PermissionError:
         raise UserError(f"{what} is not readable (permission denied): {path}") from None
-    except (OSError, pa.ArrowException) as exc:
+    except READ_ERRORS as exc:
         raise UserError(f"{what} cannot be read ({sniff_compression(path) or 'plain'}): {path}: {exc}") from None
 
 
@@ -218,11 +220,14 @@ def ingest(
     compression: str = "snappy",
     force: bool = False,
     progress: bool = True,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Ingest YFCC100M dataset files (plain/.bz2/.gz, 25- or 23-field) into OUT; return the stats.
 
     `places`: the `yfcc100m_places` file covering the same rows in the same order.
     `force`: rebuild even if OUT is complete for the same inputs.
+    `workers`: parser threads, and decoder threads of a .bz2 input (default min(4, CPUs)).
+    The output bytes do not depend on it.
     """
     files = [Path(p) for p in paths]
     if not files:
@@ -234,6 +239,9 @@ def ingest(
         _check_input(places_path, "places file")
     if rows_per_part < 1:
         raise UserError(f"rows per part must be positive, got {rows_per_part}")
+    workers = _WORKERS if workers is None else workers
+    if workers < 1:
+        raise UserError(f"workers must be at least 1, got {workers}")
 
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
@@ -255,7 +263,8 @@ def ingest(
         staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
         try:
             staging.mkdir()
-            stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress)
+            stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress,
+                         workers)
             stats["fingerprint"] = fingerprint
             _publish(staging, out_dir, stats)
         except BaseException:
@@ -290,12 +299,13 @@ class _Sink:
         fstats["rows_rejected"] += len(block.rejects)
 
 
-def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any) -> dict[str, Any]:
+def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any,
+                 workers: int) -> dict[str, Any]:
     """Stream one dataset file through the parser threads into the sink; return its stats."""
     nfields = detect_layout(path)
     fstats = sink.file_stats(path, nfields)
     label = escape_field(str(path).encode("utf-8", "surrogateescape"))
-    stream, raw = open_stream(path)
+    stream, raw = open_stream(path, threads=workers)
     # (parsed block, input bytes read up to its end): the bar moves as blocks are written
     pending: collections.deque[tuple[Future[Block], int]] = collections.deque()
     done = 0
@@ -310,7 +320,7 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     try:
         for data in _read_blocks(path, stream, block_size):
             pending.append((pool.submit(parse_block, data, nfields), raw.tell()))
-            while len(pending) > _WORKERS:  # bounded memory: a few blocks in flight
+            while len(pending) > workers:  # bounded memory: a few blocks in flight
                 take_oldest()
         while pending:
             take_oldest()
@@ -325,18 +335,25 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     return fstats
 
 
+class _StreamError(Exception):
+    """A decompressor's or the disk's error while reading an input (wraps the original)."""
+
+
 class _CountingReader:
     """Reads a stream in pieces of at most 1 MiB, counting the lines it has handed out, so that
     a read error can say how far the file was read."""
 
-    def __init__(self, stream: pa.NativeFile):
+    def __init__(self, stream: Any):
         self.stream, self.lines = stream, 0
 
     def read(self, n: int) -> bytes:
         pieces: list[bytes] = []
         got = 0
         while got < n:
-            piece = self.stream.read(min(n - got, 1 << 20))
+            try:
+                piece = self.stream.read(min(n - got, 1 << 20))
+            except READ_ERRORS as exc:
+                raise _StreamError(str(exc) or type(exc).__name__) from exc
             if not piece:
                 break
             # numpy counts about 4x faster than bytes.count: this runs over every input byte
@@ -346,20 +363,20 @@ class _CountingReader:
         return b"".join(pieces)
 
 
-def _read_blocks(path: Path, stream: pa.NativeFile, block_size: int) -> Iterable[bytes]:
+def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
     """`iter_blocks`, with a read error (a truncated .gz/.bz2, a failing disk) as one line
     naming the file and the last whole line read."""
     reader = _CountingReader(stream)
     try:
         yield from iter_blocks(reader, block_size, max(block_size, 1 << 28))  # type: ignore[arg-type]
-    except (OSError, pa.ArrowException) as exc:
+    except _StreamError as exc:
         kind = sniff_compression(path)
         what = f"the {kind} stream is truncated or corrupt" if kind else "read error"
         raise UserError(f"{path}: {what} after line {reader.lines} ({exc})") from None
 
 
 def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,
-         block_size: int, compression: str, progress: bool) -> dict[str, Any]:
+         block_size: int, compression: str, progress: bool, workers: int) -> dict[str, Any]:
     from mining.progress import bar as progress_bar
 
     from mining.ingest.places import PlacesJoin
@@ -372,11 +389,11 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
     bar = progress_bar(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
                        desc="ingest", disable=not progress)
     try:
-        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(_WORKERS) as pool:
+        with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(workers) as pool:
             quarantine.write(QUARANTINE_HEADER)
             sink = _Sink(writer, quarantine, joiner)
             for f in files:
-                fstats = _ingest_file(f, pool, sink, block_size, bar)
+                fstats = _ingest_file(f, pool, sink, block_size, bar, workers)
                 assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
                 per_file.append(fstats)
         parts = writer.finish()

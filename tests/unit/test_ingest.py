@@ -575,3 +575,74 @@ def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
         rc = main(["ingest", str(src), "--out", str(full / "metadata"), "--quiet"])
         _one_line_error(capsys, rc, full / "metadata", "No space left on device")
         assert list(full.iterdir()) == []
+
+
+def _ingested(out: Path) -> tuple[dict[str, bytes], list[tuple[int, str, bytes]], dict]:
+    """(Parquet parts' bytes by name, quarantine rows without the file name, stats without
+    what names the input or times the run)."""
+    parts = {p.name: p.read_bytes() for p in sorted(out.glob("part-*.parquet"))}
+    q = [(n, reason, raw) for _, n, reason, raw in read_quarantine(out)]
+    stats = json.loads((out / "stats.json").read_text())
+    for key in ("elapsed_s", "fingerprint"):
+        stats.pop(key)
+    for f in stats["files"]:
+        f.pop("path"), f.pop("compression")
+    return parts, q, stats
+
+
+def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypatch):
+    """The same rows as plain, multi-stream .bz2 (many 100k blocks, decoded in parallel) and
+    multi-member .gz, each with 1-3 workers, and through Arrow's single-threaded decoders
+    (what ingest used before): the same Parquet bytes, quarantine and counts."""
+    import mining.ingest as ingest_mod
+
+    plain = tmp_path / "rows.tsv"
+    planted = write_synthetic(plain, 4000, seed=21, nfields=25, malformed=0.05)
+    data = plain.read_bytes()
+    cut = len(data) // 3 + 7  # stream boundaries in the middle of a line
+    packed = tmp_path / "rows.bz2"
+    packed.write_bytes(bz2.compress(data[:cut], 1) + bz2.compress(data[cut:], 1))
+    assert len(data) > 10 * 100_000  # level 1: bzip2 blocks of 100 kB, 10+ to share out
+    member = tmp_path / "rows.gz"
+    member.write_bytes(gzip.compress(data[: 2 * cut]) + gzip.compress(data[2 * cut:]))
+
+    def run(src: Path, workers: int, name: str) -> tuple:
+        out = tmp_path / name
+        stats = ingest([src], out, rows_per_part=1500, block_size=256 << 10, workers=workers, progress=False)
+        assert stats["files"][0]["compression"] == {".tsv": "none", ".bz2": "bz2", ".gz": "gzip"}[src.suffix]
+        return _ingested(out)
+
+    reference = run(plain, 1, "ref")
+    parts, q, stats = reference
+    assert stats["rows_in"] == 4000 and len(parts) == -(-stats["rows_out"] // 1500) >= 2
+    assert {k: v for k, v in stats["rejected"].items() if v} == planted and len(q) == sum(planted.values())
+    for src in (plain, packed, member):
+        for workers in (1, 2, 3):
+            assert run(src, workers, f"{src.suffix}-{workers}") == reference, (src.name, workers)
+    # Arrow's own single-threaded decoders (the code path before parallel decompression)
+    monkeypatch.setattr(ingest_mod, "open_stream", lambda path, threads=0: yfcc.open_stream(path, 0))
+    for src in (packed, member):
+        assert run(src, 2, f"{src.suffix}-arrow") == reference, src.name
+
+
+@pytest.mark.parametrize("codec", ["bz2", "gz"])
+def test_parallel_decoders_give_the_bytes_python_does(tmp_path, codec):
+    """open_stream with decoder threads: byte-for-byte what Python's bz2/gzip modules give,
+    for multi-stream files, read in odd-sized pieces."""
+    rng = random.Random(5)
+    data = b"".join(b"%d\t%s\n" % (i, bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300))))
+                    for i in range(4000))
+    mod = bz2 if codec == "bz2" else gzip
+    path = tmp_path / f"x.{codec}"
+    path.write_bytes(mod.compress(data[:500_001], 1) + mod.compress(data[500_001:], 1))
+    for threads in (1, 3):
+        stream, raw = yfcc.open_stream(path, threads)
+        got = []
+        try:
+            while piece := stream.read(rng.randint(1, 300_000)):
+                got.append(piece)
+                assert 0 <= raw.tell() <= path.stat().st_size
+        finally:
+            stream.close()
+            raw.close()
+        assert b"".join(got) == mod.decompress(path.read_bytes()) == data

@@ -165,7 +165,7 @@ def test_kernels_work_without_a_writable_numba_cache(tmp_path):
             "from mining.score import PositiveCounter\n"
             "assert as_float32(np.array([[1.5, -2]], np.float16)).tolist() == [[1.5, -2.0]]\n"
             "c = PositiveCounter.build(np.array([0.1, 0.5], np.float32))\n"
-            "print(c.count2(np.array([0.0, 0.3, 0.5, 0.9], np.float32)).tolist())\n")
+            "print(c.count_doubled(np.array([0.0, 0.3, 0.5, 0.9], np.float32)).tolist())\n")
     env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "nowhere.Nowhere",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[2])])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -94,3 +95,9 @@ def csv_text(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
     for row in rows:
         w.writerow([csv_value(v) for v in row])
     return buf.getvalue()
+
+
+def pct(v: Any) -> str:
+    """A fraction as a percentage with two decimals ("–" when missing or not finite), as the
+    evaluation tables (evaluation.md, the report, the release card) print it."""
+    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{100 * v:.2f}"

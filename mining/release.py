@@ -282,7 +282,7 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     import pandas as pd
     import pyarrow as pa
 
-    from mining.select import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+    from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
     from mining.tables import read_table
 
     policy = Policy.parse(licenses)
@@ -487,7 +487,7 @@ def _cell(v: Any) -> str:
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
     """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
     checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
-    from mining.evaluate.experiment import _pct
+    from mining.publish import pct as _pct
 
     code = stats["code"]
     lic = stats["licences"]

@@ -31,6 +31,7 @@ from mining.evaluate import bootstrap
 from mining.evaluate.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
 from mining.kernels import _jit
+from mining.publish import pct as _pct
 
 log = logging.getLogger(__name__)
 
@@ -488,10 +489,6 @@ def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path,
     atomic.write_json(out / "evaluation.json", report)
     atomic.write_text(out / "evaluation.md", markdown_table(report))
     return report
-
-
-def _pct(v: Any) -> str:
-    return "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{100 * v:.2f}"
 
 
 def markdown_table(report: dict[str, Any]) -> str:

@@ -30,7 +30,6 @@ from mining.errors import UserError
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("refuse", "allow")
 
 
 def landmark_images(dataset: Any) -> list[tuple[str, str, str]]:
@@ -128,25 +127,3 @@ def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path
     atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
     atomic.write_json(Path(out) / "stats.json", stats)
     return stats
-
-
-def filter_order(order: np.ndarray, photo_id: np.ndarray, decisions: Any, path: Path,
-                 policy: str = "refuse") -> tuple[np.ndarray, dict[str, Any]]:
-    """`mining select`'s ranked indices without the high-risk candidates nobody reviewed
-    (policy `refuse`); `allow` keeps them and only counts them."""
-    from mining.tables import read_table
-
-    if policy not in POLICIES:
-        raise UserError(f"leak-risk policy must be one of {', '.join(POLICIES)}, not {policy!r}")
-    t = read_table(Path(path), ("photo_id", "high"), "leak-risk file", hint="made by `mining leakrisk`").to_pandas()
-    reviewed = np.unique(decisions["photo_id"].to_numpy(np.int64))
-    risky = np.setdiff1d(t.loc[t["high"].astype(bool), "photo_id"].to_numpy(np.int64), reviewed)
-    hit = np.isin(photo_id[order], risky)
-    stats = {"policy": policy, "high_risk_unreviewed": int(risky.size), "high_risk_unreviewed_in_ranking": int(hit.sum()),
-             "left_out": int(hit.sum()) if policy == "refuse" else 0}
-    if policy == "refuse":
-        if hit.any():
-            log.warning("leak risk: %d high-risk candidates that nobody reviewed are left out of the selection "
-                        "(review deeper: score.review_top, or select.leak_risk: allow)", int(hit.sum()))
-        order = order[~hit]
-    return order, stats

@@ -49,7 +49,6 @@ MIN_COSINE = 0.90  # cnn-gem, candidate pairs
 LANDMARK_MAX_HASH_DISTANCE = 10  # bits of 64, candidate vs the nearest of a landmark image's 11 crops
 LANDMARK_MIN_COSINE = 0.85  # cnn-gem, candidate vs landmark image (queries: their bbox crop)
 BLOCK = 4096
-POLICIES = ("one_per_group", "keep")
 
 
 @dataclass(frozen=True)
@@ -256,14 +255,6 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     return stats
 
 
-def load(path: Path) -> Any:
-    """neardup.parquet as a DataFrame (photo_id, group, copy_of, probable_landmark, ...)."""
-    from mining.tables import read_table
-
-    return read_table(Path(path), ("photo_id", "group", "copy_of", "probable_landmark"), "near-duplicates file",
-                      hint="made by `mining neardup`").to_pandas()
-
-
 # ----------------------------------------------------------------------------- measured on planted copies
 def measure(table: Any, truth: Any) -> dict[str, Any]:
     """Precision and recall of the groups (over pairs of candidates) and of the landmark copies,
@@ -303,73 +294,3 @@ def measure(table: Any, truth: Any) -> dict[str, Any]:
 def stats_json(path: Path) -> dict[str, Any] | None:
     p = Path(path) / "stats.json"
     return json.loads(p.read_text()) if p.is_file() else None
-
-
-# ----------------------------------------------------------------------------- selection
-def filter_order(order: np.ndarray, photo_id: np.ndarray, decisions: Any, path: Path,
-                 policy: str = "one_per_group") -> tuple[np.ndarray, dict[str, Any]]:
-    """`mining select`'s ranked candidate indices `order` (into `photo_id`), filtered:
-    a probable landmark (a near-copy of a landmark image) stays only if reviewers decided it
-    `not_landmark`; with `one_per_group` only the best-ranked member of each near-duplicate
-    group stays (`keep`: all of them)."""
-    if policy not in POLICIES:
-        raise UserError(f"near-duplicates policy must be one of {', '.join(POLICIES)}, not {policy!r}")
-    table = load(path)
-    ids = table["photo_id"].to_numpy(np.int64)
-    copies = ids[table["copy_of"].notna().to_numpy()]
-    cleared = np.unique(decisions.loc[decisions["decision"] == "not_landmark", "photo_id"].to_numpy(np.int64))
-    blocked = np.setdiff1d(copies, cleared)
-    ranked = photo_id[order]
-    keep = ~np.isin(ranked, blocked)
-    n_blocked = int((~keep).sum())
-    order, ranked = order[keep], ranked[keep]
-    redundant = 0
-    if policy == "one_per_group" and ranked.size:
-        srt = np.argsort(ids, kind="stable")
-        at = np.minimum(np.searchsorted(ids[srt], ranked), max(ids.size - 1, 0))
-        known = ids.size > 0
-        found = (ids[srt][at] == ranked) if known else np.zeros(ranked.size, bool)
-        group = np.where(found, table["group"].to_numpy(np.int64)[srt][at] if known else 0, ranked)
-        _, first = np.unique(group, return_index=True)  # the best-ranked member of each group
-        first = np.sort(first)
-        redundant = int(ranked.size - first.size)
-        order = order[first]
-    stats = {"policy": policy, "probable_landmark_dropped": n_blocked,
-             "probable_landmark_cleared_by_review": int(np.isin(copies, cleared).sum()),
-             "redundant_dropped": redundant}
-    return order, stats
-
-
-def prepend_probable(rows: dict[str, list], path: Path, photo_ids: np.ndarray, scores: np.ndarray,
-                     landmarks: Sequence[str]) -> dict[str, list]:
-    """The review queue (`mining score`'s rows, per landmark in rank order) with each
-    landmark's probable landmark images (near-copies of its images) first, marked
-    `probable_landmark`, and the rest renumbered after them (a copy already queued moves up)."""
-    table = load(path)
-    table = table[table["probable_landmark"].notna()].sort_values("photo_id", kind="stable")
-    out: dict[str, list] = {k: [] for k in list(rows) + ["probable_landmark"]}
-    score_of = dict(zip(photo_ids.tolist(), scores.tolist()))
-    for lm in landmarks:
-        idx = [i for i, x in enumerate(rows["landmark"]) if x == lm]
-        queued = {rows["photo_id"][i]: i for i in idx}
-        top = [int(p) for p in table.loc[table["probable_landmark"] == lm, "photo_id"]]
-        rank = 0
-        for p in top:
-            rank += 1
-            i = queued.get(p)
-            for k in rows:
-                if k in ("landmark", "photo_id", "rank"):
-                    continue
-                out[k].append(rows[k][i] if i is not None else score_of.get(p) if k == "total_score" else None)
-            out["landmark"].append(lm)
-            out["photo_id"].append(p)
-            out["rank"].append(rank)
-            out["probable_landmark"].append(True)
-        for i in idx:
-            if rows["photo_id"][i] in top:
-                continue
-            rank += 1
-            for k in rows:
-                out[k].append(rank if k == "rank" else rows[k][i])
-            out["probable_landmark"].append(False)
-    return out

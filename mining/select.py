@@ -113,14 +113,14 @@ def ranked(scores_dir: Path, decisions_path: Path, landmarks: Path | None = None
     order = order[~np.isin(pid[order], drop)]
     nd_stats = None
     if near_duplicates is not None:  # near-copies of landmark images and bursts (mining.neardup)
-        from mining import neardup
+        from mining.screening import neardup_filter_order
 
-        order, nd_stats = neardup.filter_order(order, pid, decisions, Path(near_duplicates), near_duplicates_policy)
+        order, nd_stats = neardup_filter_order(order, pid, decisions, Path(near_duplicates), near_duplicates_policy)
     risk_stats = None
     if leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.leakrisk)
-        from mining import leakrisk
+        from mining.screening import leakrisk_filter_order
 
-        order, risk_stats = leakrisk.filter_order(order, pid, decisions, Path(leak_risk), leak_risk_policy)
+        order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(leak_risk), leak_risk_policy)
     return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
 
 

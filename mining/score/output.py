@@ -45,7 +45,7 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("score", pa.float64()), ("total_score", pa.float64()), ("best_query", pa.string())])
     if near_duplicates is not None:  # near-copies of a landmark's images head its queue (mining.neardup)
-        from mining.neardup import prepend_probable
+        from mining.screening import prepend_probable
 
         rows = prepend_probable(rows, Path(near_duplicates), sorted_ids, sorted_scores, problem.landmarks)
         schema = schema.append(pa.field("probable_landmark", pa.bool_()))

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import leakrisk
+from mining import leakrisk, screening
 from mining.cli import main
 from mining.descriptors import open_store
 from mining.landmarks import load_landmarks
@@ -65,10 +65,10 @@ def test_select_filter_leaves_out_unreviewed_high_risk(tmp_path):
     pid = np.array([1, 2, 3, 4, 5])
     order = np.array([0, 1, 2, 3, 4])
     dec = pd.DataFrame({"landmark": ["a"], "photo_id": [2], "decision": ["not_landmark"]})
-    got, st = leakrisk.filter_order(order, pid, dec, path, "refuse")
+    got, st = screening.leakrisk_filter_order(order, pid, dec, path, "refuse")
     assert pid[got].tolist() == [2, 3, 5]
     assert st == {"policy": "refuse", "high_risk_unreviewed": 2, "high_risk_unreviewed_in_ranking": 2, "left_out": 2}
-    got, st = leakrisk.filter_order(order, pid, dec, path, "allow")
+    got, st = screening.leakrisk_filter_order(order, pid, dec, path, "allow")
     assert pid[got].tolist() == [1, 2, 3, 4, 5] and st["left_out"] == 0 and st["high_risk_unreviewed_in_ranking"] == 2
 
 

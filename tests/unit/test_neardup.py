@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import neardup
+from mining import neardup, screening
 from mining.cli import main
 from mining.demo.realism import _read, histogram_descriptor
 from mining.demo.world import as_download_folder, build_world
@@ -93,14 +93,14 @@ def test_select_filter_keeps_one_per_group_and_never_an_unreviewed_copy(tmp_path
     pid = np.array([1, 2, 3, 4, 5, 6, 7])
     order = np.array([1, 0, 4, 3, 2, 5, 6])  # ranked: 2, 1, 5, 4, 3, 6, 7
     dec = pd.DataFrame({"landmark": ["lm"], "photo_id": [6], "decision": ["not_landmark"]})
-    got, st = neardup.filter_order(order, pid, dec, nd, "one_per_group")
+    got, st = screening.neardup_filter_order(order, pid, dec, nd, "one_per_group")
     assert pid[got].tolist() == [2, 4, 6, 7]  # 5 copies a landmark image, unreviewed; 1 and 3 are redundant
     assert st == {"policy": "one_per_group", "probable_landmark_dropped": 1,
                   "probable_landmark_cleared_by_review": 1, "redundant_dropped": 2}
-    got, st = neardup.filter_order(order, pid, dec, nd, "keep")
+    got, st = screening.neardup_filter_order(order, pid, dec, nd, "keep")
     assert pid[got].tolist() == [2, 1, 4, 3, 6, 7] and st["redundant_dropped"] == 0
     with pytest.raises(Exception, match="policy"):
-        neardup.filter_order(order, pid, dec, nd, "all")
+        screening.neardup_filter_order(order, pid, dec, nd, "all")
 
 
 def test_probable_landmarks_head_their_landmarks_queue(tmp_path):
@@ -109,7 +109,7 @@ def test_probable_landmarks_head_their_landmarks_queue(tmp_path):
                              "probable_landmark": ["a", None, "b"]}), nd)
     rows = {"landmark": ["a", "a", "b", "b"], "photo_id": [11, 13, 12, 14], "rank": [1, 2, 1, 2],
             "score": [3.0, 2.0, 5.0, 1.0], "total_score": [3.0, 2.0, 5.0, 1.0], "best_query": ["a_q1", "a_q1", "b_q1", "b_q1"]}
-    out = neardup.prepend_probable(rows, nd, np.array([10, 11, 12, 13, 14]), np.array([0.5, 3, 5, 2, 1.0]), ["a", "b"])
+    out = screening.prepend_probable(rows, nd, np.array([10, 11, 12, 13, 14]), np.array([0.5, 3, 5, 2, 1.0]), ["a", "b"])
     assert out["photo_id"] == [10, 11, 13, 12, 14]
     assert out["rank"] == [1, 2, 3, 1, 2]
     assert out["probable_landmark"] == [True, False, False, True, False]

@@ -181,3 +181,30 @@ def test_any_integer_ranks_and_negative_padding(dtype):
     got = compute_map(padded, gnd, [1, 5])
     assert got[0] == ref[0]
     np.testing.assert_array_equal(got[3], ref[3])
+
+
+def test_many_queries_sharing_items_bit_identical_to_loop():
+    """More queries than the filter's 8 residues, and every item relevant to several queries:
+    every row is flagged and many entries of one residue are not hits of their own query."""
+    rng = np.random.default_rng(21)
+    ndb, nq = 120, 100
+    ranks = np.stack([rng.permutation(ndb) for _ in range(nq)], axis=1)
+    ranks[rng.random(ranks.shape) < 0.05] = ndb + 7  # beyond every ok/junk index
+    gnd = []
+    for q in range(nq):
+        items = rng.permutation(ndb)
+        npos = 0 if q == 50 else int(rng.integers(1, 15))
+        gnd.append({"ok": items[:npos].tolist(), "junk": items[npos : npos + int(rng.integers(0, 10))].tolist()})
+    kappas = [1, 5, 10]
+    got = compute_map(ranks, gnd, kappas)
+    ref = compute_map_loop(ranks, gnd, kappas)
+    assert got[0] == ref[0]
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_array_equal(got[3], ref[3])
+
+
+def test_negative_ground_truth_index_is_a_user_error():
+    from mining.errors import UserError
+
+    with pytest.raises(UserError, match="negative database index"):
+        compute_map(np.arange(5)[:, None], [{"ok": [1, -2]}])

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, unquote_to_bytes
 
 import pyarrow as pa
 import pytest
@@ -291,6 +291,28 @@ def test_split_decode_splits_at_raw_commas_then_decodes():
         want = [["a", "b,c", "d e"], [], ["x"], ["", ""], ["%zz", "q"], ["caf\u00e9", None], ["tail%2"]][expected:]
         assert lists.to_pylist() == want
         assert bad.tolist() == [False, False, False, False, True, True, True][expected:]
+
+
+def test_split_decode_matches_splitting_then_urllib_on_random_values():
+    """The compiled one-pass decoder against the rule written out in Python: split at raw
+    commas, then form-decode each piece; a `%` without two hex digits marks the row."""
+    rng = random.Random(3)
+    alphabet = ["a", "+", ",", "%41", "%2C", "%2c", "%25", "%C3%A9", "%", "%2", "%G0", "%,4", "é", "+%2B"]
+    values = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(3000)]
+    arr = pa.array([v.encode() for v in values], pa.binary())
+    lists, bad = split_decode(arr.slice(5))
+    assert sum(bad) > 100 and sum(~bad) > 100
+    for v, got, b in zip(values[5:], lists.to_pylist(), bad):
+        pieces = v.split(",") if v else []
+        escape = any(re.search(r"%(?![0-9A-Fa-f]{2})", piece) for piece in pieces)
+        raw = [unquote_to_bytes(piece.replace("+", " ")) for piece in pieces]
+        try:
+            text = [r.decode("utf-8") for r in raw]
+        except UnicodeDecodeError:
+            text = None
+        assert b == (escape or text is None), v
+        if not b:
+            assert got == text == [unquote_plus(piece) for piece in pieces], v
 
 
 def test_vectorised_utf8_check_matches_python():

@@ -6,6 +6,9 @@ timed alternately, --repeat times each (on a shared machine the load drifts; the
 each counts), and their results must be identical bit for bit. Target: speedup >= 50.
 `bare_read_s` (numpy summing the ranks array once, single-threaded) is the floor any
 implementation that looks at every entry pays: `speedup_of_a_bare_read` bounds the speedup.
+CPU seconds (all threads of the process, `time.process_time`) are printed beside wall
+seconds: on a machine shared with other work the wall ratio moves with the load (the
+compiled pass uses `threads` threads, the loop one), the CPU ratio much less.
 Usage: python benchmarks/evaluate.py [--queries 70] [--db 1000000] [--repeat 3]
 """
 
@@ -13,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
 
+from mining.cluster import available_cpus
 from mining.evaluate.metrics import compute_map
 from mining.evaluate.reference import compute_map_loop
 
@@ -34,10 +39,11 @@ def make_data(nq: int, ndb: int, seed: int = 0):
     return ranks, gnd
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
+def timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process: every thread) of one call."""
+    t, c = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t
+    return time.perf_counter() - t, time.process_time() - c
 
 
 def identical(a, b) -> bool:
@@ -56,21 +62,28 @@ def main() -> None:
     fast = compute_map(ranks, gnd, kappas)
     ref = compute_map_loop(ranks, gnd, kappas)
     same = identical(fast, ref)
+    load_before = os.getloadavg()
     fast_all, loop_all, read_all = [], [], []
     for _ in range(max(1, args.repeat)):
         fast_all.append(timed(lambda: compute_map(ranks, gnd, kappas)))
         loop_all.append(timed(lambda: compute_map_loop(ranks, gnd, kappas)))
         read_all.append(timed(lambda: ranks.sum()))  # the floor: one pass over the ranks array
-    t_fast, t_loop, t_read = min(fast_all), min(loop_all), min(read_all)
+    (t_fast, t_loop, t_read), (c_fast, c_loop, _) = (
+        [min(t[i] for t in runs) for runs in (fast_all, loop_all, read_all)] for i in (0, 1))
     print(json.dumps({
         "benchmark": "compute_map",
         "queries": args.queries,
         "database": args.db,
+        "threads": available_cpus(),
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "compiled_s": round(t_fast, 4),
         "reference_loop_s": round(t_loop, 4),
-        "compiled_all_s": [round(t, 4) for t in fast_all],
-        "reference_loop_all_s": [round(t, 3) for t in loop_all],
+        "compiled_all_s": [round(t[0], 4) for t in fast_all],
+        "reference_loop_all_s": [round(t[0], 3) for t in loop_all],
         "speedup": round(t_loop / t_fast, 2),
+        "compiled_cpu_s": round(c_fast, 4),
+        "reference_loop_cpu_s": round(c_loop, 4),
+        "speedup_cpu": round(c_loop / c_fast, 2),
         "bare_read_s": round(t_read, 4),
         "speedup_of_a_bare_read": round(t_loop / t_read, 2),
         "target_speedup": 50,

@@ -24,6 +24,7 @@ from mining.kernels import _jit
 
 _POS, _JUNK = 1, 2
 _CELLS_PER_THREAD = 1 << 22  # ranks cells below which one more thread is not worth starting
+_RANGES_PER_THREAD = 4
 
 
 def compute_ap(ranks: Sequence[int] | np.ndarray, nres: int) -> float:
@@ -228,12 +229,13 @@ def compute_map(
     tables = (words, colbits, bounds, items, labels)
     capacity = int(items.size) + nq
     n_threads = max(1, min(available_cpus(), ranks.size // _CELLS_PER_THREAD))
-    rows = np.linspace(0, nrows, n_threads + 1).astype(np.int64)
     if n_threads == 1:
         parts = _hits_of_rows(ranks, 0, nrows, tables, capacity)
-    else:
+    else:  # a few row ranges per thread: on a shared machine a thread that gets its core takes more
+        n_ranges = _RANGES_PER_THREAD * n_threads
+        rows = np.linspace(0, nrows, n_ranges + 1).astype(np.int64)
         with ThreadPoolExecutor(n_threads) as pool:  # the kernel releases the GIL
-            futs = [pool.submit(_hits_of_rows, ranks, int(a), int(b), tables, capacity // n_threads + nq)
+            futs = [pool.submit(_hits_of_rows, ranks, int(a), int(b), tables, capacity // n_ranges + nq)
                     for a, b in zip(rows[:-1], rows[1:])]
             parts = [p for f in futs for p in f.result()]
     q_all = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)

@@ -1,12 +1,17 @@
 """Download and describe with their Dask fan-out on the real SLURM cluster (tests/slurm/conftest.py):
 `dask: {cluster: slurm}` (dask-jobqueue workers are SLURM jobs, their partition given by
-DASK_JOBQUEUE__SLURM__QUEUE); outputs equal the local run's; the stage's own SLURM workers are
-cancelled when it ends, also when it fails."""
+DASK_JOBQUEUE__SLURM__QUEUE) and `dask: {cluster: scheduler}` (a real `dask scheduler`, `dask
+worker`s started as SLURM jobs from another folder); outputs equal the local run's; the stage's
+own SLURM workers are cancelled when it ends, also when it fails, and a scheduler's workers it
+joined are left running."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +46,10 @@ def _fanout_run(work: Path, manifest: Path, env: dict[str, str]) -> None:
     r = snakemake(work, "--cores", "2", target, manifest=manifest, env=env, timeout=1200)
     assert r.returncode == 0, failure_text(r, work / "results/demo")
     ran = set(re.findall(r"^(?:local)?rule (\w+):", r.stdout + r.stderr, re.M))
-    # geofilter reruns too: the manifest is its input, and this one is new
-    assert {"download", "describe_candidates"} <= ran <= {"geofilter", "download", "describe_candidates"}, ran
+    # geofilter reruns too: the manifest is its input, and this one is new; rsift-vlad is
+    # described with rsift-asmk in one job (one shared RootSIFT extraction)
+    job = "describe_candidates_shared" if FANOUT_METHOD in ("rsift-asmk", "rsift-vlad") else "describe_candidates"
+    assert {"download", job} <= ran <= {"geofilter", "download", job}, ran
 
 
 def _jobqueue_file(tmp_path: Path) -> Path:
@@ -84,3 +91,38 @@ def test_failed_stage_cancels_its_slurm_workers(slurm, slurm_env, demo_run, tmp_
     assert workers, "the stage failed before it started its SLURM workers: nothing tested"
     wait_for(lambda: not [j for j in slurm.queue() if j["name"] == "dask-worker"], 60, what="workers cancelled")
     assert all(j["state"] != "RUNNING" for j in _dask_jobs(slurm, before))
+
+
+def test_fan_out_on_a_running_dask_scheduler_with_workers_as_slurm_jobs(slurm, slurm_env, demo_run, tmp_path):
+    dask_bin = str(Path(sys.executable).parent / "dask")
+    sched_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([dask_bin, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                  "--no-dashboard", "--scheduler-file", str(sched_file)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    worker_ids: list[str] = []
+    try:
+        wait_for(sched_file.exists, 60, scheduler, "the scheduler file")
+        address = json.loads(sched_file.read_text())["address"]
+        elsewhere = tmp_path / "elsewhere"  # the workers' folder is not the run folder
+        elsewhere.mkdir()
+        for _ in range(2):
+            r = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-c", "1", "--mem", "2000", "-J", "dask-worker-ext",
+                          "-D", str(elsewhere),
+                          "-o", str(tmp_path / "worker-%j.log"),
+                          "--wrap", f"{dask_bin} worker {address} --nthreads 1 --no-nanny --no-dashboard")
+            worker_ids.append(r.stdout.strip())
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=120)
+        work, manifest = _fanout_workdir(demo_run, tmp_path, {"cluster": "scheduler", "scheduler": address})
+        _fanout_run(work, manifest, slurm_env)
+        # the stages joined the scheduler and left its workers running: they are not theirs
+        running = {j["id"] for j in slurm.queue() if j["state"] == "RUNNING"}
+        assert set(worker_ids) <= running
+        assert_same_outputs(demo_run, work, ("images", f"descriptors/{FANOUT_METHOD}/candidates"))
+    finally:
+        for job in worker_ids:
+            slurm.run("scancel", job, check=False)
+        os.killpg(scheduler.pid, signal.SIGTERM)
+        scheduler.wait(timeout=30)

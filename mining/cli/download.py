@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler")
     where.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default min(4, CPUs))")
     where.add_argument("--slurm", metavar="YAML", help="dask-jobqueue SLURMCluster keyword arguments (+ `jobs`)")
-    p.add_argument("--threads", type=int, default=32, help="download threads per shard task (default 32)")
+    p.add_argument("--threads", type=int, default=64,
+                   help="concurrent requests per shard task, over kept-alive connections (default 64)")
     p.add_argument("--per-host-rps", type=float, default=0.0, metavar="R",
                    help="cluster-wide requests/s per host; 0 = unlimited (default), 429/503 cooldowns always apply")
     p.add_argument("--shard-size", type=int, default=2000, metavar="K", help="photos per shard/task (default 2000)")

@@ -56,6 +56,7 @@ EXPLAIN = {
     "corrupt": "truncated or corrupt JPEG",
     "not_jpeg": "not a JPEG (a web page?)",
     "throttled_gave_up": "throttled (429/503) for longer than --max-throttle-wait",
+    "no_original": "no original secret in the metadata (--size o): not requested",
 }
 
 

@@ -19,15 +19,14 @@ import pyarrow.parquet as pq
 
 from mining.download.writer import image_exists
 from mining.errors import UserError
-from mining.flickr import url_field_problem
+from mining.flickr import DEFAULT_HOST, photo_url  # noqa: F401 (re-exported: the download stage's host)
 
 REQUIRED = ("photo_id", "server_id", "secret", "secret_original", "extension")
-DEFAULT_HOST = "https://live.staticflickr.com"
 # Statuses worth asking again on a rerun: the photo may well be there next time.
 TRANSIENT = frozenset({"timeout", "throttled_gave_up", "error"})
 STATUSES = (
     "ok", "not_found", "gone", "forbidden", "unavailable_placeholder", "too_small",
-    "corrupt", "not_jpeg", "timeout", "throttled_gave_up", "error",
+    "corrupt", "not_jpeg", "timeout", "throttled_gave_up", "error", "no_original",
 )
 
 
@@ -37,25 +36,12 @@ class Shard:
 
     index: int
     photo_ids: list[int]
-    urls: list[str]
+    urls: list[str | None]  # None: no URL can be built (`--size o` without an original secret)
     done: list[dict] = field(default_factory=list)  # final rows kept from an earlier run
 
     @property
     def name(self) -> str:
         return f"shard-{self.index:05d}"
-
-
-def photo_url(host: str, size: str, server: int, photo_id: int, secret: str, secret_original: str | None, ext: str | None) -> str:
-    """Flickr static URL: `_b` (1024 px long side) from the secret, `_o` from the original secret.
-
-    Values outside their domains (`mining.flickr`: a secret like `../../etc/passwd`) are refused."""
-    problem = url_field_problem(photo_id, server, secret, *((secret_original or "", ext or "") if size == "o" else ()))
-    if problem:
-        raise UserError(f"photo {photo_id!r}: {problem}; no URL built (metadata not from `mining ingest`?)")
-    host = host.rstrip("/")
-    if size == "b":
-        return f"{host}/{server}/{photo_id}_{secret}_b.jpg"
-    return f"{host}/{server}/{photo_id}_{secret_original}_o.{ext or 'jpg'}"
 
 
 def load_candidates(path: str | os.PathLike[str]) -> pa.Table:
@@ -78,20 +64,26 @@ def load_candidates(path: str | os.PathLike[str]) -> pa.Table:
     return table
 
 
-def build_urls(table: pa.Table, host: str, size: str) -> tuple[list[int], list[str]]:
-    """Photo ids and their URLs, in file order, duplicates of a photo id dropped."""
+def build_urls(table: pa.Table, host: str, size: str) -> tuple[list[int], list[str | None]]:
+    """Photo ids and their URLs, in file order, duplicates of a photo id dropped.
+
+    With `--size o` a photo without an original secret (Flickr withholds it for many
+    photos) has no URL: None, which the downloader records as `no_original` without a
+    request; only a column empty for every photo is refused as a whole."""
     if size not in ("b", "o"):
         raise UserError(f"--size must be b or o, not {size!r}")
     if size == "o" and table.column("secret_original").null_count == table.num_rows and table.num_rows:
         raise UserError("--size o needs secret_original, which is empty in these candidates")
     cols = {c: table.column(c).to_pylist() for c in REQUIRED}
-    ids, urls, seen = [], [], set()
+    ids: list[int] = []
+    urls: list[str | None] = []
+    seen: set[int] = set()
     for pid, srv, sec, seco, ext in zip(*(cols[c] for c in REQUIRED)):
         if pid in seen:
             continue
         seen.add(pid)
         ids.append(int(pid))
-        urls.append(photo_url(host, size, int(srv), int(pid), sec, seco, ext))
+        urls.append(None if size == "o" and not seco else photo_url(host, size, int(srv), int(pid), sec, seco, ext))
     return ids, urls
 
 
@@ -108,7 +100,7 @@ def check_out_dir(out: str | os.PathLike[str]) -> Path:
     return out
 
 
-def plan_fingerprint(ids: list[int], urls: list[str], shard_size: int) -> str:
+def plan_fingerprint(ids: list[int], urls: list[str | None], shard_size: int) -> str:
     """Identity of a plan: same candidates, image paths and shard size → same shards.
 
     The host is left out on purpose: resuming from another mirror (or from the demo
@@ -117,7 +109,7 @@ def plan_fingerprint(ids: list[int], urls: list[str], shard_size: int) -> str:
 
     h = hashlib.sha256(f"{shard_size}\n".encode())
     for pid, url in zip(ids, urls):
-        h.update(f"{pid} {urlsplit(url).path}\n".encode())
+        h.update(f"{pid} {urlsplit(url).path if url else '-'}\n".encode())
     return h.hexdigest()
 
 
@@ -130,7 +122,7 @@ def _origin(url: str | None) -> str:
     return "/".join((url or "").split("/", 3)[:3]).lower()
 
 
-def plan_shards(out: Path, ids: list[int], urls: list[str], shard_size: int, tar: bool = False) -> tuple[list[Shard], int]:
+def plan_shards(out: Path, ids: list[int], urls: list[str | None], shard_size: int, tar: bool = False) -> tuple[list[Shard], int]:
     """Shards still to do (complete ones skipped) and the number of shards in the plan.
 
     A shard whose status file has only final statuses is complete. Otherwise its final rows

@@ -51,8 +51,11 @@ class FaultServer:
 
     def __init__(self, behaviour: dict[int, str] | None = None, default: str = "ok", delay: float = 0.0,
                  rate_limit: float | None = None, retry_after: str = "1",
-                 placeholder_url: str = PLACEHOLDER_HOST_URL, port: int = 0) -> None:
+                 placeholder_url: str = PLACEHOLDER_HOST_URL, port: int = 0, slow_s: float = 1.0,
+                 stall_s: float = 20.0) -> None:
         self.behaviour = behaviour or {}
+        self.slow_s = slow_s  # `slow`: the answer starts after this long (a slow host)
+        self.stall_s = stall_s  # `stall`: the body stops after 1000 bytes for this long
         self.default = default
         self.delay = delay
         self.rate_limit = rate_limit  # requests/s over a sliding 1 s window, else 429
@@ -139,6 +142,8 @@ class FaultServer:
                     return self._send(h, 429, b"slow down", "text/plain", {"Retry-After": self.retry_after})
         if self.delay:
             time.sleep(self.delay)
+        if kind == "slow":
+            time.sleep(self.slow_s)
         code, body, ctype, headers, length = 200, unique(jpeg(), pid), "image/jpeg", {}, None
         if kind in ("not_found", "gone", "forbidden"):
             code, body, ctype = {"not_found": 404, "gone": 410, "forbidden": 403}[kind], b"x", "text/plain"
@@ -177,7 +182,7 @@ class FaultServer:
             h.wfile.write(body[:1000])
             h.wfile.flush()
             if kind == "stall":
-                time.sleep(20)
+                time.sleep(self.stall_s)
             h.close_connection = True
             return
         elif kind == "trickle":

@@ -23,9 +23,7 @@ from mining.download.ratelimit import HostSchedule, parse_retry_after
 from mining.download.reader import Shard
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
-
-sys.path.insert(0, str(Path(__file__).parent))
-from download_server import FaultServer, ServerProcess, jpeg, unique  # noqa: E402
+from download_server import FaultServer, ServerProcess, jpeg, unique
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
@@ -122,6 +120,46 @@ def test_verify_decodes_fully(tmp_path):
     assert verify(good, FetchConfig(min_size=2000))[0] == "too_small"
     assert verify(good, FetchConfig(placeholder_sha256=frozenset({hashlib.sha256(good).hexdigest()})))[0] == \
         "unavailable_placeholder"
+
+
+def _full_decode_ok(data: bytes) -> bool:
+    """The verdict of a full-size Pillow decode (what verify did before its 1/8 draft)."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return data.rstrip(b"\x00\r\n ").endswith(b"\xff\xd9")
+
+
+def test_verify_at_one_eighth_scale_rejects_what_a_full_decode_rejects():
+    """verify decodes a draft (1/8 scale, grey); cut or damaged streams of baseline, progressive,
+    CMYK, grey and restart-marker JPEGs get the same verdict as from a full decode."""
+    import io
+    import random
+
+    from PIL import Image
+
+    rng = random.Random(1)
+    base = Image.open(io.BytesIO(jpeg(1024, 768, seed=3)))
+    cfg, cases, rejected = FetchConfig(), 0, 0
+    for mode, kw in [("RGB", {}), ("RGB", {"progressive": True}), ("CMYK", {}), ("L", {}),
+                     ("RGB", {"restart_marker_blocks": 4})]:
+        buf = io.BytesIO()
+        base.convert(mode).save(buf, "JPEG", quality=85, **kw)
+        good = buf.getvalue()
+        assert verify(good, cfg) == ("ok", 1024, 768) and _full_decode_ok(good)
+        for _ in range(25):
+            k = rng.randrange(4, len(good) - 1)
+            bad = good[:k] if rng.random() < 0.5 else good[:k] + bytes([good[k] ^ 0xFF]) + good[k + 1:]
+            ours = verify(bad, cfg)[0] == "ok"
+            assert ours == _full_decode_ok(bad), (mode, kw, k)
+            cases, rejected = cases + 1, rejected + (not ours)
+    assert cases == 125 and rejected > 50  # every cut is caught; a flipped byte often still decodes
 
 
 def test_cluster_wide_rate_limit_with_two_workers(tmp_path):
@@ -337,3 +375,33 @@ def test_a_hopeless_download_stops_before_the_remaining_shards(tmp_path):
     # with the checks off the same download runs to its end and reports its errors
     summary = download(cand, tmp_path / "out", cfg, host=host, give_up_after=20, min_ok_fraction=0, **kw)
     assert summary["counts"]["error"] == 200 and summary["failure"] is None
+
+
+def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
+    """`--size o`: a photo whose secret_original is empty (or null) gets `no_original`, without a
+    request, and the others are downloaded; only a column empty for every photo is refused."""
+    ids = list(range(1, 9))
+    seco = ["0a1b", "", "0a1b", None, "0a1b", "0a1b", "", "0a1b"]
+    cand = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"photo_id": ids, "server_id": [7] * 8, "secret": ["5ec4e7"] * 8,
+                             "secret_original": pa.array(seco, pa.string()), "extension": ["jpg"] * 8}), cand)
+    out = tmp_path / "out"
+    kw = dict(size="o", shard_size=3, workers=1, processes=False, progress=False)
+    with FaultServer() as s:
+        summary = download(cand, out, FetchConfig(threads=4), host=s.url, **kw)
+        asked = sorted(int(p.split("/")[2].split("_")[0]) for _, p, _ in s.log)
+        again = download(cand, out, FetchConfig(threads=4), host=s.url, **kw)  # resume: all final
+        assert len(s.log) == len(asked)
+    assert asked == [1, 3, 5, 6, 8] and all("_0a1b_o.jpg" in p for _, p, _ in s.log)
+    assert summary["counts"]["ok"] == 5 and summary["counts"]["no_original"] == 3 and summary["failure"] is None
+    rows = status_rows(out)
+    assert {p for p, r in rows.items() if r["status"] == "no_original"} == {2, 4, 7}
+    assert all(rows[p]["url"] is None and rows[p]["attempts"] == 0 for p in (2, 4, 7))
+    assert stored(out) == {Path(image_relpath(i)).name for i in (1, 3, 5, 6, 8)}
+    assert again["this_run"]["shards"] == 0 and again["counts"] == summary["counts"]
+    # every photo without one: the whole download is refused (wrong candidates), before any request
+    pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,
+                             "secret_original": pa.array([None, None], pa.string()), "extension": ["jpg"] * 2}),
+                   tmp_path / "none.parquet")
+    with pytest.raises(UserError, match="--size o needs secret_original"):
+        download(tmp_path / "none.parquet", tmp_path / "out2", FetchConfig(), host="http://127.0.0.1:9", **kw)

@@ -1,15 +1,9 @@
 """ATTRIBUTION.md of hostile metadata, rendered by a CommonMark renderer and opened in real
 headless Chromium: no dialog, no script, no active element, one table row per photo."""
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from hostile import render_markdown  # noqa: E402
-from test_review_browser import browser  # noqa: E402,F401  (the Chromium fixture)
-from test_select import hostile_selection  # noqa: E402
+from hostile import render_markdown
+from selection import hostile_selection
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +12,7 @@ ACTIVE = "script, iframe, frame, object, embed, img, svg, math, style, link, met
          "textarea, details, video, audio, source, template"
 
 
-def test_rendered_attribution_of_hostile_metadata_runs_nothing(tmp_path, browser):  # noqa: F811
+def test_rendered_attribution_of_hostile_metadata_runs_nothing(tmp_path, browser):
     out, want, meta = hostile_selection(tmp_path)
     body = render_markdown((out / "ATTRIBUTION.md").read_text())
     page_file = tmp_path / "attribution.html"

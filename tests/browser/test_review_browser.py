@@ -1,36 +1,18 @@
 """The review page in real headless Chromium: name, keyboard review, undo, reload, export."""
 
 import json
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from review_world import make_world
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from review_world import make_world  # noqa: E402
+from mining.cli import main
+from mining.review.app import create_app
+from mining.review.server import running
 
-from mining.cli import main  # noqa: E402
-from mining.review.app import create_app  # noqa: E402
-from mining.review.server import running  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} missing: `apt-get install chromium` (make browser-deps)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield b
-        b.close()
 
 
 def tile_votes(page):

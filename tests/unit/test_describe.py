@@ -18,9 +18,7 @@ from mining.cli import main
 from mining.describe import describe, describe_many, list_items, load_image, read_failures
 from mining.descriptors import iter_similarities, open_store
 from mining.errors import UserError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from scenes import scene, transformed  # noqa: E402
+from scenes import scene, transformed
 
 VLAD = {"vocabulary": 16, "dim": 24, "max_features": 300}
 

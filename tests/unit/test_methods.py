@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +10,7 @@ import pytest
 from mining.errors import UserError
 from mining.methods import get_method
 from mining.methods.base import apply_pca_whitening, fit_pca_whitening
-
-sys.path.insert(0, str(Path(__file__).parent))
-from scenes import gray, scene, transformed  # noqa: E402
+from scenes import gray, scene, transformed
 
 SMALL = {
     "cnn-gem": {"max_side": 160, "scales": [1.0], "whiten_dim": 8},

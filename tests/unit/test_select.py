@@ -9,61 +9,10 @@ import logging
 import pickle
 from urllib.parse import unquote
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
+from selection import expected, hostile_selection, make_inputs, select, write_decisions
 
-from mining.cli import main
-from mining.landmarks import load_landmarks
 from mining.layout import image_relpath
-
-LANDMARKS = ["tower", "bridge"]
-
-
-def make_inputs(tmp_path, n=30, seed=0):
-    rng = np.random.default_rng(seed)
-    gnd = {"imlist": ["a", "b"], "qimlist": ["tower_001", "bridge_001"],
-           "gnd": [{"bbx": [0, 0, 1, 1], "easy": [0], "hard": [], "junk": []},
-                   {"bbx": [0, 0, 1, 1], "easy": [1], "hard": [], "junk": []}]}
-    (tmp_path / "gnd").mkdir()
-    (tmp_path / "gnd" / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
-    fp = load_landmarks(tmp_path / "gnd").fingerprint()
-    ids = rng.choice(10**7, n, replace=False).astype(np.int64)
-    score = rng.integers(0, 6, n).astype(np.float64) / 2  # many ties
-    scores_dir = tmp_path / "scores"
-    scores_dir.mkdir()
-    pq.write_table(pa.table({"photo_id": ids, "score": score, "score_cnn": score, "closest_landmark": ["tower"] * n,
-                             "methods_missing": np.zeros(n, np.int8)}), scores_dir / "scores.parquet")
-    (scores_dir / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp, "landmarks": LANDMARKS}))
-    pq.write_table(pa.table({
-        "photo_id": ids, "server_id": np.full(n, 65535, np.int32), "secret": [f"5e{i}" for i in ids],
-        "secret_original": ["o"] * n, "extension": ["jpg"] * n,
-        "license_name": ["Attribution License"] * n,
-        "license_url": ["http://creativecommons.org/licenses/by/2.0/"] * n,
-        "user_nsid": [f"{i}@N00" for i in range(n)], "user_nickname": [f"user|{i}" for i in range(n)],
-        "title": [f"photo {i}" for i in range(n)], "page_url": [None] * n,
-    }), tmp_path / "candidates.parquet")
-    return scores_dir, ids, score
-
-
-def write_decisions(path, rows, metadata=None):
-    schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
-                        ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())],
-                       metadata=metadata)
-    table = pa.Table.from_pylist([{"landmark": lm, "photo_id": int(p), "rank": 1, "votes": "{}", "n_votes": 1,
-                                   "decision": d} for lm, p, d in rows], schema=schema)
-    pq.write_table(table, path)
-    return path
-
-
-def select(tmp_path, scores_dir, decisions, out, *extra):
-    return main(["select", str(scores_dir), "--decisions", str(decisions), "--candidates",
-                 str(tmp_path / "candidates.parquet"), "--out", str(out), *extra])
-
-
-def expected(ids, score, drop, n):
-    order = sorted(((-s, int(p)) for p, s in zip(ids, score) if int(p) not in drop))
-    return [p for _, p in order][:n]
 
 
 def test_select_drops_confirmed_keeps_top_n_deterministically(tmp_path):
@@ -148,19 +97,6 @@ def test_refusals(tmp_path, capsys):
     refused(good, "--landmarks", str(other), msg="scores were made for landmark dataset")
     (scores_dir / "stats.json").unlink()
     refused(good, msg="stats.json not found")
-
-
-def hostile_selection(tmp_path):
-    """A selection whose candidates carry the hostile corpus in titles, owners and URLs."""
-    from hostile import TEXT, make_hostile
-
-    n = 2 * len(TEXT)
-    scores_dir, ids, score = make_inputs(tmp_path, n=n)
-    meta = make_hostile(tmp_path / "candidates.parquet")
-    dec = write_decisions(tmp_path / "d.parquet", [])
-    out = tmp_path / "sel"
-    assert select(tmp_path, scores_dir, dec, out, "--n", str(n)) == 0
-    return out, expected(ids, score, set(), n), meta
 
 
 def test_attribution_csv_of_hostile_metadata_reads_back_one_record_per_photo(tmp_path):

@@ -9,17 +9,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+from faces import face_patches, iou, plant
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from faces import face_patches, iou, plant  # noqa: E402
-
-from mining.cli import main  # noqa: E402
+from mining.cli import main
 
 
 def test_workflow_release_matches_the_run_and_verifies(demo_run):

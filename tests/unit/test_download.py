@@ -405,3 +405,22 @@ def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
                    tmp_path / "none.parquet")
     with pytest.raises(UserError, match="--size o needs secret_original"):
         download(tmp_path / "none.parquet", tmp_path / "out2", FetchConfig(), host="http://127.0.0.1:9", **kw)
+
+
+def test_requests_go_through_the_environment_proxy_unless_no_proxy_exempts_the_host(tmp_path, monkeypatch):
+    """urllib3 is used directly, but like requests it honours http_proxy / no_proxy."""
+    from mining.download.downloader import Pools
+
+    with FaultServer() as proxy:
+        monkeypatch.setenv("http_proxy", proxy.url)
+        monkeypatch.setenv("no_proxy", "direct.example")
+        import urllib3
+
+        pools = Pools(FetchConfig())
+        assert type(pools.for_url("http://direct.example/x")) is urllib3.PoolManager
+        assert isinstance(pools.for_url("http://photos.example/x"), urllib3.ProxyManager)
+        urls = [f"http://photos.example/7/{i}_5ec4e7_b.jpg" for i in (1, 2)]
+        download_shard(Shard(0, [1, 2], urls), tmp_path, FetchConfig(threads=2, max_retries=1), HostSchedule(0))
+        # the proxy got the absolute URLs (it answers 404: it is no real proxy)
+        assert sorted(p for _, p, _ in proxy.log) == urls
+    assert {r["status"] for r in status_rows(tmp_path).values()} == {"not_found"}

@@ -9,7 +9,7 @@ implementation that looks at every entry pays: `speedup_of_a_bare_read` bounds t
 CPU seconds (all threads of the process, `time.process_time`) are printed beside wall
 seconds: on a machine shared with other work the wall ratio moves with the load (the
 compiled pass uses `threads` threads, the loop one), the CPU ratio much less.
-Usage: python benchmarks/evaluate.py [--queries 70] [--db 1000000] [--repeat 3]
+Usage (from the repository root): python -m benchmarks.evaluate [--queries 70] [--db 1000000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 
 from mining.cluster import available_cpus
 from mining.evaluate.metrics import compute_map
-from mining.evaluate.reference import compute_map_loop
+from tests.helpers.oracle import compute_map_loop  # the test oracle: run as `python -m benchmarks.evaluate`
 
 
 def make_data(nq: int, ndb: int, seed: int = 0):

@@ -7,12 +7,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from oracle import compute_map_loop
 
 from mining.cli import main
 from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
 from mining.evaluate.experiment import Ranking, columns_of, evaluate_setups, load_method, setup_base, top_n
 from mining.evaluate.protocols import setup_gnd
-from mining.evaluate.reference import compute_map_loop
 from mining.landmarks import load_landmarks
 
 DIM = 16
@@ -226,3 +226,28 @@ def test_cli_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
     assert main(base) == 2
     err = capsys.readouterr().err
     assert "extreme" in err and "not found" in err and "other landmarks" in err
+
+
+def test_prefix_classes_match_the_definition_with_repeats_and_unknown_ids():
+    """Each id's class per ranking = index of the smallest prefix size above its first rank
+    (-1: in no prefix), checked against a dictionary built rank by rank."""
+    from mining.evaluate.experiment import _Classes
+
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        pool = np.sort(rng.choice(500, int(rng.integers(1, 80)), replace=False)).astype(np.int64)
+        rankings = [Ranking(pool, [pool.size]), Ranking(rng.permutation(pool), sorted({0, 5, int(rng.integers(1, 90))}))]
+        rankings += [Ranking(rng.choice(600, int(rng.integers(0, 70))).astype(np.int64), sorted(set(rng.integers(0, 80, 3).tolist())))
+                     for _ in range(2)]  # repeated ids and ids outside the pool
+        probe = rng.permutation(np.arange(-5, 650, dtype=np.int64))  # unsorted lookups
+        got = _Classes(rankings).of(probe)
+        got_by_id = {int(pid): got[:, k].tolist() for k, pid in enumerate(probe)}
+        for o, r in enumerate(rankings):
+            sizes = sorted(set(int(s) for s in r.sizes))
+            want: dict[int, int] = {}
+            for rank, pid in enumerate(r.ids.tolist()):
+                above = [c for c, size in enumerate(sizes) if size > rank]
+                if above and pid not in want:
+                    want[pid] = above[0]
+            for pid in probe.tolist():
+                assert got_by_id[pid][o] == want.get(pid, -1)

@@ -4,9 +4,9 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
+from oracle import compute_map_loop
 
 from mining.evaluate.metrics import compute_ap, compute_map
-from mining.evaluate.reference import compute_map_loop
 
 # the protocol doc's sequence: good, junk, junk, ok, absent, good, junk, absent, ok
 SEQ = ["good", "junk", "junk", "ok", "absent", "good", "junk", "absent", "ok"]

@@ -58,26 +58,66 @@ class _Classes:
 
     def __init__(self, rankings: Sequence[Ranking]):
         self.sizes = [np.unique(np.asarray(list(r.sizes), dtype=np.int64)) for r in rankings]
-        ids = [np.asarray(r.ids, dtype=np.int64) for r in rankings]
-        self.universe = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
-        self.table = np.full((len(rankings), self.universe.size), -1, dtype=np.int16)
-        for o, (r_ids, sizes) in enumerate(zip(ids, self.sizes)):
+        heads = []  # each ranking's ids up to its largest prefix: only those get a class
+        for r, sizes in zip(rankings, self.sizes):
             if sizes.size and (sizes[0] < 0 or sizes.size >= np.iinfo(np.int16).max):
                 raise ValueError("prefix sizes must be ≥ 0 and fewer than 32767")
-            keep = min(r_ids.size, int(sizes[-1])) if sizes.size else 0
-            first_ids, first_at = np.unique(r_ids[:keep], return_index=True)  # a repeated id counts once
-            cls = np.searchsorted(sizes, first_at, side="right")  # first size > rank
-            self.table[o, np.searchsorted(self.universe, first_ids)] = cls
+            ids = np.asarray(r.ids, dtype=np.int64)
+            heads.append(ids[: min(ids.size, int(sizes[-1])) if sizes.size else 0])
+        self.universe = _sorted_union(heads)
+        self.table = np.full((len(rankings), self.universe.size), -1, dtype=np.int16)
+        for o, (head, sizes) in enumerate(zip(heads, self.sizes)):
+            _first_classes(_locate(self.universe, head), sizes, self.table[o])
         self.n_classes = max([s.size for s in self.sizes] + [1])
 
     def of(self, photo_ids: np.ndarray) -> np.ndarray:
         """(rankings, len(photo_ids)) int16 class of each id."""
         out = np.full((self.table.shape[0], photo_ids.size), -1, dtype=np.int16)
         if self.universe.size and photo_ids.size:
-            idx = np.minimum(np.searchsorted(self.universe, photo_ids), self.universe.size - 1)
+            idx = np.minimum(_locate(self.universe, photo_ids), self.universe.size - 1)
             found = self.universe[idx] == photo_ids
             out[:, found] = self.table[:, idx[found]]
         return out
+
+
+def _locate(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """np.searchsorted(sorted_values, queries), looking the queries up in sorted order: the
+    same result, but lookups that walk the array in order instead of a cache miss per step
+    (1M shuffled ids in 4.1M: 0.64 → ~0.1 s)."""
+    if queries.size < 2 or bool(np.all(queries[1:] >= queries[:-1])):
+        return np.searchsorted(sorted_values, queries)
+    order = np.argsort(queries, kind="stable")
+    out = np.empty(queries.size, dtype=np.intp)
+    out[order] = np.searchsorted(sorted_values, queries[order])
+    return out
+
+
+def _sorted_union(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Sorted distinct values of all arrays. The rankings are mostly permutations or subsets
+    of the pool: only the largest is sorted, the others add just the values it lacks (no
+    concatenation of every ranking: 20M ids, 160 MB plus a sort, at R1M's shape)."""
+    out = np.zeros(0, np.int64)
+    for a in sorted(arrays, key=len, reverse=True):
+        if out.size == 0:
+            out = a if a.size < 2 or bool(np.all(a[1:] > a[:-1])) else np.unique(a)
+            continue
+        idx = np.minimum(_locate(out, a), out.size - 1)
+        extra = a[out[idx] != a]
+        if extra.size:
+            out = np.union1d(out, extra)
+    return out
+
+
+@_jit
+def _first_classes(cols, sizes, row):  # pragma: no cover (compiled)
+    """row[cols[i]] = the index of the first of `sizes` (sorted) above rank i, for the first
+    rank i at which each column occurs (a repeated id counts once, at its best rank)."""
+    c = 0
+    for i in range(cols.size):
+        while c < sizes.size and sizes[c] <= i:
+            c += 1
+        if row[cols[i]] < 0:
+            row[cols[i]] = c
 
 
 @_jit

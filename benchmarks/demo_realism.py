@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mining.demo.realism import evaluate_setups, histogram_descriptor  # noqa: E402
-from mining.landmarks import load_landmarks  # noqa: E402
+from mining.demo.realism import evaluate_setups, histogram_descriptor
+from mining.landmarks import load_landmarks
 
 
 def _cnn():

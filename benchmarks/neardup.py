@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mining import neardup  # noqa: E402
-from mining.demo.world import as_download_folder  # noqa: E402
-from mining.retrieval import unit_rows  # noqa: E402
+from mining import neardup
+from mining.demo.world import as_download_folder
+from mining.retrieval import unit_rows
 
 
 def main() -> None:

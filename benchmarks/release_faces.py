@@ -14,7 +14,7 @@
    between cnn-gem descriptors (EfficientNet-Lite0 GeM, before whitening) of the original
    and the released image, whole and on the largest strip that holds no face box.
 
-    .venv/bin/python benchmarks/release_faces.py --world results/demo/world [--planted 120] [--fp-sample 100]
+    .venv/bin/python -m benchmarks.release_faces --world results/demo/world [--planted 120] [--fp-sample 100]
 Prints JSON.
 """
 
@@ -23,19 +23,15 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-from faces import face_patches, iou, lfw_faces, plant  # noqa: E402
-
-from mining.release import DEFAULT_MARGIN, FaceDetector, process_image  # noqa: E402
+from mining.release import DEFAULT_MARGIN, FaceDetector, process_image
+from tests.helpers.faces import face_patches, iou, lfw_faces, plant  # test helpers: run as `python -m benchmarks.release_faces`
 
 SIZES = (24, 32, 48, 64, 96, 128)
 

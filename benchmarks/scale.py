@@ -51,8 +51,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(BENCH))
 
 R1M = {"metadata_rows": 100_000_000, "sample": 5_000_000, "candidates": 4_100_000, "selected": 1_000_000,
        "queries": 70, "methods": 3, "review_items": 2_000 * 22}

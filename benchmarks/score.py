@@ -13,16 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mining.descriptors import as_float32  # noqa: E402
-from mining.score import CandidateVectors, MethodInput, Problem, score_candidates  # noqa: E402
+from mining.descriptors import as_float32
+from mining.score import CandidateVectors, MethodInput, Problem, score_candidates
 
 
 def normalised(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

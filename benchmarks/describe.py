@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,10 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mining import layout  # noqa: E402
-from mining.describe import describe, list_items, load_image  # noqa: E402
-from mining.methods import get_method  # noqa: E402
+from mining import layout
+from mining.describe import describe, list_items, load_image
+from mining.methods import get_method
 
 SMALL_LEARNING = {"rsift-asmk": {"codebook_size": 256}, "rsift-vlad": {"dim": 8}, "cnn-gem": {"whiten_dim": 8}}
 

@@ -1,6 +1,6 @@
 """Benchmark `mining download` against img2dataset on the same local server and URL list.
 
-A fault-injecting Flickr-like server (tests/unit/download_server.py, in its own process)
+A fault-injecting Flickr-like server (tests/helpers/download_server.py, in its own process)
 serves N ~1024 px JPEGs, a share of which are deleted photos (302 to a placeholder PNG on
 another host name) and truncated bodies. Both downloaders get the same URLs and the same
 concurrency (processes x threads); we time each and count what each stored as a success.
@@ -50,8 +50,7 @@ def behaviour(n: int, seed: int, placeholder: float, truncated: float) -> dict[i
 
 def serve(port_file: str, n: int, seed: int, placeholder: float, truncated: float) -> None:
     """Server process: runs until killed; writes its port once listening."""
-    sys.path.insert(0, str(ROOT / "tests" / "unit"))
-    from download_server import FaultServer
+    from tests.helpers.download_server import FaultServer  # a test helper: the child runs as a module
 
     s = FaultServer(behaviour(n, seed, placeholder, truncated))
     with s:
@@ -65,7 +64,7 @@ def serve(port_file: str, n: int, seed: int, placeholder: float, truncated: floa
 
 def start_server(work: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     port_file = work / "port"
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port_file), "--n", str(args.n),
+    proc = subprocess.Popen(cwd=ROOT, args=[sys.executable, "-m", "benchmarks.download", "--serve", str(port_file), "--n", str(args.n),
                              "--seed", str(args.seed), "--placeholder", str(args.placeholder),
                              "--truncated", str(args.truncated)])
     for _ in range(600):

@@ -1,4 +1,5 @@
-"""A small fault-injecting Flickr-like image server for the download tests and benchmark.
+"""A small fault-injecting Flickr-like image server for the download tests (tests/unit/test_download.py)
+and benchmark (benchmarks/download.py).
 
 Each photo id is given a behaviour (`ok`, `not_found`, `placeholder_redirect`, `truncated`,
 `throttle_once`, ...). The server answers `/{server}/{id}_{secret}_b.jpg` accordingly and

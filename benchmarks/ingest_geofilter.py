@@ -1,23 +1,32 @@
-"""Benchmark: `mining ingest` + `mining geofilter` (R1M manifest) vs a plain pyarrow CSV read.
+"""Benchmark: `mining ingest` + `mining geofilter` (R1M manifest) vs a plain pyarrow CSV read,
+and `.bz2`/`.gz` ingest vs Python's own single-threaded decompression of the same file.
 
 Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
 3 % malformed, the ingest test generator's field lengths) whose geotags follow a
 Flickr-like mix (Europe incl. the UK and France, the US incl. Las Vegas, the rest of the
-world, some at sea), then times, each in a fresh subprocess of the same run:
+world, some at sea), and (with --codecs) its .bz2 (level 9) and .gz (level 6) copies, then
+times, each in a fresh subprocess of the same run:
   (a) pyarrow.csv.read_csv of the file (tab-delimited, no quoting, bad rows skipped);
-  (b) ingest + geofilter with manifests/r1m.yaml,
+  (b) ingest + geofilter with manifests/r1m.yaml;
+  (c) per codec: Python's bz2/gzip module reading the compressed file to nowhere (one thread:
+      decompression alone), and `ingest` of the compressed file (parallel decoder),
 alternating --repeat times (the fastest of each counts; all times are printed too).
 Prints JSON: rows, plain_read_s, ingest_s, geofilter_s, total_s, ratio (= total / plain),
-rows_per_s, peak_rss_mb (of (b), the largest over repeats), CPU seconds, the stages' stats. Targets: ratio <= 2.5,
-peak_rss_mb < 1500.
+rows_per_s, peak_rss_mb (of (b), the largest over repeats), CPU seconds, the stages' stats,
+per codec {decompress_s, ingest_s, speedup = decompress_s / ingest_s, peak_rss_mb}, and the
+load average before and after (the machine is shared). Targets (issue 15): ratio <= 1.5,
+bz2 speedup >= 1.6, peak_rss_mb < 1500.
 
-    nice .venv/bin/python benchmarks/ingest_geofilter.py [--rows N] [--workdir DIR]
+    nice .venv/bin/python benchmarks/ingest_geofilter.py [--rows N] [--workdir DIR] [--codecs bz2,gz]
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
 import json
+import os
 import random
 import resource
 import shutil
@@ -86,7 +95,7 @@ def _plain_read(src: str) -> dict:
     return {"seconds": time.perf_counter() - t, "rows": table.num_rows}
 
 
-def _pipeline(src: str, work: str) -> dict:
+def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     from mining import geofilter
     from mining.ingest import ingest
 
@@ -94,7 +103,7 @@ def _pipeline(src: str, work: str) -> dict:
     for d in (meta, cand):  # time real work, not ingest's "already complete" shortcut
         shutil.rmtree(d, ignore_errors=True)
     t0 = time.perf_counter()
-    ingest_stats = ingest([src], meta, progress=False)
+    ingest_stats = ingest([src], meta, progress=False, workers=workers)
     t1 = time.perf_counter()
     geo_stats = geofilter.run(meta, ROOT / "manifests" / "r1m.yaml", cand, progress=False)
     t2 = time.perf_counter()
@@ -102,17 +111,48 @@ def _pipeline(src: str, work: str) -> dict:
     return {"ingest_s": t1 - t0, "geofilter_s": t2 - t1, "ingest": ingest_stats, "geofilter": geo_stats}
 
 
+def _decompress(src: str) -> dict:
+    """Python's single-threaded decompressor reading the whole file to nowhere."""
+    t = time.perf_counter()
+    n = 0
+    with (bz2.open if src.endswith(".bz2") else gzip.open)(src, "rb") as f:
+        while piece := f.read(4 << 20):
+            n += len(piece)
+    return {"seconds": time.perf_counter() - t, "bytes": n}
+
+
+def _ingest_only(src: str, work: str, workers: int | None) -> dict:
+    from mining.ingest import ingest
+
+    meta = Path(work) / f"metadata-{Path(src).suffix.lstrip('.')}"
+    shutil.rmtree(meta, ignore_errors=True)
+    t = time.perf_counter()
+    stats = ingest([src], meta, progress=False, workers=workers)
+    seconds = time.perf_counter() - t
+    shutil.rmtree(meta, ignore_errors=True)
+    return {"seconds": seconds, "rows": stats["rows_in"]}
+
+
 def _child(kind: str, src: str, work: str) -> None:
-    out = _plain_read(src) if kind == "plain" else _pipeline(src, work)
+    workers = int(os.environ["BENCH_WORKERS"]) if os.environ.get("BENCH_WORKERS") else None
+    if kind == "plain":
+        out = _plain_read(src)
+    elif kind == "decompress":
+        out = _decompress(src)
+    elif kind == "ingest":
+        out = _ingest_only(src, work, workers)
+    else:
+        out = _pipeline(src, work, workers)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
     out["cpu_s"] = usage.ru_utime + usage.ru_stime
     print(json.dumps(out, default=str))
 
 
-def _run_child(kind: str, src: Path, work: Path) -> dict:
+def _run_child(kind: str, src: Path, work: Path, workers: int | None = None) -> dict:
+    env = dict(os.environ, BENCH_WORKERS=str(workers or ""))
     r = subprocess.run([sys.executable, __file__, "--child", kind, str(src), str(work)],
-                       capture_output=True, text=True, cwd=ROOT)
+                       capture_output=True, text=True, cwd=ROOT, env=env)
     if r.returncode != 0:
         sys.exit(f"{kind} run failed:\n{r.stderr[-4000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -125,6 +165,10 @@ def main() -> None:
                     help="alternate the two measurements this many times; the fastest of each counts "
                          "(a shared machine's load otherwise decides the ratio)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep files here (default: a temp dir, removed)")
+    ap.add_argument("--codecs", default="bz2,gz",
+                    help="compressed copies to time ingest on against Python's decompressor ('' for none)")
+    ap.add_argument("--workers", type=int, default=None, help="ingest workers (default: ingest's)")
+    ap.add_argument("--skip-pipeline", action="store_true", help="only the compressed-input measurements")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -138,11 +182,46 @@ def main() -> None:
         t = time.perf_counter()
         if not src.exists():
             generate(src, args.rows)
+        codecs = [c for c in args.codecs.split(",") if c]
+        packed = {c: work / f"yfcc100m_dataset.tsv.{c}" for c in codecs}
+        for c, path in packed.items():
+            if not path.exists():
+                with open(src, "rb") as f_in, (bz2.open if c == "bz2" else gzip.open)(path, "wb") as f_out:
+                    shutil.copyfileobj(f_in, f_out, 16 << 20)
         gen_s = time.perf_counter() - t
+        load_before = os.getloadavg()
         plains, pipes = [], []
+        timed: dict[str, dict[str, list[dict]]] = {c: {"decompress": [], "ingest": []} for c in codecs}
         for _ in range(max(1, args.repeat)):
-            plains.append(_run_child("plain", src, work))
-            pipes.append(_run_child("pipeline", src, work))
+            if not args.skip_pipeline:
+                plains.append(_run_child("plain", src, work))
+                pipes.append(_run_child("pipeline", src, work, args.workers))
+            for c, path in packed.items():
+                timed[c]["decompress"].append(_run_child("decompress", path, work))
+                timed[c]["ingest"].append(_run_child("ingest", path, work, args.workers))
+        compressed = {}
+        for c, runs in timed.items():
+            dec = min(runs["decompress"], key=lambda r: r["seconds"])
+            ing = min(runs["ingest"], key=lambda r: r["seconds"])
+            compressed[c] = {
+                "file_mb": round(packed[c].stat().st_size / 2**20, 1),
+                "decompress_s": round(dec["seconds"], 3),
+                "decompress_all_s": [round(r["seconds"], 2) for r in runs["decompress"]],
+                "decompress_cpu_s": round(dec["cpu_s"], 2),
+                "ingest_s": round(ing["seconds"], 3),
+                "ingest_all_s": [round(r["seconds"], 2) for r in runs["ingest"]],
+                "ingest_cpu_s": round(ing["cpu_s"], 2),
+                "speedup": round(dec["seconds"] / ing["seconds"], 3),
+                # CPU seconds of the whole child (imports included): with every thread on a
+                # core of its own, the wall-clock speedup on C cores is at most C / cpu_ratio
+                "cpu_ratio": round(ing["cpu_s"] / dec["cpu_s"], 3),
+                "ingest_rows_per_s": round(ing["rows"] / ing["seconds"]),
+                "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs["ingest"]), 1),
+            }
+        load = {"before": [round(x, 1) for x in load_before], "after": [round(x, 1) for x in os.getloadavg()]}
+        if args.skip_pipeline:
+            print(json.dumps({"compressed": compressed, "loadavg": load, "cpus": os.cpu_count()}, indent=2))
+            return
         plain = min(plains, key=lambda r: r["seconds"])
         pipe = min(pipes, key=lambda r: r["ingest_s"] + r["geofilter_s"])
         total = pipe["ingest_s"] + pipe["geofilter_s"]
@@ -162,10 +241,14 @@ def main() -> None:
             "total_all_s": [round(r["ingest_s"] + r["geofilter_s"], 2) for r in pipes],
             "total_cpu_s": round(pipe["cpu_s"], 2),
             "ratio": round(total / plain["seconds"], 3),
+            "cpu_ratio": round(pipe["cpu_s"] / plain["cpu_s"], 3),
             "rows_per_s": round(rows / total),
             "plain_rows_per_s": round(rows / plain["seconds"]),
             "peak_rss_mb": round(max(r["peak_rss_mb"] for r in pipes), 1),
-            "targets": {"ratio_max": 2.5, "peak_rss_mb_max": 1500},
+            "targets": {"ratio_max": 1.5, "bz2_speedup_min": 1.6, "peak_rss_mb_max": 1500},
+            "compressed": compressed,
+            "loadavg": load,
+            "cpus": os.cpu_count(),
             "ingest_stats": pipe["ingest"],
             "geofilter_stats": pipe["geofilter"],
         }, indent=2))

@@ -1,13 +1,24 @@
-"""Benchmark of `mining describe`: images/s on 1024 px JPEGs, and stage time / bare model time.
+"""Benchmark of `mining describe`: images/s on 1024 px JPEGs, stage time / bare extractor
+time per method, and what one shared RootSIFT extraction saves for rsift-asmk + rsift-vlad.
 
-For each method: N synthetic 1024x768 JPEGs in a download folder; the method's state is
-learned once (a first describe run); then
+Runs on ONE CPU (affinity; `--cpus N` for more), so that stage and bare do the same work on
+the same core and images/s is per core; times are CPU seconds of this process (wall time on
+a shared machine swings with the others' load). N synthetic 1024x768 JPEGs in a download
+folder; each method's state is learned once (a first describe run); then
   bare  = the method's `describe` on the same images already decoded in memory;
-  stage = the whole `describe` (listing, JPEG decode with draft, describe, shard writes,
-          failures, store.json) into a fresh store, in this process (--workers 0), reusing
-          the learned state through `--model`.
-Prints one JSON object: per method images/s (stage) and ratio = stage / bare (target <= 1.25).
-Usage: nice python benchmarks/describe.py [--images 16] [--methods cnn-gem,rsift-asmk,rsift-vlad]
+  stage = the whole `describe` (listing, JPEG decode, describe, shard writes, failures,
+          store.json) into a fresh store, in this process (--workers 0), reusing the learned
+          state through `--model`.
+  shared (when both RootSIFT methods are measured): before = rsift-asmk's stage + rsift-vlad's
+          stage (two extractions per image, what separate jobs do); after = one
+          `describe_many` pass writing both stores (one extraction); bare = one RootSIFT +
+          both aggregations on decoded images. The stores of both ways are compared byte for byte.
+  decode: ms per image of the stage's gray decode against the JPEG decoder's direct gray
+          output (Pillow draft "L"; not used: other pixels, see the README).
+  cnn_gem_batch: ms per image of the backbone on 4 same-size images one by one vs as one
+          batch of 4 (single-threaded CPU), and whether the outputs are the same bits.
+Prints one JSON object; ratios are from this run (target stage/bare <= 1.1).
+Usage: nice python benchmarks/describe.py [--images 16] [--methods cnn-gem,rsift-asmk,rsift-vlad] [--cpus 1]
 
 With `--demo WORLD` (a `mining demo build` output) it instead describes the world's queries,
 database and candidates with each method (default settings, learning on candidates only)
@@ -31,7 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining import layout
-from mining.describe import describe, list_items, load_image
+from mining.describe import (describe, describe_many, list_items, load_image, pin_numeric_threads,
+                             single_threaded_numerics)
 from mining.methods import get_method
 
 SMALL_LEARNING = {"rsift-asmk": {"codebook_size": 256}, "rsift-vlad": {"dim": 8}, "cnn-gem": {"whiten_dim": 8}}
@@ -64,28 +76,117 @@ def make_folder(root: Path, n: int) -> None:
                    root / "status" / "shard-00000.parquet")
 
 
-def bench(name: str, images: Path, work: Path, shard_size: int) -> dict[str, float]:
-    params = SMALL_LEARNING.get(name, {})
+def _learned(name: str, images: Path, work: Path, shard_size: int):  # noqa: ANN202 - Method
+    """Learn the method's state once (a first describe run); the method with that state."""
     model = work / f"{name}-model"
-    describe(name, images, "candidates", model, params=params, shard_size=shard_size, progress=False)
+    if not (model / "store.json").is_file():
+        describe(name, images, "candidates", model, params=SMALL_LEARNING.get(name, {}), shard_size=shard_size,
+                 progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
     if (model / "model.npz").is_file():
         with np.load(model / "model.npz") as z:
             method.set_state({k: z[k] for k in z.files})
+    return method, model
+
+
+def _timed(fn) -> float:  # noqa: ANN001
+    """CPU seconds of this process (all its threads) spent in `fn()`: on a shared machine wall
+    time swings with the others' load, CPU time much less; on one CPU it is per-core time."""
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def bench(name: str, images: Path, work: Path, shard_size: int) -> dict[str, float]:
+    method, model = _learned(name, images, work, shard_size)
     items = list_items(images, "candidates")
     decoded = [load_image(it.path, method.max_side, method.mode) for it in items]
     method.describe(decoded[0])  # warm-up (lazy model load, allocator)
-    t0 = time.perf_counter()
-    for img in decoded:
-        method.describe(img)
-    bare = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    describe(name, images, "candidates", work / f"{name}-stage", model=model, shard_size=shard_size, progress=False)
-    stage = time.perf_counter() - t0
+    bare = _timed(lambda: [method.describe(img) for img in decoded])
+    stage = _timed(lambda: describe(name, images, "candidates", work / f"{name}-stage", model=model,
+                                    shard_size=shard_size, progress=False))
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
+
+
+def _store_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted((out / "shards").iterdir())}
+
+
+def bench_shared(names: list[str], images: Path, work: Path, shard_size: int, separate_s: dict[str, float]) -> dict:
+    """One pass for the RootSIFT methods against one stage per method (`separate_s`, this run)."""
+    learned = [_learned(n, images, work, shard_size) for n in names]
+    items = list_items(images, "candidates")
+    m0 = learned[0][0]
+    decoded = [load_image(it.path, m0.max_side, m0.mode) for it in items]
+
+    def bare_pass() -> None:
+        for img in decoded:
+            feats = m0.extract(img)
+            for m, _ in learned:
+                m.describe_extracted(feats)
+
+    for m, _ in learned:  # warm-up (lazy codebook index, allocator), as `bench` does
+        m.describe_extracted(m0.extract(decoded[0]))
+    bare = _timed(bare_pass)
+    joint = work / "joint"
+    after = _timed(lambda: describe_many(names, images, "candidates", [joint / n for n in names],
+                                         models=[mo for _, mo in learned], shard_size=shard_size, progress=False))
+    same = all(_store_bytes(joint / n) == _store_bytes(work / f"{n}-stage") for n in names)
+    before = sum(separate_s[n] for n in names)
+    n = len(items)
+    return {"methods": names, "images": n, "stores_identical_to_separate_runs": same,
+            "before_separate_images_per_s": round(n / before, 3), "after_shared_images_per_s": round(n / after, 3),
+            "speedup": round(before / after, 3), "before_s": round(before, 3), "after_s": round(after, 3),
+            "bare_s": round(bare, 3), "ratio_stage_to_bare": round(after / bare, 3)}
+
+
+def bench_decode(images: Path) -> dict[str, float]:
+    """The stage's gray decode (full RGB decode, then Pillow's RGB->L) against libjpeg's own
+    gray output (draft "L"): ms per image, and how many pixels differ."""
+    from PIL import Image
+
+    paths = [it.path for it in list_items(images, "candidates")]
+
+    def direct(path: str) -> np.ndarray:
+        with Image.open(path) as im:
+            im.draft("L", im.size)
+            return np.asarray(im.convert("L"))
+
+    stage = [load_image(p, 1024, "L") for p in paths]
+    fast = [direct(p) for p in paths]
+    t_stage = min(_timed(lambda: [load_image(p, 1024, "L") for p in paths]) for _ in range(3))
+    t_direct = min(_timed(lambda: [direct(p) for p in paths]) for _ in range(3))
+    t_rgb768 = min(_timed(lambda: [load_image(p, 768, "RGB") for p in paths]) for _ in range(3))
+    diff = [np.abs(a.astype(np.int16) - b.astype(np.int16)) for a, b in zip(stage, fast)]
+    return {"gray_1024_stage_ms": round(1000 * t_stage / len(paths), 2),
+            "gray_1024_direct_ms": round(1000 * t_direct / len(paths), 2),
+            "rgb_768_stage_ms": round(1000 * t_rgb768 / len(paths), 2),
+            "direct_pixels_differing": round(float(np.mean([np.mean(d > 0) for d in diff])), 4),
+            "direct_max_abs_diff": int(max(int(d.max()) for d in diff))}
+
+
+def bench_cnn_batch(batch: int = 4) -> dict[str, object]:
+    """cnn-gem's backbone on `batch` same-size 768x576 inputs: one by one vs one batch."""
+    import torch
+
+    from mining.methods.cnn_gem import _build_backbone
+
+    torch.set_num_threads(1)
+    net = _build_backbone(None, "cpu")
+    x = torch.randn(batch, 3, 576, 768, generator=torch.Generator().manual_seed(0))
+    x = x.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        net(x[:1])
+        one: list = []
+        t_one = _timed(lambda: one.extend(net(x[i:i + 1])[0] for i in range(batch)))
+        out: list = []
+        t_batch = _timed(lambda: out.append(net(x)))
+    return {"batch": batch, "one_by_one_ms_per_image": round(1000 * t_one / batch, 1),
+            "batched_ms_per_image": round(1000 * t_batch / batch, 1),
+            "same_bits": all(torch.equal(one[i], out[0][i]) for i in range(batch))}
 
 
 def demo_folder(world: Path, root: Path, limit: int | None = None) -> Path:
@@ -147,6 +248,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=16)
     ap.add_argument("--methods", default="cnn-gem,rsift-asmk,rsift-vlad")
     ap.add_argument("--shard-size", type=int, default=8)
+    ap.add_argument("--cpus", type=int, default=1, help="CPUs to run on (affinity; default 1: per-core figures)")
     ap.add_argument("--demo", type=Path, help="evaluate on this demo world instead (mAP, rank correlation)")
     ap.add_argument("--workers", type=int, default=0, help="--demo: Dask workers (0 = in-process)")
     ap.add_argument("--candidates", type=int, help="--demo: use only the first N candidates (CPU budget)")
@@ -155,13 +257,27 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(demo_eval(args.demo, args.methods.split(","), Path(tmp), args.workers, args.candidates), indent=2))
         return
-    out: dict[str, object] = {"input_px": "1024x768 JPEG q90", "cpus": os.cpu_count(),
-                              "note": "stage in-process (workers 0); bare = method.describe on decoded images"}
-    with tempfile.TemporaryDirectory() as tmp:
+    cpus = sorted(os.sched_getaffinity(0))[: max(1, args.cpus)]
+    os.sched_setaffinity(0, set(cpus))  # before any pool starts: every thread count follows it
+    names = args.methods.split(",")
+    out: dict[str, object] = {"input_px": "1024x768 JPEG q90", "cpus": len(cpus), "load_average_start": os.getloadavg(),
+                              "note": "stage in-process (workers 0); bare = method.describe on decoded images; "
+                                      "times (*_s, *_ms, images_per_s) in CPU seconds of this process"}
+    cv2.setNumThreads(1)  # bare runs under the stage's numeric settings (mining.describe)
+    with tempfile.TemporaryDirectory() as tmp, single_threaded_numerics():
+        pin_numeric_threads()
         root = Path(tmp)
         make_folder(root / "images", args.images)
-        for name in args.methods.split(","):
+        for name in names:
             out[name] = bench(name, root / "images", root, args.shard_size)
+        local = [n for n in ("rsift-asmk", "rsift-vlad") if n in names]
+        if len(local) == 2:
+            out["shared_rootsift"] = bench_shared(local, root / "images", root, args.shard_size,
+                                                  {n: out[n]["stage_s"] for n in local})  # type: ignore[index]
+        out["decode"] = bench_decode(root / "images")
+    if "cnn-gem" in names:
+        out["cnn_gem_batch"] = bench_cnn_batch()
+    out["load_average_end"] = os.getloadavg()
     print(json.dumps(out, indent=2))
 
 

@@ -462,6 +462,18 @@ def describe_many(method_names: Sequence[str], images: str | Path, image_set: st
     return [_finish(p, shards) for p in plans]
 
 
+def shared_groups(method_names: Sequence[str], params: dict[str, dict[str, Any]] | None = None) -> list[list[str]]:
+    """The methods grouped by what one pass can share: the same decode (max_side, mode) and
+    the same `extractor()` (with their settings; default settings when not given). Methods
+    without an extractor are alone. Order: the methods' own, groups by their first member."""
+    groups: dict[Any, list[str]] = {}
+    for i, name in enumerate(method_names):
+        m = get_method(name, (params or {}).get(name))
+        key = m.extractor()
+        groups.setdefault((m.max_side, m.mode, key) if key is not None else ("alone", i), []).append(name)
+    return list(groups.values())
+
+
 def per_method_paths(template: str | Path | None, method_names: Sequence[str], what: str) -> list[str | None]:
     """`--out` / `--model` of each method: `{method}` in the path replaced by its name; with
     several methods the path must contain `{method}` (each method has its own store)."""
@@ -521,5 +533,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "per_method_paths", "split_params", "list_items", "load_image",
+__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "per_method_paths", "shared_groups", "split_params", "list_items", "load_image",
            "read_failures", "usable_photo_ids"]

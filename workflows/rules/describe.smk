@@ -1,5 +1,16 @@
 # Images → descriptors, per method and image set. Methods that learn (whitening, codebooks)
 # learn on candidates only; the landmark sets reuse the candidates store as their model.
+# Methods that share one decode and one feature extraction per image (rsift-asmk and
+# rsift-vlad: one RootSIFT; mining.describe.shared_groups says which) are described by one
+# job, `describe_*_shared`, each into its usual store (same bytes as alone); the others by
+# `describe_candidates` / `describe_landmarks`, one job per method.
+import re as _re
+
+from mining.describe import shared_groups as _shared_groups
+
+DESCRIBE_GROUPS = _shared_groups(METHODS)
+DESCRIBE_SHARED = [g for g in DESCRIBE_GROUPS if len(g) > 1]
+DESCRIBE_ALONE = "|".join(_re.escape(g[0]) for g in DESCRIBE_GROUPS if len(g) == 1) or "(?!)"  # (?!): none
 
 
 rule describe_candidates:
@@ -7,6 +18,8 @@ rule describe_candidates:
         f"{R}/images/summary.json",
     output:
         f"{R}/descriptors/{{method}}/candidates/store.json",
+    wildcard_constraints:
+        method=DESCRIBE_ALONE,
     params:
         images=subpath(input[0], parent=True),
         out=subpath(output[0], parent=True),
@@ -34,6 +47,7 @@ rule describe_landmarks:
     output:
         f"{R}/descriptors/{{method}}/{{set}}/store.json",
     wildcard_constraints:
+        method=DESCRIBE_ALONE,
         set="queries|database",
     params:
         model=subpath(input.model, parent=True),
@@ -52,3 +66,64 @@ rule describe_landmarks:
     shell:
         "mining describe --method {wildcards.method:q} --images {input.gnd:q} --set {wildcards.set:q} "
         "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size {params.shard} > {log:q} 2>&1"
+
+
+for _i, _group in enumerate(DESCRIBE_SHARED):
+    _tag = "+".join(_group)
+
+    rule:
+        name:
+            f"describe_candidates_shared{_i + 1 if _i else ''}"
+        input:
+            f"{R}/images/summary.json",
+        output:
+            [f"{R}/descriptors/{m}/candidates/store.json" for m in _group],
+        params:
+            methods=",".join(_group),
+            images=subpath(input[0], parent=True),
+            out=lambda w: f"{R}/descriptors/{{method}}/candidates",  # {method}: mining describe fills it in
+            dask=dask_args(),
+            shard=M["describe"]["shard_size"],
+        log:
+            f"{LOGS}/describe/{_tag}_candidates.log",
+        benchmark:
+            f"{BENCH}/describe/{_tag}_candidates.tsv"
+        threads: res("describe_candidates")["threads"]
+        resources:
+            mem_mb=res("describe_candidates")["mem_mb"],
+            runtime=res("describe_candidates")["runtime"],
+        conda:
+            ENV
+        shell:
+            "mining describe --method {params.methods:q} --images {params.images:q} --set candidates "
+            "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} > {log:q} 2>&1"
+
+    rule:
+        name:
+            f"describe_landmarks_shared{_i + 1 if _i else ''}"
+        input:
+            gnd=landmarks_gnd(),
+            models=[f"{R}/descriptors/{m}/candidates/store.json" for m in _group],
+        output:
+            [f"{R}/descriptors/{m}/{{set}}/store.json" for m in _group],
+        wildcard_constraints:
+            set="queries|database",
+        params:
+            methods=",".join(_group),
+            model=lambda w: f"{R}/descriptors/{{method}}/candidates",
+            out=lambda w: f"{R}/descriptors/{{method}}/{w.set}",
+            shard=M["describe"]["shard_size"],
+        log:
+            f"{LOGS}/describe/{_tag}_{{set}}.log",
+        benchmark:
+            f"{BENCH}/describe/{_tag}_{{set}}.tsv"
+        threads: res("describe_landmarks")["threads"]
+        resources:
+            mem_mb=res("describe_landmarks")["mem_mb"],
+            runtime=res("describe_landmarks")["runtime"],
+        conda:
+            ENV
+        shell:
+            "mining describe --method {params.methods:q} --images {input.gnd:q} --set {wildcards.set:q} "
+            "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size {params.shard} "
+            "> {log:q} 2>&1"

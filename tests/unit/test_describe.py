@@ -336,3 +336,15 @@ def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
     assert open_store(tmp_path / "rsift-asmk").info["params"]["codebook_size"] == 32
     assert open_store(tmp_path / "rsift-vlad").info["params"] == {**open_store(tmp_path / "rsift-vlad").info["params"],
                                                                  **VLAD}
+
+
+def test_shared_groups_put_the_rootsift_methods_together_only_with_the_same_settings():
+    from mining.describe import shared_groups
+
+    assert shared_groups(["cnn-gem", "rsift-asmk", "rsift-vlad"]) == [["cnn-gem"], ["rsift-asmk", "rsift-vlad"]]
+    assert shared_groups(["rsift-vlad", "cnn-gem", "rsift-asmk"]) == [["rsift-vlad", "rsift-asmk"], ["cnn-gem"]]
+    # another keypoint cap or working size: another extraction, so separate passes
+    assert shared_groups(["rsift-asmk", "rsift-vlad"], {"rsift-vlad": {"max_features": 300}}) == [["rsift-asmk"],
+                                                                                                  ["rsift-vlad"]]
+    assert shared_groups(["rsift-asmk", "rsift-vlad"], {"rsift-asmk": {"max_side": 800}}) == [["rsift-asmk"],
+                                                                                              ["rsift-vlad"]]

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+from typing import Any
 
 from mining import __version__
 from mining.errors import UserError
@@ -56,6 +57,32 @@ def os_error_line(exc: OSError, fallback: object = None) -> str:
     if exc.filename2 is not None:
         return f"{path} -> {exc.filename2}: {reason}"
     return f"{path}: {reason}" if path is not None else reason
+
+
+def add_progress_flag(p: argparse.ArgumentParser) -> None:
+    """Every verb with a progress bar turns it off the same way: `--no-progress` (`--quiet`,
+    the older spelling of two verbs, still works)."""
+    p.add_argument("--no-progress", "--quiet", dest="no_progress", action="store_true",
+                   help="no progress bar (the stage's log still gets its one-line summary)")
+
+
+def add_input(p: argparse.ArgumentParser, name: str, *, metavar: str, help: str, type: Any = str) -> None:
+    """A verb's main input is a flag like all its other inputs (`--scores DIR`, `--metadata
+    DIR`: one convention across verbs, named after the stage folder it reads); the older bare
+    positional form still works. Read it back with `main_input(args, name)`."""
+    p.add_argument(f"--{name}", dest=f"{name}_flag", type=type, metavar=metavar, help=help)
+    p.add_argument(name, nargs="?", type=type, help=argparse.SUPPRESS)
+
+
+def main_input(args: argparse.Namespace, name: str) -> Any:
+    """The value of an `add_input` input, given as `--NAME` or positionally (not both)."""
+    flag, positional = getattr(args, f"{name}_flag"), getattr(args, name)
+    if flag is not None and positional is not None:
+        raise UserError(f"--{name} given twice (as --{name} and as a bare argument)")
+    value = flag if flag is not None else positional
+    if value is None:
+        raise UserError(f"the following arguments are required: --{name}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from mining.cli import add_progress_flag
 from mining.errors import UserError
 
 # CLI option -> method parameter (None = the method's default, or the --model store's value)
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--codebook-size", type=int, help="rsift-asmk: visual words (default 512)")
     g.add_argument("--vocabulary", type=int, help="rsift-vlad: k-means words (default 64)")
     g.add_argument("--vlad-dim", type=int, help="rsift-vlad: PCA-whitened dimension (default 512)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                           params=split_params(names, params) if len(names) > 1 else [params],
                           models=per_method_paths(args.model, names, "--model"), workers=args.workers,
                           scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
-                          fit_images=args.fit_images, seed=args.seed, progress=not args.quiet)
+                          fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
     for info in infos:
         print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
     return 0

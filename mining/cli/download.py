@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mining.cli import add_input, add_progress_flag, main_input
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -13,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "DIR/jpg/<3 hex>/<key>.jpg (or DIR/tar/), with DIR/status/shard-NNNNN.parquet and "
         "DIR/summary.json. Rerunning the same command resumes.",
     )
-    p.add_argument("candidates", help="geofilter output: a Parquet file or folder")
+    add_input(p, "candidates", metavar="CANDIDATES", help="geofilter output: a Parquet file or folder")
     p.add_argument("--out", required=True, metavar="DIR", help="download folder")
     p.add_argument("--host", default=None, help="base URL of the image host (default https://live.staticflickr.com)")
     p.add_argument("--size", choices=["b", "o"], default="b", help="b = 1024 px (default), o = original")
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fail (exit 2, statuses kept) when fewer than this share of the photos are ok, or when "
                    "the first 1000 photos of a run all fail (default 0.5; 0 = never)")
     p.add_argument("--tar", action="store_true", help="store images in one tar per shard instead of files")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                       rps=args.per_host_rps, placeholder_sha256=placeholders)
     if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
         logging.getLogger("distributed").setLevel(logging.WARNING)
-    summary = download(args.candidates, args.out, cfg, host=args.host or DEFAULT_HOST, size=args.size,
+    summary = download(main_input(args, "candidates"), args.out, cfg, host=args.host or DEFAULT_HOST, size=args.size,
                        shard_size=args.shard_size, tar=args.tar, scheduler=args.scheduler, workers=args.workers,
                        slurm=args.slurm, progress=not args.no_progress,
                        min_ok_fraction=DEFAULT_MIN_OK_FRACTION if args.min_ok_fraction is None else args.min_ok_fraction)

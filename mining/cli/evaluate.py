@@ -7,6 +7,8 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from mining.cli import add_progress_flag
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(p)
     own = p.add_argument_group("protocol mode: your own results (see below)")
     own.add_argument("--protocol", choices=["oxford", "gldv2", "holidays", "ukbench"],
                      help="score --ranks or descriptors on this benchmark instead of the pipeline evaluation")

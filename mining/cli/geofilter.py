@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from mining.cli import add_input, add_progress_flag, main_input
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -18,16 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "data is read."
         ),
     )
-    p.add_argument("metadata", metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file)")
+    add_input(p, "metadata", metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file), from `mining ingest`")
     p.add_argument("--manifest", required=True, metavar="M.yaml", help="run manifest with a geofilter: section")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from mining import geofilter
 
-    stats = geofilter.run(args.metadata, args.manifest, args.out, progress=not args.no_progress)
+    stats = geofilter.run(main_input(args, "metadata"), args.manifest, args.out, progress=not args.no_progress)
     print(json.dumps(stats, sort_keys=True))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.cli import add_progress_flag
+
 DESCRIPTION = """\
 Read YFCC100M `yfcc100m_dataset` files and write a typed Parquet dataset to --out:
   OUT/part-NNNNN.parquet  one row per good input row (schema: docs/formats.md)
@@ -45,7 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size-mb", type=int, default=16, metavar="MB",
                    help="input is parsed in blocks of about this size; bounds memory (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild even if --out is complete for these inputs")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="parser threads, and decoder threads of a .bz2 input (default: min(4, CPUs)); "
+                        "the output bytes do not depend on it")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -57,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     stats = ingest(
         args.paths, args.out, places=args.places, rows_per_part=args.rows_per_part,
         block_size=args.block_size_mb << 20, compression=args.compression, force=args.force,
-        progress=not args.quiet,
+        progress=not args.no_progress, workers=args.workers,
     )
     rejected = ", ".join(f"{k}={v}" for k, v in stats["rejected"].items() if v) or "none"
     print(f"ingest: {stats['rows_in']} rows in, {stats['rows_out']} out, "

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.cli import add_input, main_input
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.release import DEFAULT_MARGIN, DEFAULT_MIN_FACE, DEFAULT_SHARD, DEFAULT_THRESHOLD
@@ -20,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "modified: left out when a face is found, released as they are otherwise."
         ),
     )
-    p.add_argument("selected", type=Path, metavar="SELECTED",
-                   help="output folder of `mining select` (or its distractors.parquet)")
+    add_input(p, "selected", type=Path, metavar="SELECTED",
+              help="output folder of `mining select` (or its distractors.parquet)")
     p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
     p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
     p.add_argument("--licenses", nargs="+", default=["all"], metavar="L",
@@ -46,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.release import run_release
 
-    stats = run_release(args.selected, args.images, args.out, licenses=args.licenses, candidates=args.candidates,
+    stats = run_release(main_input(args, "selected"), args.images, args.out, licenses=args.licenses, candidates=args.candidates,
                         candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
                         blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
                         workers=args.workers, tar=args.tar, shard_size=args.shard_size)

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.cli import add_progress_flag
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -32,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.cli import add_input, main_input
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -18,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "OUT/distractors.parquet, OUT/ATTRIBUTION.md, OUT/ATTRIBUTION.csv and OUT/stats.json."
         ),
     )
-    p.add_argument("scores", type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
+    add_input(p, "scores", type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
     p.add_argument("--decisions", required=True, type=Path, help="decisions.parquet from `mining review export`")
     p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
     p.add_argument("--n", default="1000000", metavar="N|auto",
@@ -53,20 +55,21 @@ def run(args: argparse.Namespace) -> int:
     from mining.errors import UserError
     from mining.select import run_select
 
+    scores = main_input(args, "scores")
     n = args.n
     if n == "auto":
         if not args.landmarks:
             raise UserError("--n auto needs --landmarks and --descriptors")
         from mining.choose_n import run_choose_n
 
-        n = run_choose_n(args.landmarks, args.descriptors, args.scores, args.decisions, args.out,
+        n = run_choose_n(args.landmarks, args.descriptors, scores, args.decisions, args.out,
                          tolerance=args.auto_tolerance, setups=args.setups, drop_unclear=args.drop_unclear,
                          near_duplicates=args.near_duplicates, near_duplicates_policy=args.near_duplicates_policy,
                          leak_risk=args.leak_risk,
                          leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse")["n"]
     elif not n.isdigit():
         raise UserError(f"--n must be a positive integer or auto, not {n!r}")
-    stats = run_select(args.scores, args.decisions, args.candidates, args.out, n=int(n),
+    stats = run_select(scores, args.decisions, args.candidates, args.out, n=int(n),
                        drop_unclear=args.drop_unclear, images_root=args.images_root,
                        landmarks=args.landmarks, url_host=args.url_host, near_duplicates=args.near_duplicates,
                        near_duplicates_policy=args.near_duplicates_policy, leak_risk=args.leak_risk,

@@ -171,3 +171,45 @@ def test_kernels_work_without_a_writable_numba_cache(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[0, 2, 3, 4]"
+
+
+def _verb_parsers() -> dict:
+    import argparse
+
+    from mining.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_one_cli_convention_across_verbs():
+    """Issue 16 §8: a progress bar is turned off with --no-progress on every verb that has one
+    (--quiet is the older spelling), and every input from an earlier stage is a flag."""
+    verbs = _verb_parsers()
+    with_progress = {name for name, p in verbs.items()
+                     if any("--no-progress" in a.option_strings or "--quiet" in a.option_strings for a in p._actions)}
+    assert {"ingest", "geofilter", "score", "evaluate"} <= with_progress
+    for name in with_progress:
+        action = next(a for a in verbs[name]._actions if "--no-progress" in a.option_strings)
+        assert action.dest == "no_progress", name
+    # no verb takes a visible positional input except raw files (ingest) and sub-verbs
+    for name, p in verbs.items():
+        shown = [a.dest for a in p._actions if not a.option_strings and a.help != "==SUPPRESS==" and
+                 not a.__class__.__name__.startswith("_SubParsers")]
+        assert shown in ([], ["paths"]), (name, shown)
+
+
+@pytest.mark.parametrize("verb,name", [("geofilter", "metadata"), ("select", "scores"), ("release", "selected")])
+def test_a_main_input_as_flag_or_bare_argument(verb, name):
+    from mining.cli import main_input
+
+    p = _verb_parsers()[verb]
+    required = {"geofilter": ["--manifest", "m", "--out", "o"], "select": ["--decisions", "d", "--candidates", "c", "--out", "o"],
+                "release": ["--images", "i", "--out", "o"]}[verb]
+    as_flag = p.parse_args([f"--{name}", "X", *required])
+    as_bare = p.parse_args(["X", *required])
+    assert str(main_input(as_flag, name)) == str(main_input(as_bare, name)) == "X"
+    with pytest.raises(UserError, match="given twice"):
+        main_input(p.parse_args(["X", f"--{name}", "Y", *required]), name)
+    with pytest.raises(UserError, match=f"required: --{name}"):
+        main_input(p.parse_args(required), name)

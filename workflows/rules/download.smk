@@ -33,5 +33,5 @@ rule download:
     conda:
         ENV
     shell:
-        "{params.serve}mining download {input.candidates:q} --out {params.out:q} --host {params.host:q} "
+        "{params.serve}mining download --candidates {input.candidates:q} --out {params.out:q} --host {params.host:q} "
         "{params.args} {params.dask} > {log:q} 2>&1"

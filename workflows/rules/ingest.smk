@@ -21,7 +21,7 @@ rule ingest:
     conda:
         ENV
     shell:
-        "mining ingest {input.metadata:q} {params.places} --out {params.out:q} > {log:q} 2>&1"
+        "mining ingest {input.metadata:q} {params.places} --workers {threads} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule geofilter:
@@ -45,4 +45,4 @@ rule geofilter:
     conda:
         ENV
     shell:
-        "mining geofilter {params.metadata:q} --manifest {input.manifest:q} --out {params.out:q} > {log:q} 2>&1"
+        "mining geofilter --metadata {params.metadata:q} --manifest {input.manifest:q} --out {params.out:q} > {log:q} 2>&1"

@@ -34,7 +34,7 @@ rule release:
     conda:
         ENV
     shell:
-        "mining release {params.selected:q} --images {params.images:q} --out {params.out:q} "
+        "mining release --selected {params.selected:q} --images {params.images:q} --out {params.out:q} "
         "--licenses {params.licenses:q} --candidates {input.candidates:q} "
         "--candidates-stats {input.candidates_stats:q} --evaluation {input.evaluation:q} "
         "--manifest {input.manifest:q} {params.blur} --threshold {params.threshold} --min-face {params.min_face} "

@@ -41,7 +41,7 @@ rule select:
     conda:
         ENV
     shell:
-        "mining select {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
+        "mining select --scores {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
         "--landmarks {input.gnd:q} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
         "--near-duplicates-policy {params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
         "--out {params.out:q} > {log:q} 2>&1"

@@ -17,9 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mining.descriptors import GLOBAL  # the store kind a global descriptor writes (one definition)
 from mining.errors import UserError
-
-GLOBAL = "global"
 
 # name -> "module:Class"; imported lazily so `mining --help` never loads torch or OpenCV.
 REGISTRY: dict[str, str] = {

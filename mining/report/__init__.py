@@ -236,9 +236,7 @@ def score_distribution(inp: Inputs) -> str:
     ax.set_ylabel("candidates")
     sel = inp.selected / "distractors.parquet" if inp.selected else None
     if sel is not None and sel.is_file():
-        import pyarrow.parquet as pq2
-
-        t = pq2.read_table(sel)
+        t = pq.read_table(sel)
         if "score" in t.column_names and t.num_rows:
             cut = float(np.min(t.column("score").to_numpy()))
             ax.axvline(cut, color="#cc3311", label=f"lowest selected score {cut:.3g}")

@@ -12,9 +12,6 @@ shell.prefix(f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PAT
 from mining.layout import RunLayout
 
 L = RunLayout(R)
-WORLD = L.world
-LOGS = L.logs
-BENCH = L.benchmarks
 ENV = "../envs/mining.yaml"
 METHODS = M.methods
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.

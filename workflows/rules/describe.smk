@@ -15,20 +15,20 @@ DESCRIBE_ALONE = "|".join(_re.escape(g[0]) for g in DESCRIBE_GROUPS if len(g) ==
 
 rule describe_candidates:
     input:
-        f"{R}/images/summary.json",
+        L.images_summary,
     output:
-        f"{R}/descriptors/{{method}}/candidates/store.json",
+        L.store("{method}", "candidates"),
     wildcard_constraints:
         method=DESCRIBE_ALONE,
     params:
         images=subpath(input[0], parent=True),
         out=subpath(output[0], parent=True),
         dask=dask_args(),
-        shard=M["describe"]["shard_size"],
+        shard=M.describe["shard_size"],
     log:
-        f"{LOGS}/describe/{{method}}_candidates.log",
+        L.log("describe/{method}_candidates"),
     benchmark:
-        f"{BENCH}/describe/{{method}}_candidates.tsv"
+        L.bench("describe/{method}_candidates")
     threads: res("describe_candidates")["threads"]
     resources:
         mem_mb=res("describe_candidates")["mem_mb"],
@@ -43,20 +43,20 @@ rule describe_candidates:
 rule describe_landmarks:
     input:
         gnd=landmarks_gnd(),
-        model=f"{R}/descriptors/{{method}}/candidates/store.json",
+        model=L.store("{method}", "candidates"),
     output:
-        f"{R}/descriptors/{{method}}/{{set}}/store.json",
+        L.store("{method}", "{set}"),
     wildcard_constraints:
         method=DESCRIBE_ALONE,
         set="queries|database",
     params:
         model=subpath(input.model, parent=True),
         out=subpath(output[0], parent=True),
-        shard=M["describe"]["shard_size"],
+        shard=M.describe["shard_size"],
     log:
-        f"{LOGS}/describe/{{method}}_{{set}}.log",
+        L.log("describe/{method}_{set}"),
     benchmark:
-        f"{BENCH}/describe/{{method}}_{{set}}.tsv"
+        L.bench("describe/{method}_{set}")
     threads: res("describe_landmarks")["threads"]
     resources:
         mem_mb=res("describe_landmarks")["mem_mb"],
@@ -75,19 +75,19 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
         name:
             f"describe_candidates_shared{_i + 1 if _i else ''}"
         input:
-            f"{R}/images/summary.json",
+            L.images_summary,
         output:
-            [f"{R}/descriptors/{m}/candidates/store.json" for m in _group],
+            [L.store(m, "candidates") for m in _group],
         params:
             methods=",".join(_group),
             images=subpath(input[0], parent=True),
-            out=lambda w: f"{R}/descriptors/{{method}}/candidates",  # {method}: mining describe fills it in
+            out=lambda w: f"{L.descriptors}/{{method}}/candidates",  # {method}: mining describe fills it in
             dask=dask_args(),
-            shard=M["describe"]["shard_size"],
+            shard=M.describe["shard_size"],
         log:
-            f"{LOGS}/describe/{_tag}_candidates.log",
+            L.log(f"describe/{_tag}_candidates"),
         benchmark:
-            f"{BENCH}/describe/{_tag}_candidates.tsv"
+            L.bench(f"describe/{_tag}_candidates")
         threads: res("describe_candidates")["threads"]
         resources:
             mem_mb=res("describe_candidates")["mem_mb"],
@@ -103,20 +103,20 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             f"describe_landmarks_shared{_i + 1 if _i else ''}"
         input:
             gnd=landmarks_gnd(),
-            models=[f"{R}/descriptors/{m}/candidates/store.json" for m in _group],
+            models=[L.store(m, "candidates") for m in _group],
         output:
-            [f"{R}/descriptors/{m}/{{set}}/store.json" for m in _group],
+            [L.store(m, "{set}") for m in _group],
         wildcard_constraints:
             set="queries|database",
         params:
             methods=",".join(_group),
-            model=lambda w: f"{R}/descriptors/{{method}}/candidates",
-            out=lambda w: f"{R}/descriptors/{{method}}/{w.set}",
-            shard=M["describe"]["shard_size"],
+            model=lambda w: f"{L.descriptors}/{{method}}/candidates",
+            out=lambda w: f"{L.descriptors}/{{method}}/{w.set}",
+            shard=M.describe["shard_size"],
         log:
-            f"{LOGS}/describe/{_tag}_{{set}}.log",
+            L.log(f"describe/{_tag}_{{set}}"),
         benchmark:
-            f"{BENCH}/describe/{_tag}_{{set}}.tsv"
+            L.bench(f"describe/{_tag}_{{set}}")
         threads: res("describe_landmarks")["threads"]
         resources:
             mem_mb=res("describe_landmarks")["mem_mb"],

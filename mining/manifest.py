@@ -53,7 +53,24 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
         raise UserError(f"{source}: a manifest must be a YAML mapping")
     check(data, schema(), Locator(source, lines))
     check_methods(data["methods"], Locator(source, lines))
+    check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
     return data
+
+
+def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], where: Locator) -> None:
+    """`describe: {params: {METHOD: {KEY: VALUE}}}` names methods of the run and keys each one
+    declares, so that a typo fails now, not after the download. (Only the methods given
+    settings are imported.)"""
+    from mining.methods import get_method
+
+    for name, settings in params.items():
+        if name not in methods:
+            raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
+        known = get_method(name).defaults
+        for key in settings:
+            if key not in known:
+                raise where.error(("describe", "params", name, key),
+                                  f"method {name!r} has no setting {key!r} (it has: {', '.join(sorted(known))})")
 
 
 def check_methods(methods: list[str], where: Locator) -> None:
@@ -126,6 +143,7 @@ class DaskSection(TypedDict, total=False):
 
 class DescribeSection(TypedDict):
     shard_size: int
+    params: dict[str, dict[str, Any]]  # method name -> its settings (keys it declares)
 
 
 class ScoreSection(TypedDict):

@@ -51,8 +51,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--codebook-size", type=int, help="rsift-asmk: visual words (default 512)")
     g.add_argument("--vocabulary", type=int, help="rsift-vlad: k-means words (default 64)")
     g.add_argument("--vlad-dim", type=int, help="rsift-vlad: PCA-whitened dimension (default 512)")
+    g.add_argument("--param", action="append", default=[], metavar="[METHOD:]KEY=VALUE",
+                   help="any setting a method declares (plug-ins included), by name: KEY=VALUE goes to the "
+                        "methods that have KEY, METHOD:KEY=VALUE to that method only; VALUE is read as YAML "
+                        "(3, 0.5, true, [1, 0.7071], text). Repeatable; the manifest's describe: {params: ...}")
     add_progress_flag(p)
     p.set_defaults(func=run)
+
+
+def parse_param(text: str) -> tuple[str | None, str, object]:
+    """`[METHOD:]KEY=VALUE` -> (method or None, key, value read as YAML)."""
+    import yaml
+
+    target, sep, raw = text.partition("=")
+    method, _, key = target.rpartition(":")
+    if not sep or not key.strip():
+        raise UserError(f"--param {text!r}: expected KEY=VALUE or METHOD:KEY=VALUE")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise UserError(f"--param {text!r}: VALUE is not a YAML value") from None
+    if isinstance(value, dict):
+        raise UserError(f"--param {text!r}: VALUE must be a number, text, true/false or a list")
+    return (method.strip() or None), key.strip(), value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,8 +85,20 @@ def run(args: argparse.Namespace) -> int:
     if not names:
         raise UserError("--method: no method given")
     params = {key: getattr(args, opt) for opt, key in _PARAMS.items() if getattr(args, opt) is not None}
+    only: dict[str, dict[str, object]] = {}  # METHOD:KEY=VALUE settings
+    for text in args.param:
+        method, key, value = parse_param(text)
+        if method is None:
+            params[key] = value
+        elif method not in names:
+            raise UserError(f"--param {text!r}: {method} is not one of --method ({', '.join(names)})")
+        else:
+            only.setdefault(method, {})[key] = value
+    per_method = split_params(names, params) if len(names) > 1 else [params]
+    for name, settings in zip(names, per_method):
+        settings.update(only.get(name, {}))
     infos = describe_many(names, args.images, args.image_set, per_method_paths(args.out, names, "--out"),
-                          params=split_params(names, params) if len(names) > 1 else [params],
+                          params=per_method,
                           models=per_method_paths(args.model, names, "--model"), workers=args.workers,
                           scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
                           fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)

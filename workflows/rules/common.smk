@@ -54,6 +54,18 @@ def dask_args(workers=None):
     return "" if workers is None else f"--workers {int(workers)}"
 
 
+def describe_param_args(methods):
+    """`--param METHOD:KEY=VALUE` for each setting the manifest's describe.params gives these
+    methods (values as JSON, which `mining describe` reads back as YAML)."""
+    import json
+
+    return " ".join(
+        "--param " + shlex.quote(f"{m}:{k}={json.dumps(v)}")
+        for m in methods
+        for k, v in M.describe["params"].get(m, {}).items()
+    )
+
+
 def decisions_path():
     return M.review["decisions"] or L.decisions
 

@@ -25,6 +25,7 @@ rule describe_candidates:
         out=subpath(output[0], parent=True),
         dask=dask_args(),
         shard=M.describe["shard_size"],
+        settings=lambda w: describe_param_args([w.method]),
     log:
         L.log("describe/{method}_candidates"),
     benchmark:
@@ -37,7 +38,8 @@ rule describe_candidates:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {params.images:q} --set candidates "
-        "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} > {log:q} 2>&1"
+        "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} {params.settings} "
+        "> {log:q} 2>&1"
 
 
 rule describe_landmarks:
@@ -84,6 +86,7 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             out=lambda w: f"{L.descriptors}/{{method}}/candidates",  # {method}: mining describe fills it in
             dask=dask_args(),
             shard=M.describe["shard_size"],
+            settings=describe_param_args(_group),
         log:
             L.log(f"describe/{_tag}_candidates"),
         benchmark:
@@ -96,7 +99,8 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {params.images:q} --set candidates "
-            "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} > {log:q} 2>&1"
+            "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} {params.settings} "
+            "> {log:q} 2>&1"
 
     rule:
         name:

@@ -376,9 +376,12 @@ def evaluation_section(inp: Inputs) -> str:
     rep = _json(inp.evaluation)
     if not rep:
         return NA
-    from mining.evaluate.experiment import markdown_table
-
-    return _markdown_tables(markdown_table(rep)) + _curve(rep)
+    # evaluate writes its tables as evaluation.md beside evaluation.json: the report shows
+    # that file (one source for both, and no import of the evaluate stage)
+    md = inp.evaluation.with_name("evaluation.md") if inp.evaluation else None
+    if md is None or not md.is_file():
+        return f"<p>{html.escape(str(md))} not found: the tables are in evaluation.md beside evaluation.json.</p>" + _curve(rep)
+    return _markdown_tables(md.read_text(encoding="utf-8")) + _curve(rep)
 
 
 def _markdown_tables(md: str) -> str:

@@ -60,7 +60,7 @@ def describe_param_args(methods):
     import json
 
     return " ".join(
-        "--param " + shlex.quote(f"{m}:{k}={json.dumps(v)}")
+        f"--param {shlex.quote(f'{m}:{k}={json.dumps(v)}')}"
         for m in methods
         for k, v in M.describe["params"].get(m, {}).items()
     )

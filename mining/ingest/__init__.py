@@ -37,6 +37,7 @@ from mining.ingest.yfcc import (
     Block,
     REASONS,
     SCHEMA,
+    bz2_decoder,
     detect_layout,
     iter_blocks,
     open_stream,
@@ -234,6 +235,8 @@ def ingest(
         raise UserError("no input files given")
     for f in files:
         _check_input(f, "input file")
+    if any(sniff_compression(f) == "bz2" for f in files):
+        log.info(".bz2 decoder: %s", bz2_decoder())  # a bad MINING_BZ2_DECODER fails here, before any work
     places_path = Path(places) if places is not None else None
     if places_path is not None:
         _check_input(places_path, "places file")

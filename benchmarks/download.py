@@ -1,6 +1,6 @@
 """Benchmark `mining download` against img2dataset on the same local server and URL list.
 
-A fault-injecting Flickr-like server (tests/helpers/download_server.py, in its own process, a
+The demo's Flickr-like server, scripted (tests/helpers/download_server.py, in its own process, a
 fresh one for each timed run) serves N ~1024 px JPEGs (220 kB), some of them faulty: deleted
 photos (302 to a placeholder PNG on another host name), truncated bodies, slow answers
 (after --slow-s) and stalls (the body stops for --stall-s, past both tools' --timeout).
@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV = HERE / ".venv-img2dataset"
 ENV = dict(os.environ, NO_ALBUMENTATIONS_UPDATE="1", WANDB_MODE="disabled", WANDB_SILENT="true")
-FAULTS = ("placeholder_redirect", "truncated", "slow", "stall")
+FAULTS = ("placeholder_offsite", "truncated", "slow", "stall")
 
 
 def ensure_img2dataset() -> Path:
@@ -62,7 +62,7 @@ def behaviour(n: int, seed: int, rates: dict[str, float]) -> dict[int, str]:
 
 
 def rates_of(args: argparse.Namespace) -> dict[str, float]:
-    return {"placeholder_redirect": args.placeholder, "truncated": args.truncated, "slow": args.slow,
+    return {"placeholder_offsite": args.placeholder, "truncated": args.truncated, "slow": args.slow,
             "stall": args.stall}
 
 
@@ -72,7 +72,7 @@ def serve(port_file: str, args: argparse.Namespace) -> None:
 
     s = FaultServer(behaviour(args.n, args.seed, rates_of(args)), slow_s=args.slow_s, stall_s=args.stall_s)
     with s:
-        port = s.httpd.server_address[1]
+        port = s.port
         s.placeholder_url = f"http://localhost:{port}/images/photo_unavailable.png"  # "another host"
         Path(port_file + ".tmp").write_text(str(port))
         os.replace(port_file + ".tmp", port_file)
@@ -199,7 +199,7 @@ def main() -> None:
 
     def table(ok: set[int]) -> dict:
         return {"stored": len(ok), "good_stored": len(ok & good), "good_total": len(good),
-                "placeholders_stored": sum(1 for p in ok if kinds[p] == "placeholder_redirect"),
+                "placeholders_stored": sum(1 for p in ok if kinds[p] == "placeholder_offsite"),
                 "truncated_stored": sum(1 for p in ok if kinds[p] == "truncated")}
 
     def figures(r: dict) -> dict:

@@ -1,15 +1,19 @@
-"""A Flickr-like image server for a demo world, with deterministic, realistic faults.
+"""A Flickr-like image server with deterministic, realistic faults: the demo's and the tests'.
 
 URL patterns are Flickr's (`/{server}/{id}_{secret}_b.jpg`, `/{server}/{id}_{secret}.jpg`,
 `/{server}/{id}_{secretoriginal}_o.{ext}`) so the downloader builds real Flickr URLs and
-only the host differs. Each photo's fault is a pure function of (world seed, photo id), so a
-test can predict exactly which photos fail and how; transient faults (429, 500/503) clear
-after a fixed number of attempts, so a polite retry succeeds. `/_stats` reports what was
-served and the highest request rate seen per client, so tests can assert politeness.
+only the host differs. `FlickrServer` is the HTTP machinery: every behaviour a photo can have
+(`BEHAVIOURS`), the per-client rate limit, `/_stats` (what was served and the highest request
+rate seen per client, so tests can assert politeness) and, when asked, a log of every request.
+`DemoServer` serves a built demo world: each photo's fault is a pure function of (world seed,
+photo id), so a test can predict exactly which photos fail and how; transient faults (429,
+500/503) clear after a fixed number of attempts, so a polite retry succeeds. The download
+tests script a behaviour per photo over generated JPEGs (tests/helpers/download_server.py).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PLACEHOLDER_PATH = "/images/photo_unavailable.png"
+FLICKR_PLACEHOLDER_URL = "https://s.yimg.com/pw/images/en-us/photo_unavailable.png"  # on another host
 _URL = re.compile(r"^/(\d+)/(\d+)_([0-9a-f]+)(?:_([a-z0-9]+))?\.([a-z0-9]+)$")
 
 
@@ -75,6 +80,38 @@ def fault_for(seed: int, photo_id: int, faults: Faults) -> str | None:
     return None
 
 
+# Every behaviour a photo can have; the demo's fault mix (`Faults`) draws the first eleven, a
+# scripted server (a behaviour map, as in the download tests) may use any. No behaviour: served.
+BEHAVIOURS = {
+    "not_found": "404",
+    "gone": "410",
+    "forbidden": "403",
+    "placeholder": "302 to this server's placeholder PNG, like a deleted Flickr photo",
+    "throttle": "429 + Retry-After for the first `transient_attempts` attempts, then served",
+    "server_error": "500 (even id) or 503 + Retry-After (odd id) for the first `transient_attempts` attempts, "
+                    "then served",
+    "slow": "served after `slow_s`",
+    "stall": "half the body, then nothing for `stall_s`",
+    "truncated": "half the image, with a consistent Content-Length",
+    "wrong_type": "200 with `png` (odd id) or `html` (even id)",
+    "small": "a valid JPEG at most 640 px",
+    "placeholder_offsite": "302 to the server's `placeholder_url` (Flickr's is on another host)",
+    "placeholder_hash": "200 with the placeholder as a JPEG (`placeholder_jpeg`: known bytes)",
+    "png": "200 with the placeholder PNG",
+    "html": "200 with an HTML page",
+    "missing_eoi": "the JPEG without its end marker",
+    "dup": "the bytes of the first `dup` photo asked for (a re-upload)",
+    "error500": "500, always",
+    "flaky503": "503 without Retry-After for the first 2 attempts, then served",
+    "throttle_forever": "429 + Retry-After, always",
+    "cut": "half the body, then the connection closes",
+    "trickle": "200 bytes every 0.1 s",
+}
+assert set(Faults.ORDER) <= set(BEHAVIOURS)
+_FINAL = {"not_found": 404, "gone": 410, "forbidden": 403, "error500": 500}
+_HTML = b"<html><head><title>Flickr</title></head><body>Oops</body></html>"
+
+
 def _placeholder_png() -> bytes:
     from PIL import Image, ImageDraw
 
@@ -98,8 +135,9 @@ class _Stats:
     windows: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
     max_rate: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     rate_limited: int = 0
+    log: list[tuple[float, str, int]] | None = None  # (arrival time, path, status) of each request, if kept
 
-    def record(self, client: str, path: str, kind: str, status: int, now: float) -> None:
+    def record(self, client: str, path: str, kind: str, status: int, now: float, arrived: float) -> None:
         with self.lock:
             self.total += 1
             self.by_status[str(status)] += 1
@@ -110,6 +148,8 @@ class _Stats:
             while w and w[0] <= now - 1.0:
                 w.popleft()
             self.max_rate[client] = max(self.max_rate[client], len(w))
+            if self.log is not None:
+                self.log.append((arrived, path, status))
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -154,8 +194,96 @@ class _QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class DemoServer:
-    """A threaded HTTP/1.1 server over a built world; use as a context manager in tests.
+class FlickrServer:
+    """A threaded HTTP/1.1 Flickr-like server; use as a context manager. A subclass says which
+    URLs name a photo (`url_problem`), each photo's bytes (`image_bytes`) and its behaviour
+    (`behaviour_of`: a `BEHAVIOURS` name, or None to serve it correctly).
+
+    `faults` gives the timings (`slow_s`, `stall_s`, `retry_after_s`, `transient_attempts`);
+    `latency_s` delays every photo answer; `placeholder_url` is where `placeholder_offsite`
+    points; `keep_log` keeps every request in `stats.log`.
+    """
+
+    def __init__(self, port: int = 0, faults: Faults | None = None, rate_limit: float | None = 0.0,
+                 burst: float | None = None, host: str = "127.0.0.1", latency_s: float = 0.0,
+                 placeholder_url: str = FLICKR_PLACEHOLDER_URL, keep_log: bool = False) -> None:
+        self.faults = faults if faults is not None else Faults()
+        self.stats = _Stats(log=[] if keep_log else None)
+        self.bucket = _TokenBucket(rate_limit, burst or max(1.0, 2 * rate_limit)) if rate_limit else None
+        self.latency_s = latency_s
+        self.placeholder_url = placeholder_url
+        self.attempts: dict[int, int] = defaultdict(int)
+        self.attempts_lock = threading.Lock()
+        self.dup_of: int | None = None
+        self.stopping = threading.Event()
+        self.placeholder = _placeholder_png()
+        self._httpd = _QuietServer((host, port), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    def url_problem(self, photo_id: int, server: int, secret: str, suffix: str | None, ext: str) -> str | None:
+        """None if the URL names a photo, else the stats kind of its 404 (`unknown`, `bad_url`)."""
+        raise NotImplementedError
+
+    def image_bytes(self, photo_id: int, max_side: int | None) -> bytes:
+        """The photo as a JPEG whose long side is at most `max_side` (None: the original)."""
+        raise NotImplementedError
+
+    def behaviour_of(self, photo_id: int) -> str | None:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def placeholder_jpeg(self) -> bytes:
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.open(io.BytesIO(self.placeholder)).convert("RGB").save(buf, format="JPEG", quality=90)
+        return buf.getvalue()
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "FlickrServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # releases stalled responses
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        return self.stats.snapshot()
+
+    def attempt(self, photo_id: int) -> int:
+        """Count one more attempt at a photo with a transient fault; returns how many so far."""
+        with self.attempts_lock:
+            self.attempts[photo_id] += 1
+            return self.attempts[photo_id]
+
+    def dup_source(self, photo_id: int) -> int:
+        with self.attempts_lock:
+            if self.dup_of is None:
+                self.dup_of = photo_id
+            return self.dup_of
+
+
+class DemoServer(FlickrServer):
+    """The server over a built world, each photo's fault drawn by `fault_for`.
 
     >>> with DemoServer(world_dir, port=0, faults=Faults(not_found=0.1)) as srv:
     ...     requests.get(srv.url + "/123/456_abcdef0123_b.jpg")
@@ -173,52 +301,25 @@ class DemoServer:
             raise UserError(f"{self.root}: not a demo world (no world.json; run `mining demo build` first)")
         self.meta = json.loads(meta_path.read_text())
         self.seed = int(self.meta["seed"])
-        self.faults = faults if faults is not None else Faults.from_rates(self.meta.get("faults", {}))
         tab = pq.read_table(self.root / "images" / "index.parquet").to_pydict()
         self.photos = {int(pid): (int(srv), sec, seco, ext) for pid, srv, sec, seco, ext in zip(
             tab["photo_id"], tab["server"], tab["secret"], tab["secret_original"], tab["extension"])}
-        self.stats = _Stats()
-        self.bucket = _TokenBucket(rate_limit, burst or max(1.0, 2 * rate_limit)) if rate_limit else None
-        self.attempts: dict[int, int] = defaultdict(int)
-        self.attempts_lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.placeholder = _placeholder_png()
         self._small: dict[tuple[int, int], bytes] = {}
-        self._httpd = _QuietServer((host, port), _make_handler(self))
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(port=port, faults=faults if faults is not None else Faults.from_rates(
+            self.meta.get("faults", {})), rate_limit=rate_limit, burst=burst, host=host)
 
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> "DemoServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stopping.set()  # releases stalled responses
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> "DemoServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stats_snapshot(self) -> dict[str, Any]:
-        return self.stats.snapshot()
+    def url_problem(self, photo_id: int, server: int, secret: str, suffix: str | None, ext: str) -> str | None:
+        photo = self.photos.get(photo_id)
+        if photo is None:
+            return "unknown"
+        server_id, secret_b, secret_o, ext_o = photo
+        want_secret, want_ext = (secret_o, ext_o) if suffix == "o" else (secret_b, "jpg")
+        return None if (server, secret, ext) == (server_id, want_secret, want_ext) else "bad_url"
 
     def fault_of(self, photo_id: int) -> str | None:
         return fault_for(self.seed, photo_id, self.faults)
+
+    behaviour_of = fault_of
 
     def image_bytes(self, photo_id: int, max_side: int | None) -> bytes:
         """The stored JPEG, or a downscaled copy whose long side is `max_side` (cached)."""
@@ -242,31 +343,51 @@ class DemoServer:
         return self._small[key]
 
 
-def _make_handler(srv: DemoServer) -> type[BaseHTTPRequestHandler]:
+def _make_handler(srv: FlickrServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "DemoFlickr/1.0"
+        arrived = 0.0
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet: /_stats has the counts
             return
 
         def _send(self, status: int, body: bytes, ctype: str, kind: str, extra: dict[str, str] | None = None,
-                  length: int | None = None) -> None:
-            srv.stats.record(self.client_address[0], self.path, kind, status, time.monotonic())
+                  how: str = "whole") -> None:
+            """Answer, and count it; `how` the body is sent: whole, or as `stall`, `cut`, `trickle`."""
+            srv.stats.record(self.client_address[0], self.path, kind, status, time.monotonic(), self.arrived)
             self.send_response(status)
             self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body) if length is None else length))
+            self.send_header("Content-Length", str(len(body)))
             for k, v in (extra or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            if self.command != "HEAD":
+            if self.command == "HEAD":
+                return
+            if how == "whole":
                 self.wfile.write(body)
+                return
+            self.close_connection = True
+            try:
+                if how == "trickle":
+                    for i in range(0, len(body), 200):
+                        self.wfile.write(body[i:i + 200])
+                        self.wfile.flush()
+                        if srv.stopping.wait(0.1):
+                            return
+                    return
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+            except OSError:
+                return
+            if how == "stall":
+                srv.stopping.wait(srv.faults.stall_s)
 
         def do_HEAD(self) -> None:
             self.do_GET()
 
         def do_GET(self) -> None:
-            now = time.monotonic()
+            now = self.arrived = time.monotonic()
             path = self.path.split("?", 1)[0]
             if path == "/_stats":
                 body = json.dumps(srv.stats_snapshot(), sort_keys=True).encode()
@@ -285,77 +406,72 @@ def _make_handler(srv: DemoServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, srv.placeholder, "image/png", "placeholder")
                 return
             m = _URL.match(path)
-            photo = srv.photos.get(int(m.group(2))) if m else None
-            if m is None or photo is None:
-                self._send(404, b"not found\n", "text/plain", "unknown")
-                return
-            server_id, secret, secret_o, ext = photo
-            pid, sec, suffix, req_ext = int(m.group(2)), m.group(3), m.group(4), m.group(5)
-            want_secret, want_ext = (secret_o, ext) if suffix == "o" else (secret, "jpg")
-            if int(m.group(1)) != server_id or sec != want_secret or req_ext != want_ext or suffix not in (None, "b", "o"):
-                self._send(404, b"not found\n", "text/plain", "bad_url")
+            pid, suffix, ext = (int(m.group(2)), m.group(4), m.group(5)) if m else (0, None, "")
+            problem = "unknown" if m is None else srv.url_problem(pid, int(m.group(1)), m.group(3), suffix, ext)
+            if problem is None and suffix not in (None, "b", "o"):
+                problem = "bad_url"
+            if problem is not None:
+                self._send(404, b"not found\n", "text/plain", problem)
                 return
             kind = {"b": "large", "o": "original", None: "medium"}[suffix]
-            fault = srv.fault_of(pid)
+            fault = srv.behaviour_of(pid)
             if fault is not None:
                 with srv.stats.lock:
                     srv.stats.by_fault[fault] += 1
-            if fault in ("not_found", "gone", "forbidden"):
-                code = {"not_found": 404, "gone": 410, "forbidden": 403}[fault]
-                self._send(code, b"<html><body>error</body></html>", "text/html", kind)
-                return
-            if fault == "placeholder":
-                host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
-                self._send(302, b"", "text/html", kind, {"Location": f"http://{host}{PLACEHOLDER_PATH}"})
-                return
-            if fault in ("throttle", "server_error"):
-                with srv.attempts_lock:
-                    srv.attempts[pid] += 1
-                    n = srv.attempts[pid]
-                if n <= srv.faults.transient_attempts:
-                    if fault == "throttle":
-                        self._send(429, b"too many requests\n", "text/plain", kind,
-                                   {"Retry-After": str(srv.faults.retry_after_s)})
-                    else:
-                        code = 503 if pid % 2 else 500
-                        self._send(code, b"server error\n", "text/plain", kind,
-                                   {"Retry-After": str(srv.faults.retry_after_s)} if code == 503 else None)
-                    return
-            max_side = {"b": 1024, None: 500, "o": None}[suffix]
-            if fault == "small":
-                max_side = 640 if max_side is None else min(max_side, 640)
-            body = srv.image_bytes(pid, max_side)
-            ctype = "image/jpeg"
-            if suffix == "o" and ext == "png":
-                from PIL import Image
+            if srv.latency_s:
+                srv.stopping.wait(srv.latency_s)
+            self._answer(pid, suffix, ext, kind, fault)
 
-                buf = io.BytesIO()
-                Image.open(io.BytesIO(body)).save(buf, format="PNG")
-                body, ctype = buf.getvalue(), "image/png"
-            if fault == "slow":
-                srv.stopping.wait(srv.faults.slow_s)
-            elif fault == "truncated":
-                body = body[: len(body) // 2]
-            elif fault == "wrong_type":
-                if pid % 2:
-                    body, ctype = srv.placeholder, "image/png"
-                else:
-                    body, ctype = b"<html><head><title>Flickr</title></head><body>Oops</body></html>", "text/html"
-            elif fault == "stall":
-                srv.stats.record(self.client_address[0], self.path, kind, 200, time.monotonic())
-                self.send_response(200)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body[: len(body) // 2])
-                    self.wfile.flush()
-                except OSError:
-                    return
-                srv.stopping.wait(srv.faults.stall_s)
-                self.close_connection = True
+        def _answer(self, pid: int, suffix: str | None, ext: str, kind: str, fault: str | None) -> None:
+            f = srv.faults
+            retry_after = {"Retry-After": str(f.retry_after_s)}
+            if fault == "wrong_type":
+                fault = "png" if pid % 2 else "html"
+            if fault in _FINAL:
+                self._send(_FINAL[fault], b"<html><body>error</body></html>", "text/html", kind)
                 return
-            self._send(200, body, ctype, kind)
+            if fault in ("placeholder", "placeholder_offsite"):
+                host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
+                where = f"http://{host}{PLACEHOLDER_PATH}" if fault == "placeholder" else srv.placeholder_url
+                self._send(302, b"", "text/html", kind, {"Location": where})
+                return
+            if fault == "throttle_forever":
+                self._send(429, b"too many requests\n", "text/plain", kind, retry_after)
+                return
+            if fault in ("throttle", "server_error", "flaky503") and \
+                    srv.attempt(pid) <= (2 if fault == "flaky503" else f.transient_attempts):
+                if fault == "throttle":
+                    self._send(429, b"too many requests\n", "text/plain", kind, retry_after)
+                else:
+                    code = 503 if fault == "flaky503" or pid % 2 else 500
+                    self._send(code, b"server error\n", "text/plain", kind,
+                               retry_after if code == 503 and fault == "server_error" else None)
+                return
+            if fault == "png":
+                body, ctype = srv.placeholder, "image/png"
+            elif fault == "html":
+                body, ctype = _HTML, "text/html"
+            elif fault == "placeholder_hash":
+                body, ctype = srv.placeholder_jpeg, "image/jpeg"
+            else:
+                max_side = {"b": 1024, None: 500, "o": None}[suffix]
+                if fault == "small":
+                    max_side = 640 if max_side is None else min(max_side, 640)
+                body = srv.image_bytes(srv.dup_source(pid) if fault == "dup" else pid, max_side)
+                ctype = "image/jpeg"
+                if suffix == "o" and ext == "png":
+                    from PIL import Image
+
+                    buf = io.BytesIO()
+                    Image.open(io.BytesIO(body)).save(buf, format="PNG")
+                    body, ctype = buf.getvalue(), "image/png"
+                if fault == "truncated":
+                    body = body[: len(body) // 2]
+                elif fault == "missing_eoi":
+                    body = body[:-2]
+            if fault == "slow":
+                srv.stopping.wait(f.slow_s)
+            self._send(200, body, ctype, kind, how=fault if fault in ("stall", "cut", "trickle") else "whole")
 
     return Handler
 

@@ -1,25 +1,23 @@
-"""A small fault-injecting Flickr-like image server for the download tests (tests/unit/test_download.py)
-and benchmark (benchmarks/download.py).
+"""The download tests' (tests/unit/test_download.py) and benchmark's (benchmarks/download.py)
+Flickr server: the demo server's machinery (mining/demo/server.py: every behaviour, the rate
+limit, the stats, the request log) with a scripted behaviour per photo id and generated JPEGs
+instead of a world folder.
 
-Each photo id is given a behaviour (`ok`, `not_found`, `placeholder_redirect`, `truncated`,
-`throttle_once`, ...). The server answers `/{server}/{id}_{secret}_b.jpg` accordingly and
-records every request (time, path, code), so tests can check politeness from its side.
+`FaultServer({id: behaviour})` answers `/{server}/{id}_{secret}_b.jpg` (any server and secret)
+with that photo's behaviour (`ok` or a name in `mining.demo.server.BEHAVIOURS`: `not_found`,
+`placeholder_offsite`, `truncated`, `throttle`, `stall`, ...) and records every request
+(arrival time, path, code) in `log`, so tests can check politeness from its side.
 """
 
 from __future__ import annotations
 
 import io
-import re
-import threading
-import time
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 from PIL import Image
 
-PATH = re.compile(r"^/(\d+)/(\d+)_(\w+)_([bo])\.(\w+)$")
-PLACEHOLDER_HOST_URL = "https://s.yimg.com/pw/images/en-us/photo_unavailable.png"
+from mining.demo.server import BEHAVIOURS, FLICKR_PLACEHOLDER_URL, FlickrServer, Faults
 
 
 @lru_cache(maxsize=8)
@@ -40,169 +38,56 @@ def unique(data: bytes, tag: int) -> bytes:
     return data[:2] + b"\xff\xfe" + (len(text) + 2).to_bytes(2, "big") + text + data[2:]
 
 
-@lru_cache(maxsize=2)
-def png(width: int = 1024, height: int = 768) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (width, height), (200, 200, 200)).save(buf, "PNG")
-    return buf.getvalue()
+def max_per_window(log: list[tuple[float, str, int]], window: float = 1.0) -> int:
+    """Most requests a log shows in any half-open window of `window` seconds."""
+    t = sorted(x for x, _, _ in log)
+    best, j = 0, 0
+    for i in range(len(t)):
+        while t[i] - t[j] >= window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
 
 
-class FaultServer:
-    """Context manager: `with FaultServer({id: kind}) as s: s.url ...`; `s.log` has requests."""
+class FaultServer(FlickrServer):
+    """Context manager: `with FaultServer({id: behaviour}) as s: s.url ...`; `s.log` has requests.
+
+    Photo `id` is `unique(jpeg(), id)` (1024 x 768; 640 or 500 px wide when smaller sizes are
+    asked). `delay` delays every photo answer; `slow_s`, `stall_s` and `retry_after` time the
+    `slow`, `stall` and 429 answers; `rate_limit` is the demo server's per-client token bucket.
+    `behaviour` may be changed while the server runs.
+    """
 
     def __init__(self, behaviour: dict[int, str] | None = None, default: str = "ok", delay: float = 0.0,
                  rate_limit: float | None = None, retry_after: str = "1",
-                 placeholder_url: str = PLACEHOLDER_HOST_URL, port: int = 0, slow_s: float = 1.0,
+                 placeholder_url: str = FLICKR_PLACEHOLDER_URL, port: int = 0, slow_s: float = 1.0,
                  stall_s: float = 20.0) -> None:
-        self.behaviour = behaviour or {}
-        self.slow_s = slow_s  # `slow`: the answer starts after this long (a slow host)
-        self.stall_s = stall_s  # `stall`: the body stops after 1000 bytes for this long
+        self.behaviour = dict(behaviour or {})
         self.default = default
-        self.delay = delay
-        self.rate_limit = rate_limit  # requests/s over a sliding 1 s window, else 429
-        self.retry_after = retry_after
-        self.placeholder_url = placeholder_url  # Flickr's is on another host
-        self.port = port
-        self.log: list[tuple[float, str, int]] = []
-        self.seen: dict[str, int] = {}
-        self.placeholder_jpeg = unique(jpeg(1024, 768, seed=9), -1)
-        jpeg(), jpeg(500, 375), png()  # warm the caches: no request should pay for rendering
-        self._lock = threading.Lock()
+        unknown = {default, *self.behaviour.values()} - set(BEHAVIOURS) - {"ok"}
+        if unknown:
+            raise ValueError(f"unknown behaviour(s): {', '.join(sorted(unknown))}")
+        super().__init__(port=port, faults=Faults(retry_after_s=int(retry_after), slow_s=slow_s, stall_s=stall_s),
+                         rate_limit=rate_limit, latency_s=delay, placeholder_url=placeholder_url, keep_log=True)
+        jpeg(), jpeg(640, 480), jpeg(500, 375), self.placeholder_jpeg  # no request should pay for rendering
 
-    def __enter__(self) -> "FaultServer":
-        server = self
+    @property
+    def log(self) -> list[tuple[float, str, int]]:
+        return self.stats.log
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def url_problem(self, photo_id: int, server: int, secret: str, suffix: str | None, ext: str) -> str | None:
+        return None  # any server and secret name the photo
 
-            def log_message(self, *a):  # quiet
-                pass
+    def behaviour_of(self, photo_id: int) -> str | None:
+        kind = self.behaviour.get(photo_id, self.default)
+        return None if kind == "ok" else kind
 
-            def do_GET(self):
-                server._handle(self)
-
-        class Quiet(ThreadingHTTPServer):
-            def handle_error(self, request, client_address):  # clients hang up on stalls: fine
-                pass
-
-        self.httpd = Quiet(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def codes(self, path_part: str = "") -> list[int]:
-        return [c for _, p, c in self.log if path_part in p]
+    def image_bytes(self, photo_id: int, max_side: int | None) -> bytes:
+        width = 1024 if max_side is None else min(1024, max_side)
+        return unique(jpeg(width, width * 3 // 4), photo_id)
 
     def max_per_window(self, window: float = 1.0) -> int:
-        """Most requests the server saw in any half-open window of `window` seconds."""
-        t = sorted(x for x, _, _ in self.log)
-        best, j = 0, 0
-        for i in range(len(t)):
-            while t[i] - t[j] >= window:
-                j += 1
-            best = max(best, i - j + 1)
-        return best
-
-    def _record(self, path: str, code: int, t: float) -> None:
-        with self._lock:
-            self.log.append((t, path, code))
-
-    def _send(self, h, code: int, body: bytes = b"", ctype: str = "image/jpeg", headers: dict | None = None,
-              length: int | None = None) -> None:
-        h.send_response(code)
-        h.send_header("Content-Type", ctype)
-        h.send_header("Content-Length", str(len(body) if length is None else length))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(body)
-
-    def _handle(self, h) -> None:
-        t = time.monotonic()
-        m = PATH.match(h.path)
-        if h.path.startswith("/images/photo_unavailable"):
-            self._record(h.path, 200, t)
-            return self._send(h, 200, png(500, 375), "image/png")
-        if not m:
-            self._record(h.path, 404, t)
-            return self._send(h, 404, b"no", "text/plain")
-        pid = int(m.group(2))
-        kind = self.behaviour.get(pid, self.default)
-        with self._lock:
-            n = self.seen[h.path] = self.seen.get(h.path, 0) + 1
-            if self.rate_limit is not None:
-                recent = sum(1 for x, _, c in self.log if x > t - 1.0)
-                if recent >= self.rate_limit:
-                    self.log.append((t, h.path, 429))
-                    return self._send(h, 429, b"slow down", "text/plain", {"Retry-After": self.retry_after})
-        if self.delay:
-            time.sleep(self.delay)
-        if kind == "slow":
-            time.sleep(self.slow_s)
-        code, body, ctype, headers, length = 200, unique(jpeg(), pid), "image/jpeg", {}, None
-        if kind in ("not_found", "gone", "forbidden"):
-            code, body, ctype = {"not_found": 404, "gone": 410, "forbidden": 403}[kind], b"x", "text/plain"
-        elif kind == "placeholder_redirect":
-            code, body, headers = 302, b"", {"Location": self.placeholder_url}
-        elif kind == "placeholder_same_host":
-            code, body, headers = 302, b"", {"Location": "/images/photo_unavailable.png"}
-        elif kind == "placeholder_hash":
-            body = self.placeholder_jpeg
-        elif kind == "dup":
-            body = jpeg()
-        elif kind == "small":
-            body = unique(jpeg(500, 375), pid)
-        elif kind == "truncated":
-            body = body[: len(body) * 3 // 5]
-        elif kind == "missing_eoi":
-            body = body[:-2]
-        elif kind == "png":
-            body, ctype = png(), "image/png"
-        elif kind == "html":
-            body, ctype = b"<html><body>photo unavailable</body></html>", "text/html"
-        elif kind == "error500":
-            code, body, ctype = 500, b"oops", "text/plain"
-        elif kind == "throttle_once" and n == 1:
-            code, body, ctype, headers = 429, b"slow", "text/plain", {"Retry-After": self.retry_after}
-        elif kind == "flaky503" and n <= 2:
-            code, body, ctype = 503, b"busy", "text/plain"
-        elif kind == "throttle_forever":
-            code, body, ctype, headers = 429, b"slow", "text/plain", {"Retry-After": self.retry_after}
-        elif kind in ("stall", "cut"):
-            self._record(h.path, 200, t)
-            h.send_response(200)
-            h.send_header("Content-Type", "image/jpeg")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            h.wfile.write(body[:1000])
-            h.wfile.flush()
-            if kind == "stall":
-                time.sleep(self.stall_s)
-            h.close_connection = True
-            return
-        elif kind == "trickle":
-            self._record(h.path, 200, t)
-            h.send_response(200)
-            h.send_header("Content-Type", "image/jpeg")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            try:
-                for i in range(0, len(body), 200):
-                    h.wfile.write(body[i:i + 200])
-                    h.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                pass
-            h.close_connection = True
-            return
-        self._record(h.path, code, t)
-        self._send(h, code, body, ctype, headers, length)
+        return max_per_window(self.log, window)
 
 
 class ServerProcess:
@@ -230,9 +115,7 @@ class ServerProcess:
         return self.conn.recv()
 
     def max_per_window(self, window: float = 1.0) -> int:
-        server = FaultServer()
-        server.log = self.fetch_log()
-        return server.max_per_window(window)
+        return max_per_window(self.fetch_log(), window)
 
     def __exit__(self, *exc) -> None:
         self.conn.send("stop")
@@ -246,5 +129,5 @@ def _serve_child(conn, args, kwargs) -> None:
         conn.send(s.url)
         while (msg := conn.recv()) != "stop":
             if msg == "log":
-                with s._lock:
+                with s.stats.lock:
                     conn.send(list(s.log))

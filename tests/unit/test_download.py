@@ -27,10 +27,10 @@ from download_server import FaultServer, ServerProcess, jpeg, unique
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
-    "placeholder_redirect": "unavailable_placeholder", "placeholder_same_host": "unavailable_placeholder",
+    "placeholder_offsite": "unavailable_placeholder", "placeholder": "unavailable_placeholder",
     "placeholder_hash": "unavailable_placeholder", "small": "too_small", "truncated": "corrupt",
     "missing_eoi": "corrupt", "png": "not_jpeg", "html": "not_jpeg", "error500": "error", "cut": "error",
-    "stall": "timeout", "trickle": "timeout", "throttle_once": "ok", "flaky503": "ok",
+    "stall": "timeout", "trickle": "timeout", "throttle": "ok", "flaky503": "ok",
     "throttle_forever": "throttled_gave_up",
 }
 
@@ -75,21 +75,21 @@ def test_every_status_and_never_retrying_final_answers(tmp_path):
     assert sum(result["counts"].values()) == len(ids)
     # final HTTP answers are asked once; transient ones are retried
     by_kind = {k: rows[p] for p, k in behaviour.items()}
-    for k in ("not_found", "gone", "forbidden", "placeholder_redirect"):
+    for k in ("not_found", "gone", "forbidden", "placeholder_offsite"):
         assert by_kind[k]["attempts"] == 1, (k, by_kind[k])
         assert len([1 for _, p, _ in log if f"/{[i for i, v in behaviour.items() if v == k][0]}_" in p]) == 1
     assert by_kind["error500"]["attempts"] == 2 and by_kind["error500"]["http_code"] == 500
-    assert by_kind["flaky503"]["attempts"] == 3 and by_kind["throttle_once"]["attempts"] == 2
+    assert by_kind["flaky503"]["attempts"] == 3 and by_kind["throttle"]["attempts"] == 2
     assert by_kind["ok"]["width"] == 1024 and by_kind["ok"]["height"] == 768
     assert by_kind["ok"]["sha256"] == hashlib.sha256((tmp_path / image_relpath(1)).read_bytes()).hexdigest()
-    assert by_kind["small"]["width"] == 500
+    assert by_kind["small"]["width"] == 640
     # a redirect is never followed to the other host
     assert not any("photo_unavailable" in p and "/images/" not in p for _, p, _ in log)
     assert not list(tmp_path.rglob(".*.tmp"))
 
 
 def test_retry_after_cools_the_whole_host(tmp_path):
-    behaviour = {1: "throttle_once"}
+    behaviour = {1: "throttle"}
     with FaultServer(behaviour, default="ok", delay=0.02, retry_after="1") as s:
         ids = list(range(1, 41))
         urls = [f"{s.url}/7/{i}_5ec4e7_b.jpg" for i in ids]
@@ -195,7 +195,7 @@ def test_download_joins_a_running_scheduler_and_leaves_it_running(tmp_path):
 
 
 def test_end_to_end_summary_duplicates_and_resume(tmp_path):
-    behaviour = {2: "not_found", 3: "placeholder_redirect", 4: "dup", 5: "dup", 6: "error500", 7: "truncated"}
+    behaviour = {2: "not_found", 3: "placeholder_offsite", 4: "dup", 5: "dup", 6: "error500", 7: "truncated"}
     cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
     out = tmp_path / "out"
     cfg = FetchConfig(threads=4, max_retries=1)
@@ -260,7 +260,7 @@ def _run_cli(cand: Path, out: Path, host: str) -> subprocess.Popen:
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
     ids = list(range(1, 61))
-    behaviour = {5: "not_found", 17: "truncated", 33: "placeholder_redirect", 48: "small"}
+    behaviour = {5: "not_found", 17: "truncated", 33: "placeholder_offsite", 48: "small"}
     cand = candidates(tmp_path / "c.parquet", ids)
     with FaultServer(behaviour, delay=0.05) as s:
         ref = download(cand, tmp_path / "ref", FetchConfig(threads=4, max_retries=1), host=s.url, shard_size=15,

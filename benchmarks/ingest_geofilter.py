@@ -2,7 +2,7 @@
 and `.bz2`/`.gz` ingest vs Python's own single-threaded decompression of the same file.
 
 Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
-3 % malformed, the ingest test generator's field lengths) whose geotags follow a
+3 % malformed: the demo world's rows, from tests/helpers/yfcc_rows.py) whose geotags follow a
 Flickr-like mix (Europe incl. the UK and France, the US incl. Las Vegas, the rest of the
 world, some at sea), and (with --codecs) its .bz2 (level 9) and .gz (level 6) copies, then
 times, each in a fresh subprocess of the same run:
@@ -17,7 +17,7 @@ per codec {decompress_s, ingest_s, speedup = decompress_s / ingest_s, peak_rss_m
 load average before and after (the machine is shared). Targets (issue 15): ratio <= 1.5,
 bz2 speedup >= 1.6, peak_rss_mb < 1500.
 
-    nice .venv/bin/python benchmarks/ingest_geofilter.py [--rows N] [--workdir DIR] [--codecs bz2,gz]
+    nice .venv/bin/python -m benchmarks.ingest_geofilter [--rows N] [--workdir DIR] [--codecs bz2,gz]
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def _geotag(rng: random.Random) -> tuple[float, float]:
 
 
 def generate(path: Path, rows: int, seed: int = 0) -> None:
-    """The ingest engineer's synthetic rows, geotags moved to a realistic geographic mix."""
-    from mining.ingest.synthetic import iter_lines
+    """The tests' bulk rows (the demo world's), geotags moved to a realistic geographic mix."""
+    from tests.helpers.yfcc_rows import iter_lines  # a test helper: run as `python -m benchmarks.ingest_geofilter`
 
     rng = random.Random(seed + 1)
     with open(path, "w", encoding="utf-8") as f:
@@ -151,7 +151,7 @@ def _child(kind: str, src: str, work: str) -> None:
 
 def _run_child(kind: str, src: Path, work: Path, workers: int | None = None) -> dict:
     env = dict(os.environ, BENCH_WORKERS=str(workers or ""))
-    r = subprocess.run([sys.executable, __file__, "--child", kind, str(src), str(work)],
+    r = subprocess.run([sys.executable, "-m", "benchmarks.ingest_geofilter", "--child", kind, str(src), str(work)],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     if r.returncode != 0:
         sys.exit(f"{kind} run failed:\n{r.stderr[-4000:]}")

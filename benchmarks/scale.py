@@ -28,7 +28,7 @@ Stages and sizes (default = full; `--quick` = a smoke run of seconds):
 Prints one JSON object (also written to --out). On a shared machine absolute figures are
 noisy: ratios against references measured in the same run are the comparable numbers.
 
-    nice .venv/bin/python benchmarks/scale.py [--quick] [--workdir DIR] [--out scale.json] [--only score,select]
+    nice .venv/bin/python -m benchmarks.scale [--quick] [--workdir DIR] [--out scale.json] [--only score,select]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def child_main(stage: str, params: dict[str, Any]) -> None:
 
 
 def child(stage: str, one_cpu: bool = False, env: dict[str, str] | None = None, **params: Any) -> dict[str, Any]:
-    return run_child([str(Path(__file__)), "--child", stage, json.dumps(params, default=str)], env=env, one_cpu=one_cpu)
+    return run_child(["-m", "benchmarks.scale", "--child", stage, json.dumps(params, default=str)], env=env, one_cpu=one_cpu)
 
 
 # ----------------------------------------------------------------------------- synthetic inputs
@@ -211,7 +211,7 @@ def make_run(root: Path, pool: int, landmarks_dir: Path, seed: int = 0) -> Path:
 
 # ----------------------------------------------------------------------------- children
 def _ingest_geofilter(src: str, work: str) -> dict[str, Any]:
-    from ingest_geofilter import _pipeline  # the ingest benchmark's own stage calls
+    from benchmarks.ingest_geofilter import _pipeline  # the ingest benchmark's own stage calls
 
     r = _pipeline(src, work)
     return {"ingest_s": round(r["ingest_s"], 3), "geofilter_s": round(r["geofilter_s"], 3),
@@ -220,7 +220,7 @@ def _ingest_geofilter(src: str, work: str) -> dict[str, Any]:
 
 
 def _plain_read(src: str) -> dict[str, Any]:
-    from ingest_geofilter import _plain_read as plain
+    from benchmarks.ingest_geofilter import _plain_read as plain
 
     return {"seconds": round(plain(src)["seconds"], 3)}
 
@@ -339,7 +339,7 @@ def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[st
 def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     """CPU seconds per image of `mining describe` (in-process) on one CPU, after a learning run
     on the same images (small codebook/PCA sizes, as benchmarks/describe.py uses)."""
-    from describe import SMALL_LEARNING, make_folder
+    from benchmarks.describe import SMALL_LEARNING, make_folder
 
     from mining.describe import describe
 
@@ -534,7 +534,7 @@ def main() -> None:
 
     try:
         if "ingest" in only:
-            from ingest_geofilter import generate
+            from benchmarks.ingest_geofilter import generate
 
             res["ingest_geofilter"] = []
             for rows in cfg["rows"]:

@@ -4,12 +4,18 @@ Geotags are drawn from named anchor places whose side of every exclusion is know
 construction (city centres, towns a few km from a border, coastal towns, islands, open sea,
 points at exact geodesic distances from the Las Vegas centre), so the truth about each row
 is exact without needing the country polygons the geofilter uses.
+
+The row formatter (`row_fields`) and the malformed rows (`malform`, each defect named by the
+reject reason `mining ingest` gives for it) are the project's only ones: the tests' and
+benchmarks' bulk rows (tests/helpers/yfcc_rows.py) are made with them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 from urllib.parse import quote_plus
 
 import numpy as np
@@ -156,6 +162,7 @@ def sample_place(rng: np.random.Generator) -> Place:
     return Place(name, g, round(lat, 6), round(lon, 6), inside)
 
 
+@lru_cache(maxsize=4096)  # every encoded text comes from the small vocabularies above
 def _enc(text: str) -> str:
     return quote_plus(text, safe="")
 
@@ -189,6 +196,36 @@ def make_record(rng: np.random.Generator, line: int, photo_id: int, place: Place
                        ext, int(video), place, theme)
 
 
+JUNK_DATE = "4501-01-01 00:00:00.0"  # YFCC100M's placeholder for an unknown date taken
+COMMA_TAG = "b&w, film"  # a tag containing a comma: encoded as %2C, not split
+MACHINE_TAGS = "exif:iso_speed=200,exif:flash=false"
+
+
+def description(title: str) -> str:
+    return f"{title}, taken with friends.\nMore at my page & blog!"
+
+
+def place_tag(place: Place) -> str:
+    return place.name.replace("_", " ")
+
+
+class RowText(NamedTuple):
+    """What a row holds beyond its PhotoRecord, as drawn (text not yet form-encoded)."""
+
+    photo_hash: str
+    nsid: str
+    nickname: str
+    taken: str
+    uploaded: int
+    device: str
+    title: str
+    description: str
+    tags: list[str]
+    machine_tags: str
+    license: int  # index into LICENSES
+    accuracy: str
+
+
 def format_row(rng: np.random.Generator, rec: PhotoRecord, junk_date: bool = False) -> list[str]:
     """The 25 fields of a YFCC100M row (text form-URL-encoded, tags comma-joined after encoding)."""
     nsid = f"{int(rng.integers(10_000_000, 99_999_999))}@N0{int(rng.integers(0, 9))}"
@@ -197,48 +234,93 @@ def format_row(rng: np.random.Generator, rec: PhotoRecord, junk_date: bool = Fal
              f"{int(rng.integers(0, 24)):02d}:{int(rng.integers(0, 60)):02d}:{int(rng.integers(0, 60)):02d}.0")
     uploaded = int(1_100_000_000 + (year - 2004) * 31_536_000 + rng.integers(0, 40_000_000))
     if junk_date:
-        taken = "4501-01-01 00:00:00.0"
+        taken = JUNK_DATE
     titles, tags = _TITLES[rec.theme], _TAGS[rec.theme]
     title = titles[int(rng.integers(len(titles)))]
-    desc = "" if rng.random() < 0.5 else f"{title}, taken with friends.\nMore at my page & blog!"
+    desc = "" if rng.random() < 0.5 else description(title)
     chosen = sorted({tags[int(i)] for i in rng.integers(0, len(tags), int(rng.integers(0, 5)))})
     if rec.place is not None and rng.random() < 0.5:
-        chosen.append(rec.place.name.replace("_", " "))
+        chosen.append(place_tag(rec.place))
     if rng.random() < 0.1:
-        chosen.append("b&w, film")  # a tag containing a comma: encoded as %2C, not split
-    machine = "" if rng.random() < 0.9 else "exif:iso_speed=200,exif:flash=false"
-    lic_name, lic_url = LICENSES[int(rng.choice(len(LICENSES), p=_LICENSE_WEIGHTS / _LICENSE_WEIGHTS.sum()))]
+        chosen.append(COMMA_TAG)
+    machine = "" if rng.random() < 0.9 else MACHINE_TAGS
+    lic = int(rng.choice(len(LICENSES), p=_LICENSE_WEIGHTS / _LICENSE_WEIGHTS.sum()))
     if rec.place is None:
-        lon = lat = acc = ""
+        acc = ""
+    else:
+        acc = str(int(rng.integers(1, 6)) if rec.place.group == "sea" else int(rng.integers(11, 17)))
+    return row_fields(rec, RowText(_hex(rng, 32), nsid, NICKS[int(rng.integers(len(NICKS)))], taken, uploaded,
+                                   DEVICES[int(rng.integers(len(DEVICES)))], title, desc, chosen, machine, lic, acc))
+
+
+def row_fields(rec: PhotoRecord, t: RowText) -> list[str]:
+    """The one YFCC100M row formatter (the demo world's rows and the tests' bulk rows)."""
+    if rec.place is None:
+        lon = lat = ""
     else:
         lon, lat = f"{rec.place.lon:.6f}", f"{rec.place.lat:.6f}"
-        acc = str(int(rng.integers(1, 6)) if rec.place.group == "sea" else int(rng.integers(11, 17)))
+    lic_name, lic_url = LICENSES[t.license]
     pid = rec.photo_id
     return [
-        str(rec.line), str(pid), _hex(rng, 32), nsid, _enc(NICKS[int(rng.integers(len(NICKS)))]), taken,
-        str(uploaded), _enc(DEVICES[int(rng.integers(len(DEVICES)))]), _enc(title), _enc(desc),
-        ",".join(_enc(t) for t in chosen), machine, lon, lat, acc,
-        f"http://www.flickr.com/photos/{nsid}/{pid}/",
+        str(rec.line), str(pid), t.photo_hash, t.nsid, _enc(t.nickname), t.taken,
+        str(t.uploaded), _enc(t.device), _enc(t.title), _enc(t.description),
+        ",".join(_enc(tag) for tag in t.tags), t.machine_tags, lon, lat, t.accuracy,
+        f"http://www.flickr.com/photos/{t.nsid}/{pid}/",
         f"http://farm{rec.farm}.staticflickr.com/{rec.server}/{pid}_{rec.secret}.jpg",
         _enc(lic_name), lic_url, str(rec.server), str(rec.farm), rec.secret, rec.secret_original,
         rec.extension, str(rec.marker),
     ]
 
 
-MALFORMED_KINDS = ("too_few_fields", "too_many_fields", "bad_photo_id", "bad_longitude", "bad_date_uploaded")
+# Malformed rows: each defect named by the reject reason `mining ingest` gives for it (its
+# REASONS), then by how the row is damaged where a reason has several ways.
+MALFORMED: dict[str, tuple[str, ...]] = {
+    "wrong_field_count": ("too_few_fields", "too_many_fields"),
+    "bad_photo_id": ("bad_photo_id",),
+    "bad_coordinates": ("bad_longitude", "bad_latitude"),
+    "latitude_out_of_range": ("latitude_out_of_range",),
+    "longitude_out_of_range": ("longitude_out_of_range",),
+    "bad_encoding": ("bad_escape", "invalid_utf8"),
+    "bad_number": ("bad_date_uploaded",),
+}
+# The demo world's malformed rows, cycled through in this order (world.json lists the defects).
+MALFORMED_KINDS: tuple[tuple[str, str], ...] = (
+    ("wrong_field_count", "too_few_fields"), ("wrong_field_count", "too_many_fields"),
+    ("bad_photo_id", "bad_photo_id"), ("bad_coordinates", "bad_longitude"), ("bad_number", "bad_date_uploaded"))
+_PHOTO_ID, _UPLOADED, _TITLE, _DESCRIPTION, _LON, _LAT = 1, 6, 8, 9, 12, 13  # 25-field layout
 
 
-def malform(fields: list[str], kind: str) -> list[str]:
-    """Damage a row the way real dumps are damaged (one defect per row, always detectable)."""
+def _out_of_range(limit: float, far: float, rng: np.random.Generator | None) -> str:
+    """A coordinate beyond ±`limit` (at most `far` away from 0)."""
+    if rng is None:
+        return f"{limit + 1.5:.4f}"
+    return f"{int(rng.choice([-1, 1])) * rng.uniform(limit + 0.001, far):.4f}"
+
+
+def malform(fields: list[str], reason: str, defect: str, rng: np.random.Generator | None = None) -> list[str]:
+    """Damage a 25-field row the way real dumps are damaged (one defect per row) so that ingest
+    rejects it for `reason`. `rng` varies the out-of-range values (fixed ones without it)."""
+    if defect not in MALFORMED.get(reason, ()):
+        raise ValueError(f"no defect {defect!r} for reason {reason!r}")
     f = list(fields)
-    if kind == "too_few_fields":
-        del f[9]
-    elif kind == "too_many_fields":
-        f.insert(9, "stray\ttab")
-    elif kind == "bad_photo_id":
-        f[1] = f[1][:3] + "x" + f[1][3:]
-    elif kind == "bad_longitude":
-        f[12] = "12.3.4"
-    else:
-        f[6] = "yesterday"
+    if defect == "too_few_fields":
+        del f[_DESCRIPTION]
+    elif defect == "too_many_fields":
+        f.insert(_DESCRIPTION, "stray\ttab")
+    elif defect == "bad_photo_id":
+        f[_PHOTO_ID] = f[_PHOTO_ID][:3] + "x" + f[_PHOTO_ID][3:]
+    elif defect == "bad_longitude":
+        f[_LON] = "12.3.4"
+    elif defect == "bad_latitude":
+        f[_LON], f[_LAT] = "12.5", "north"
+    elif defect == "latitude_out_of_range":
+        f[_LON], f[_LAT] = "10.0", _out_of_range(90, 400, rng)
+    elif defect == "longitude_out_of_range":
+        f[_LON], f[_LAT] = _out_of_range(180, 900, rng), "10.0"
+    elif defect == "bad_escape":
+        f[_TITLE] += "+%G7"  # not a %-escape
+    elif defect == "invalid_utf8":
+        f[_TITLE] += "+%FF%FE"  # decodes to bytes that are not UTF-8
+    else:  # bad_date_uploaded
+        f[_UPLOADED] = "yesterday"
     return f

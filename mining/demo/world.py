@@ -293,7 +293,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         rec = md.make_record(rrng, line, pid, place, theme if theme in md._TITLES else "building", role == "video")
         fields = md.format_row(rrng, rec, junk_date=bool(rrng.random() < JUNK_DATE_SHARE))
         if role == "malformed":
-            fields = md.malform(fields, md.MALFORMED_KINDS[malformed_i % len(md.MALFORMED_KINDS)])
+            fields = md.malform(fields, *md.MALFORMED_KINDS[malformed_i % len(md.MALFORMED_KINDS)])
             malformed_i += 1
         rows.append("\t".join(fields))
         if role != "image":
@@ -358,7 +358,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
             "small_images": int(sum(t.small for t in cand_tasks)),
             "near_duplicates": planted,
         },
-        "malformed_kinds": list(md.MALFORMED_KINDS),
+        "malformed_kinds": [defect for _, defect in md.MALFORMED_KINDS],
         "exclusion": md.EXCLUSION,
         "faults": DEFAULT_FAULTS,
         "landmarks": [{"name": lm.name, "family": lm.family} for lm in lms],

@@ -15,12 +15,12 @@ from urllib.parse import unquote_plus, unquote_to_bytes
 
 import pyarrow as pa
 import pytest
+from yfcc_rows import write_synthetic
 
 from mining.errors import UserError
 from mining.ingest import ingest, open_dataset, output_schema, read_quarantine
 from mining.ingest import yfcc
 from mining.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
-from mining.ingest.synthetic import write_synthetic
 
 # real rows, copied into tests/data (provenance: its README.md)
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
@@ -175,6 +175,34 @@ def test_fast_and_exact_split_agree(tmp_path):
     assert fast[1] == exact[1] and fast[2] == exact[2] == 3000
     for name in yfcc.FIELDS_25:
         assert fast[0][name].cast(pa.binary()).equals(exact[0][name])
+
+
+@pytest.mark.parametrize("nfields", [25, 23])
+def test_every_malformed_kind_is_rejected_for_the_reason_it_is_named_by(tmp_path, nfields):
+    """The one malformed-row vocabulary (mining.demo.metadata.MALFORMED, which the demo world
+    and the bulk rows plant): each defect, geotagged row or not, gets exactly its reason."""
+    import numpy as np
+    from yfcc_rows import rows
+
+    from mining.demo import metadata as md
+
+    kinds = [(reason, defect) for reason, defects in md.MALFORMED.items() for defect in defects]
+    assert set(md.MALFORMED) <= set(yfcc.REASONS) and set(md.MALFORMED_KINDS) <= set(kinds)
+    good = list(rows(np.random.default_rng(7), 40, 0, 5_000))
+    with_geo = [f for f in good if f[13]][: len(kinds)]
+    without = [f for f in good if not f[13]][: len(kinds)]
+    lines, planted = [good[0]], []
+    for fields in (with_geo, without):
+        for (reason, defect), f in zip(kinds, fields):
+            lines.append(md.malform(f, reason, defect, np.random.default_rng(len(lines))))
+            planted.append((len(lines), reason))
+    if nfields == 23:
+        lines = [[f[1], *f[3:]] for f in lines]
+    path = tmp_path / "kinds.tsv"
+    path.write_text("".join("\t".join(f) + "\n" for f in lines), encoding="utf-8")
+    stats = ingest([path], tmp_path / "out", progress=False)
+    assert stats["files"][0]["fields"] == nfields and stats["rows_out"] == 1
+    assert [(int(n), r.decode()) for _, n, r, _ in quarantine(tmp_path / "out")] == planted
 
 
 def test_many_files_blocks_and_parts_match_what_was_planted(tmp_path):

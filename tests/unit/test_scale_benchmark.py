@@ -45,7 +45,7 @@ def test_summary_projects_r1m_per_stage(scale):
 def test_quick_run_writes_every_measured_stage(tmp_path):
     """The quick mode's cheapest stages end to end (subprocess children, wait4 usage)."""
     out = tmp_path / "scale.json"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--quick", "--only", "select,review",
+    r = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--quick", "--only", "select,review",
                         "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(out.read_text())

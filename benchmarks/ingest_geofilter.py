@@ -144,8 +144,9 @@ def _child(kind: str, src: str, work: str) -> None:
     else:
         out = _pipeline(src, work, workers)
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # lbzip2, when ingest uses it
     out["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
-    out["cpu_s"] = usage.ru_utime + usage.ru_stime
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
     print(json.dumps(out, default=str))
 
 

@@ -146,3 +146,49 @@ def test_decoder_setting_errors_are_one_line(rows, monkeypatch, tmp_path, capsys
         yfcc.open_stream(path, 2)
     monkeypatch.setenv("MINING_BZ2_DECODER", "auto")
     assert yfcc.bz2_decoder() == "indexed_bzip2"  # auto falls back
+
+
+def test_several_files_give_the_rows_of_one_and_a_bad_one_stops_the_run(rows, tmp_path, monkeypatch):
+    """Three .bz2 files, each through its own lbzip2 process: the same rows, in order, as one
+    file holding the same lines; a damaged second file stops the run naming that file, no
+    thread or lbzip2 process is left behind, and nothing is written."""
+    import threading
+
+    path, data = rows
+    monkeypatch.setenv("MINING_BZ2_DECODER", "lbzip2")
+    lines = data.splitlines(keepends=True)
+    thirds = [b"".join(lines[i::3]) for i in range(3)]  # interleaved: each file differs
+    files = []
+    for i, part in enumerate(thirds):
+        f = tmp_path / f"yfcc100m_dataset-{i}.bz2"
+        f.write_bytes(bz2.compress(part, 1))
+        files.append(f)
+    joined = tmp_path / "all.bz2"
+    joined.write_bytes(bz2.compress(b"".join(thirds), 1))
+    threads_before = threading.active_count()
+    several = ingest(files, tmp_path / "several", rows_per_part=1000, block_size=128 << 10, workers=2,
+                     progress=False)
+    one = ingest([joined], tmp_path / "one", rows_per_part=1000, block_size=128 << 10, workers=2,
+                 progress=False)
+    assert [f["rows_in"] for f in several["files"]] == [p.count(b"\n") for p in thirds]
+    a, b = _output(tmp_path / "several"), _output(tmp_path / "one")
+    import pyarrow.parquet as pq
+
+    assert list(a[0]) == list(b[0])  # the same parts holding the same rows (row groups follow blocks)
+    for name in a[0]:
+        assert pq.read_table(tmp_path / "several" / name).equals(pq.read_table(tmp_path / "one" / name))
+    assert [(reason, raw) for _, reason, raw in a[1]] == [(reason, raw) for _, reason, raw in b[1]]
+
+    broken = tmp_path / "broken" / "yfcc100m_dataset-1.bz2"
+    broken.parent.mkdir()
+    broken.write_bytes(files[1].read_bytes()[: files[1].stat().st_size // 2])
+    with pytest.raises(UserError, match=re.escape(str(broken)) + r": the bz2 stream is truncated"):
+        ingest([files[0], broken, files[2]], tmp_path / "bad", block_size=128 << 10, workers=2, progress=False)
+    assert not (tmp_path / "bad").exists()
+    assert threading.active_count() == threads_before
+    import os
+
+    children = [p for p in os.listdir("/proc") if p.isdigit()
+                and Path(f"/proc/{p}/stat").read_text().split(") ")[1].split()[1] == str(os.getpid())
+                and "lbzip2" in Path(f"/proc/{p}/comm").read_text()]
+    assert children == []

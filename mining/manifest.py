@@ -196,7 +196,7 @@ class Manifest(dict):
         super().__init__(data)
         self.path = path
         self.lines = lines
-        self.geofilter: Any = None  # mining.geofilter.manifest.Recipe, set by load()
+        self.geofilter: Any = None  # mining.exclusion.Recipe, set by load()
 
     @property
     def where(self) -> Locator:
@@ -264,8 +264,7 @@ def load(path: str | Path) -> Manifest:
     """Read a manifest once and validate all of it before any data is read: the schema (with
     its defaults), the methods against the registry, and the geofilter section's own checks
     (country codes, coordinates, GeoJSON files)."""
-    from mining.geofilter.countries import is_known_code
-    from mining.geofilter.manifest import parse_section
+    from mining.exclusion import is_known_code, parse_section
 
     p, data, lines = _read(path)
     m = Manifest(validate(data, str(p), lines), p, lines)

@@ -36,7 +36,7 @@ def read_table(path: str | Path, required: Sequence[str], what: str, hint: str =
 
 def load_decisions(path: Path) -> tuple[Any, str | None]:
     """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any; read by
-    select (choose_n through it) and evaluate, written by `mining review export`."""
+    select and evaluate (choose_n too), written by `mining review export`."""
     table = read_table(path, ("landmark", "photo_id", "decision"), "decisions file",
                        hint="export it with `mining review export`")
     meta = table.schema.metadata or {}

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
     p.add_argument("--n", default="1000000", metavar="N|auto",
                    help="distractors to keep (default 1,000,000); auto: from the mined mAP-vs-N curve "
-                        "(needs --descriptors; writes OUT/auto_n.json, see mining/choose_n.py)")
+                        "(needs --descriptors; writes OUT/auto_n.json, see mining/evaluate/choose_n.py)")
     p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
                    help="with --n auto: every method's descriptor folder (the curve is measured with each)")
     p.add_argument("--auto-tolerance", type=float, default=0.05, metavar="F",
@@ -60,13 +60,16 @@ def run(args: argparse.Namespace) -> int:
     if n == "auto":
         if not args.landmarks:
             raise UserError("--n auto needs --landmarks and --descriptors")
-        from mining.choose_n import run_choose_n
+        from mining.evaluate.choose_n import check_args, run_choose_n
+        from mining.select import ranked
 
-        n = run_choose_n(args.landmarks, args.descriptors, scores, args.decisions, args.out,
-                         tolerance=args.auto_tolerance, setups=args.setups, drop_unclear=args.drop_unclear,
-                         near_duplicates=args.near_duplicates, near_duplicates_policy=args.near_duplicates_policy,
-                         leak_risk=args.leak_risk,
-                         leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse")["n"]
+        check_args(args.auto_tolerance, args.descriptors, args.setups)
+        # select's ranking, evaluate's curve: the CLI joins the two stages
+        r = ranked(scores, args.decisions, args.landmarks, args.drop_unclear, args.near_duplicates,
+                   args.near_duplicates_policy, args.leak_risk,
+                   "allow" if args.allow_unreviewed_risk else "refuse")
+        n = run_choose_n(args.landmarks, args.descriptors, r.pid[r.order], args.out,
+                         tolerance=args.auto_tolerance, setups=args.setups)["n"]
     elif not n.isdigit():
         raise UserError(f"--n must be a positive integer or auto, not {n!r}")
     stats = run_select(scores, args.decisions, args.candidates, args.out, n=int(n),

@@ -56,7 +56,7 @@ def evaluate_setups(ds: LandmarkDataset, describe: Callable[[np.ndarray], np.nda
         db = np.stack([describe(_read(ds.image_path(n))) for n in ds.imlist])
         qs = np.stack([describe(_read(ds.image_path(q), ds.bbox(i))) for i, q in enumerate(ds.qimlist)])
         sims = qs @ db.T
-    from mining.evaluate.metrics import compute_map
+    from mining.metrics import compute_map
 
     ranks = np.argsort(-sims, axis=1, kind="stable").T  # (database, queries), best first
     out = {}

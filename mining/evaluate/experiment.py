@@ -28,7 +28,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.evaluate import bootstrap
-from mining.evaluate.metrics import positions_to_metrics
+from mining.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
 from mining.kernels import _jit
 from mining.publish import pct as _pct

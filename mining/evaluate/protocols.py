@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from mining.errors import UserError
-from mining.evaluate.metrics import compute_ap, compute_map
+from mining.metrics import compute_ap, compute_map
 from mining.landmarks import load_gnd
 
 SETUPS = ("easy", "medium", "hard")

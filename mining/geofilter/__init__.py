@@ -1,6 +1,6 @@
 """`mining geofilter`: which YFCC100M rows become download candidates.
 
-`manifest` validates the recipe, `countries` and `areas` build the exclusion regions,
+`mining.exclusion` (shared) validates the recipe, `countries` and `areas` build the exclusion regions,
 `regions` tests points fast, `filter` streams the metadata and writes the funnel.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mining.geofilter.manifest import Recipe, load_recipe
+from mining.exclusion import Recipe, load_recipe
 
 
 def load(manifest: str | Path) -> Recipe:
     """Load and fully validate a manifest's geofilter section (country codes included)."""
-    from mining.geofilter.countries import is_known_code
+    from mining.exclusion import is_known_code
 
     return load_recipe(manifest, known_codes=is_known_code)
 

@@ -15,7 +15,7 @@ import shapely
 from shapely.geometry import shape
 
 from mining.errors import UserError
-from mining.geofilter.manifest import Area, BBoxArea, CircleArea, GeoJSONArea
+from mining.exclusion import Area, BBoxArea, CircleArea, GeoJSONArea
 from mining.geofilter.regions import PolygonIndex
 
 EARTH_RADIUS_KM = 6371.0088

@@ -22,10 +22,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import shapely
 
-from mining.geofilter.manifest import CountryRule
+from mining.exclusion import COUNTRIES_FILE, CountryRule
 from mining.geofilter.regions import PolygonIndex
 
-DATA_FILE = "data/ne_10m_admin0.parquet"
 KM_PER_DEG = 6371.0088 * np.pi / 180.0
 
 
@@ -43,7 +42,7 @@ class CountryTable:
 @lru_cache(maxsize=1)
 def load_countries() -> CountryTable:
     """The shipped Natural Earth table (read once per process)."""
-    with resources.files("mining").joinpath(DATA_FILE).open("rb") as fh:
+    with resources.files("mining").joinpath(COUNTRIES_FILE).open("rb") as fh:
         t = pq.read_table(fh).to_pydict()
     return CountryTable(
         adm0_a3=t["ADM0_A3"], iso_a3_eh=t["ISO_A3_EH"], sov_a3=t["SOV_A3"],
@@ -61,10 +60,6 @@ def find_entry(code: str) -> int | None:
     if code in t.iso_a3_eh:
         return t.iso_a3_eh.index(code)
     return None
-
-
-def is_known_code(code: str) -> bool:
-    return find_entry(code) is not None
 
 
 def members(rule: CountryRule) -> list[int]:

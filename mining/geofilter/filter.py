@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from mining.atomic import atomic_path, output_folder, write_json
 from mining.errors import UserError
-from mining.geofilter.manifest import Recipe
+from mining.exclusion import Recipe
 
 log = logging.getLogger(__name__)
 

@@ -345,7 +345,7 @@ def leak_risk(inp: Inputs, examples: int = 10) -> str:
 
 
 def chosen_n(inp: Inputs) -> str:
-    """select n: auto (mining/choose_n.py): the rule, the curves relative to all candidates, and N."""
+    """select n: auto (mining/evaluate/choose_n.py): the rule, the curves relative to all candidates, and N."""
     if not inp.selected:
         return NA
     auto = _json(inp.selected / "auto_n.json")

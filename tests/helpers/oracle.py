@@ -1,6 +1,6 @@
 """The test oracle: revisitop's per-query `compute_map` loop, kept verbatim in spirit.
 
-Tests check the compiled `mining.evaluate.metrics.compute_map` against it on random data
+Tests check the compiled `mining.metrics.compute_map` against it on random data
 (tests/unit/test_evaluate_metrics.py, test_evaluate_experiment.py), and
 `python -m benchmarks.evaluate` times both side by side. Not part of the package.
 """

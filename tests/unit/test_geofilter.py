@@ -20,7 +20,7 @@ from mining.geofilter import filter as gf
 from mining.geofilter import load
 from mining.geofilter.areas import area_mask
 from mining.geofilter.countries import country_region, load_countries, members
-from mining.geofilter.manifest import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
+from mining.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
 UK_SIDE = {

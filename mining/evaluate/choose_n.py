@@ -7,8 +7,10 @@ grid point) at which, for every method and every setup, the mined N's mAP is wit
 fraction of the mAP with all candidates: `mAP_mined(N) ≤ (1 + tolerance) · mAP_all`
 (tolerance 0.05 by default: manifest `select.auto_tolerance`). The ranking is exactly the one
 `mining select` takes its top N from (`mining.select.ranked`: confirmed landmarks out,
-near-duplicate and leak-risk rules applied), and the curve is exact (`mining.evaluate`'s
-experiment, which never ranks the distractors). The report shows the curves, the line and N.
+near-duplicate and leak-risk rules applied), handed in by the CLI (`mining select --n auto`
+ranks, then calls this; neither stage imports the other), and the curve is exact (this
+package's experiment, which never ranks the distractors). The report shows the curves, the
+line and N.
 """
 
 from __future__ import annotations
@@ -49,17 +51,9 @@ def choose(curves: dict[str, dict[str, dict[str, Any]]], sizes: Sequence[int], t
     return {"n": n, "first_ok": first_ok, "binding": [f"{m}/{s}" for m, s in binding]}
 
 
-def run_choose_n(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path, decisions: Path, out: Path,
-                 tolerance: float = DEFAULT_TOLERANCE, setups: Sequence[str] = ("easy", "medium", "hard"),
-                 drop_unclear: bool = False, near_duplicates: Path | None = None,
-                 near_duplicates_policy: str = "one_per_group", leak_risk: Path | None = None,
-                 leak_risk_policy: str = "refuse") -> dict[str, Any]:
-    """`mining select --n auto`: OUT/auto_n.json (N, the rule, the curves); returns its content."""
-    from mining import atomic
-    from mining.evaluate.experiment import Ranking, evaluate_setups, load_method, setup_base
+def check_args(tolerance: float, descriptors: Sequence[Path], setups: Sequence[str]) -> None:
+    """The cheap checks, before select ranks anything."""
     from mining.evaluate.protocols import setup_gnd
-    from mining.landmarks import load_landmarks
-    from mining.select import ranked
 
     if not 0 <= tolerance < 1:
         raise UserError(f"auto tolerance must be in [0, 1), not {tolerance}")
@@ -67,10 +61,22 @@ def run_choose_n(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path,
         raise UserError("give at least one --descriptors DESC/<method> folder")
     for s in setups:
         setup_gnd([], s)
+
+
+def run_choose_n(landmarks: Path, descriptors: Sequence[Path], ranked_ids: np.ndarray, out: Path,
+                 tolerance: float = DEFAULT_TOLERANCE,
+                 setups: Sequence[str] = ("easy", "medium", "hard")) -> dict[str, Any]:
+    """`mining select --n auto`: OUT/auto_n.json (N, the rule, the curves); returns its content.
+
+    `ranked_ids`: the photo ids `mining select` would take its top N from, best first
+    (`mining.select.ranked(...)`: `pid[order]`)."""
+    from mining import atomic
+    from mining.evaluate.experiment import Ranking, evaluate_setups, load_method, setup_base
+    from mining.landmarks import load_landmarks
+
+    check_args(tolerance, descriptors, setups)
     dataset = load_landmarks(landmarks)
-    r = ranked(Path(scores_dir), Path(decisions), Path(landmarks), drop_unclear, near_duplicates, near_duplicates_policy,
-               leak_risk, leak_risk_policy)
-    ids = r.pid[r.order]
+    ids = np.asarray(ranked_ids)
     if ids.size == 0:
         raise UserError("no candidate is left to select from")
     sizes = grid(int(ids.size))

@@ -1,19 +1,40 @@
-"""The `geofilter:` section of a run manifest: load, validate, and turn into a typed recipe.
+"""The exclusion recipe: a run manifest's `geofilter:` section, validated and typed.
 
-Everything here runs before any metadata is read, so a typo costs seconds, not an hour of
-filtering. Errors name the manifest file, line and key path (e.g. `geofilter.areas[0].center`).
+Shared (the manifest loader validates it with every other section; the geofilter stage
+builds its regions from it), so it lives outside the stage. Everything here runs before any
+metadata is read, so a typo costs seconds, not an hour of filtering. Errors name the
+manifest file, line and key path (e.g. `geofilter.areas[0].center`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from mining.yamlfile import Locator
 
 SECTION = "geofilter"
+COUNTRIES_FILE = "data/ne_10m_admin0.parquet"  # Natural Earth 1:10m admin-0, shipped
+
+
+@lru_cache(maxsize=1)
+def _country_codes() -> frozenset[str]:
+    """The codes a manifest may name: every entry's ADM0_A3 and ISO_A3_EH (only these two
+    columns are read; the polygons are the geofilter stage's business)."""
+    with resources.files("mining").joinpath(COUNTRIES_FILE).open("rb") as fh:
+        t = pq.read_table(fh, columns=["ADM0_A3", "ISO_A3_EH"]).to_pydict()
+    return frozenset(t["ADM0_A3"]) | frozenset(t["ISO_A3_EH"])
+
+
+def is_known_code(code: str) -> bool:
+    """Whether a manifest country code names a Natural Earth entry (ADM0_A3 or ISO_A3_EH)."""
+    return code.upper() in _country_codes()
 
 
 @dataclass(frozen=True)

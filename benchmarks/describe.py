@@ -217,7 +217,7 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
     from scipy.stats import spearmanr
 
     from mining.descriptors import iter_similarities, open_store
-    from mining.evaluate.metrics import compute_map
+    from mining.metrics import compute_map
     from mining.evaluate.protocols import setup_gnd
     from mining.landmarks import load_landmarks
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from mining.cluster import available_cpus
-from mining.evaluate.metrics import compute_map
+from mining.metrics import compute_map
 from tests.helpers.oracle import compute_map_loop  # the test oracle: run as `python -m benchmarks.evaluate`
 
 

@@ -128,8 +128,11 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
                drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
                url_host: str | None = None, near_duplicates: Path | None = None,
                near_duplicates_policy: str = "one_per_group", leak_risk: Path | None = None,
-               leak_risk_policy: str = "refuse") -> dict:
-    """`mining select`: see the module docstring and docs/formats.md ("Selection")."""
+               leak_risk_policy: str = "refuse", ranking: Ranked | None = None) -> dict:
+    """`mining select`: see the module docstring and docs/formats.md ("Selection").
+
+    `ranking`: `ranked(...)` of these same arguments, when the caller has it already
+    (`--n auto` measures its curve on it first), so that it is not computed twice."""
     import pandas as pd
     import pyarrow as pa
 
@@ -137,8 +140,9 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
 
     if n < 1:
         raise UserError("--n must be at least 1")
-    r = ranked(scores_dir, decisions_path, landmarks, drop_unclear, near_duplicates, near_duplicates_policy,
-               leak_risk, leak_risk_policy)
+    r = ranking if ranking is not None else ranked(
+        scores_dir, decisions_path, landmarks, drop_unclear, near_duplicates, near_duplicates_policy, leak_risk,
+        leak_risk_policy)
     scores, decisions, fingerprint, pid, order = r.scores, r.decisions, r.fingerprint, r.pid, r.order
     confirmed, unclear, drop, nd_stats, risk_stats = r.confirmed, r.unclear, r.drop, r.near_duplicates, r.leak_risk
     missing_images = 0

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     scores = main_input(args, "scores")
     n = args.n
+    r = None
     if n == "auto":
         if not args.landmarks:
             raise UserError("--n auto needs --landmarks and --descriptors")
@@ -76,6 +77,6 @@ def run(args: argparse.Namespace) -> int:
                        drop_unclear=args.drop_unclear, images_root=args.images_root,
                        landmarks=args.landmarks, url_host=args.url_host, near_duplicates=args.near_duplicates,
                        near_duplicates_policy=args.near_duplicates_policy, leak_risk=args.leak_risk,
-                       leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse")
+                       leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse", ranking=r)
     print(json.dumps({k: stats[k] for k in ("n_selected", "dropped", "warning")}))
     return 0

@@ -55,6 +55,13 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
             assert c["mined"][k] == pytest.approx(brute_force(world / "desc" / m, ds, selected, s)[0])
             assert c["all"] == pytest.approx(brute_force(world / "desc" / m, ds, pool, s)[0])
             assert all(v <= 1.1 * c["all"] + 1e-12 for v in c["mined"][k:])
+    # the same selection as asking for N directly (auto hands its ranking to select)
+    rc = main(["select", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
+               "--candidates", str(tmp_path / "cands.parquet"), "--landmarks", str(world / "lm"),
+               "--n", str(n), "--out", str(tmp_path / "fixed")])
+    assert rc == 0
+    assert (tmp_path / "fixed" / "distractors.txt").read_bytes() == (out / "distractors.txt").read_bytes()
+    assert (tmp_path / "fixed" / "distractors.parquet").read_bytes() == (out / "distractors.parquet").read_bytes()
     # the grid point below N breaks the rule for the binding method/setup
     m, s = auto["binding"][0].split("/")
     assert auto["curves"][m][s]["mined"][k - 1] > 1.1 * auto["curves"][m][s]["all"]

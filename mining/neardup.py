@@ -139,13 +139,24 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
 
 
 def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
-                block: int = BLOCK) -> np.ndarray:
-    """(i, j), i < j, of candidates that pass both tests, in (i, j) order."""
+                block: int = BLOCK, normalize: bool = False) -> np.ndarray:
+    """(i, j), i < j, of candidates that pass both tests, in (i, j) order.
+
+    `normalize`: `vectors` are a store's raw rows (float16 at half the memory of float32
+    unit rows); each tile is made unit float32 rows as it is used (`unit_rows` works row by
+    row, so a tile's rows are the same bits as the whole matrix's)."""
+    from mining.retrieval import unit_rows
+
+    def rows(a: int) -> np.ndarray:
+        tile = vectors[a:a + block]
+        return unit_rows(tile) if normalize else tile
+
     n = vectors.shape[0]
     out = []
     for a in range(0, n, block):
+        left = rows(a)
         for b in range(a, n, block):  # only j ≥ a: each pair once; one block × block tile in memory
-            sims = vectors[a:a + block] @ vectors[b:b + block].T
+            sims = left @ (left if b == a else rows(b)).T
             ii, jj = np.nonzero(sims >= th.min_cosine)
             ii, jj = ii + a, jj + b
             keep = (jj > ii) & ok[ii] & ok[jj]
@@ -185,12 +196,21 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     stores = open_method(Path(descriptors), global_for="near-duplicates need")
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
-    c_ids, c_payload = stores.candidates.load_all()
+    # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'
+    # 4, made unit float32 one tile at a time (R1M: 4.2 GB held, 8.4 GB at the peak, not ~25)
+    c_ids: list[str] = []
+    blocks = []
+    for ids_, block_ in stores.candidates.iter_blocks():
+        c_ids.extend(ids_)
+        blocks.append(np.asarray(block_))
+    dim = int(stores.candidates.info.get("dim", 1))
+    raw = np.concatenate(blocks) if blocks else np.zeros((0, dim), np.float16)
+    del blocks
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
     order = np.argsort(pid, kind="stable")
-    pid, cand = pid[order], unit_rows(c_payload)[order] if len(c_ids) else np.zeros((0, 1), np.float32)
+    pid, raw = pid[order], raw[order]
     hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads)
-    pairs = close_pairs(cand, hashes, ok, th)
+    pairs = close_pairs(raw, hashes, ok, th, normalize=True)
     root = groups_of(pid.size, pairs)
     group = pid[root]
     size = np.bincount(root, minlength=pid.size)[root]
@@ -203,15 +223,15 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
         ids, payload = getattr(stores, part).load_all()
         names += list(ids)
         owners += [lookup.get(i) for i in ids]
-        vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, cand.shape[1]), np.float32))
-    lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, cand.shape[1]), np.float32)
+        vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, raw.shape[1]), np.float32))
+    lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
     lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS)
     copy_of = np.full(pid.size, None, dtype=object)
     probable = np.full(pid.size, None, dtype=object)
     copy_cos = np.full(pid.size, np.nan)
     copy_dist = np.full(pid.size, -1, np.int64)
     for a in range(0, pid.size, BLOCK):
-        sims = cand[a:a + BLOCK] @ lm_vecs.T
+        sims = unit_rows(raw[a:a + BLOCK]) @ lm_vecs.T
         # hash distances only where the cosine passes (few): a dense (block, images, crops) array
         # of distances would take gigabytes for a 5k-image landmark dataset
         rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])

@@ -114,3 +114,22 @@ def test_probable_landmarks_head_their_landmarks_queue(tmp_path):
     assert out["rank"] == [1, 2, 3, 1, 2]
     assert out["probable_landmark"] == [True, False, False, True, False]
     assert out["total_score"][0] == 0.5 and out["score"][0] is None and out["score"][3] == 5.0
+
+
+def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
+    """neardup keeps the store's float16 rows (half the memory) and makes each tile unit
+    float32 rows as it goes: the same pairs as unit rows of the whole matrix, across tiles."""
+    from mining.retrieval import unit_rows
+
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((300, 64)).astype(np.float32)
+    copies = base[rng.integers(0, 300, 120)] + rng.normal(0, 0.15, (120, 64)).astype(np.float32)
+    raw = np.concatenate([base, copies]).astype(np.float16) * np.float16(3)  # not unit: scaled rows
+    raw = raw[rng.permutation(len(raw))]
+    hashes = rng.integers(0, 2**20, len(raw)).astype(np.uint64)  # within 20 bits: the hash test passes often
+    ok = rng.random(len(raw)) > 0.05
+    th = neardup.Thresholds(max_hash_distance=12, min_cosine=0.9)
+    whole = neardup.close_pairs(unit_rows(raw), hashes, ok, th, block=64)
+    tiled = neardup.close_pairs(raw, hashes, ok, th, block=64, normalize=True)
+    assert len(whole) > 20  # planted copies across many 64-row tiles
+    assert np.array_equal(whole, tiled)

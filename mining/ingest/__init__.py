@@ -37,7 +37,6 @@ from mining.ingest.yfcc import (
     Block,
     REASONS,
     SCHEMA,
-    _Lbzip2Stream,
     bz2_decoder,
     detect_layout,
     iter_blocks,
@@ -310,10 +309,6 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     fstats = sink.file_stats(path, nfields)
     label = escape_field(str(path).encode("utf-8", "surrogateescape"))
     stream, raw = open_stream(path, threads=workers)
-    # lbzip2 spends ~2 CPU s per 1 CPU s of parsing on the same rows (measured: 17.5 vs 8.5 s
-    # per 1M rows): it keeps `workers` threads, the parser gets half as many blocks in flight
-    # (2 cores: 12.8-13.3 s instead of 13.7-16.6 s with 2 parsing)
-    in_flight = max(1, workers // 2) if isinstance(stream, _Lbzip2Stream) else workers
     # (parsed block, input bytes read up to its end): the bar moves as blocks are written
     pending: collections.deque[tuple[Future[Block], int]] = collections.deque()
     done = 0
@@ -328,7 +323,7 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     try:
         for data in _read_blocks(path, stream, block_size):
             pending.append((pool.submit(parse_block, data, nfields), raw.tell()))
-            while len(pending) > in_flight:  # bounded memory: a few blocks in flight
+            while len(pending) > workers:  # bounded memory: a few blocks in flight
                 take_oldest()
         while pending:
             take_oldest()

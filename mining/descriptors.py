@@ -74,8 +74,11 @@ class Store:
         for s in self.shard_names():
             yield self.shard_ids(s), self.load_payload(s)
 
-    def load_all(self) -> tuple[list[str], Any]:
-        """All ids and, for global stores, one stacked float32 matrix (for small sets: queries)."""
+    def load_all(self, as_stored: bool = False) -> tuple[list[str], Any]:
+        """All ids and, for global stores, one stacked float32 matrix (for small sets: queries).
+
+        `as_stored`: the global rows as the store keeps them (float16: half the memory, for a
+        caller that decodes a tile at a time)."""
         ids: list[str] = []
         blocks: list[Any] = []
         for i, b in self.iter_blocks():
@@ -83,8 +86,11 @@ class Store:
             blocks.append(b)
         if self.kind == GLOBAL:
             dim = int(self.info.get("dim", 0))
-            mat = as_float32(np.concatenate(blocks)) if blocks else np.zeros((0, dim), np.float32)
-            return ids, mat
+            if not blocks:
+                return ids, np.zeros((0, dim), np.float16 if as_stored else np.float32)
+            mat = np.concatenate(blocks)
+            del blocks  # the shards' copies: one stacked matrix in memory at a time after this
+            return ids, mat if as_stored else as_float32(mat)
         from mining.methods import get_method
 
         return ids, get_method(self.method).concat_payloads(blocks, self.info)

@@ -198,14 +198,7 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
         raise UserError(f"{images}: image folder not found")
     # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'
     # 4, made unit float32 one tile at a time (R1M: 4.2 GB held, 8.4 GB at the peak, not ~25)
-    c_ids: list[str] = []
-    blocks = []
-    for ids_, block_ in stores.candidates.iter_blocks():
-        c_ids.extend(ids_)
-        blocks.append(np.asarray(block_))
-    dim = int(stores.candidates.info.get("dim", 1))
-    raw = np.concatenate(blocks) if blocks else np.zeros((0, dim), np.float16)
-    del blocks
+    c_ids, raw = stores.candidates.load_all(as_stored=True)
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
     order = np.argsort(pid, kind="stable")
     pid, raw = pid[order], raw[order]

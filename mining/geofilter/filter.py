@@ -23,12 +23,14 @@ pass 2 writes only the rows below the final threshold.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -330,6 +332,28 @@ def _chunks(files: list[Path], progress: bool, columns: list[str] | None = None,
                     rows += n
 
 
+_T = TypeVar("_T")
+_END = object()
+
+
+def _read_ahead(items: Iterable[_T], depth: int = 1) -> Iterator[_T]:
+    """`items` in order, each produced on a thread of its own up to `depth` items ahead, so
+    that decoding the next Parquet batch (pyarrow releases the GIL) overlaps the work on this
+    one: on 2 cores each pass costs about its larger half instead of the sum."""
+    it = iter(items)
+    with ThreadPoolExecutor(1, thread_name_prefix="geofilter-read") as pool:
+        # one thread calls next(): the generator is never run by two threads at once
+        pending: collections.deque[Future] = collections.deque(
+            pool.submit(next, it, _END) for _ in range(depth + 1))
+        try:
+            while (item := pending.popleft().result()) is not _END:
+                pending.append(pool.submit(next, it, _END))
+                yield item
+        finally:
+            for f in pending:
+                f.cancel()
+
+
 def _conform(batch: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
     """A batch in the first part's schema (parts written by other tools may differ slightly)."""
     if batch.schema == schema:
@@ -370,7 +394,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     ledger = _Ledger(scratch, total)
     bits = _Bits(total)
-    for batch in _chunks(files, progress, columns=columns, desc="geofilter (rules)"):
+    for batch in _read_ahead(_chunks(files, progress, columns=columns, desc="geofilter (rules)")):
         batch = _conform(batch, projected)
         if batch.column("photo_id").null_count:
             raise UserError("metadata has rows without a photo_id")
@@ -412,8 +436,12 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
     thr, ties_left = sampler.final() if sampler is not None else (None, 0)
     survivors = rows_out = 0
 
-    with atomic_path(out_dir / "candidates.parquet") as final_tmp, _writer(final_tmp, schema) as writer:
-        for batch in _chunks(files, progress, desc="geofilter (write)"):
+    with atomic_path(out_dir / "candidates.parquet") as final_tmp, _writer(final_tmp, schema) as writer, \
+            ThreadPoolExecutor(1, thread_name_prefix="geofilter-write") as write_pool:
+        # three stages on their own threads: read batch k+1, filter batch k, write batch k-1
+        # (one write in flight, so the file's rows stay in metadata order)
+        writing: Future | None = None
+        for batch in _read_ahead(_chunks(files, progress, desc="geofilter (write)")):
             batch = _conform(batch, schema)
             keep = bits.take(batch.num_rows)
             if not keep.any():
@@ -430,8 +458,13 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
                 keep = np.zeros_like(keep)
                 keep[idx[take]] = True
             if keep.any():
-                writer.write(batch.filter(pa.array(keep)))
+                kept = batch.filter(pa.array(keep))
                 rows_out += int(np.count_nonzero(keep))
+                if writing is not None:
+                    writing.result()
+                writing = write_pool.submit(writer.write, kept)
+        if writing is not None:
+            writing.result()
     assert survivors == photos.per_code[filt.kept], "pass 2 disagrees with pass 1"
 
     excluded = {reason: int(photos.per_code[i]) for i, reason in enumerate(filt.reasons)}

@@ -520,7 +520,9 @@ def parse_block(data: bytes, nfields: int, first_line: int = 1) -> Block:
 
     `first_line` is the 1-based line number of the block's first line in its file.
     """
-    if b"\r\n" in data:  # CRLF line ends (a lone CR stays part of its line)
+    # CRLF line ends (a lone CR stays part of its line); a one-byte search first: `in` with a
+    # two-byte needle scans ~50x slower (14 ms per 16 MiB block, ~13 % of the parse)
+    if b"\r" in data and b"\r\n" in data:
         data = data.replace(b"\r\n", b"\n")
     split = _fast_split(data, nfields)
     if split is None:

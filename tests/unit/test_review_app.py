@@ -270,6 +270,35 @@ def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp
     assert sorted(p.name for p in outside.iterdir()) == [entry.name]
 
 
+def test_a_cache_folder_swapped_for_a_link_while_rendering_gets_nothing(client, world, tmp_path, monkeypatch):
+    """The check and the write use one descriptor: swapping the entry's folder for a link to
+    elsewhere while the thumbnail renders (after any check by path) writes nothing there."""
+    from mining.review import thumbs
+
+    first = client.get("/thumb/1")
+    entry = _thumb_entry(world)
+    assert first.status_code == 200 and entry.is_file()
+    entry.unlink()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shard = entry.parent
+    real_render = thumbs.render
+
+    def render_then_swap(*args, **kwargs):
+        data = real_render(*args, **kwargs)
+        shard.rename(shard.with_name(shard.name + ".moved"))
+        os.symlink(outside, shard)
+        return data
+
+    monkeypatch.setattr(thumbs, "render", render_then_swap)
+    r = client.get("/thumb/1")
+    assert r.status_code == 200 and r.content == first.content  # served
+    assert list(outside.iterdir()) == []  # nothing written through the link
+    moved = shard.with_name(shard.name + ".moved")
+    assert sorted(p.name for p in moved.iterdir()) == [entry.name]  # written where the check was made
+    assert (moved / entry.name).read_bytes() == first.content
+
+
 def test_a_cache_root_that_is_a_symlink_is_fine(world, tmp_path):
     """Only links inside the cache are refused: the cache folder itself may live elsewhere."""
     elsewhere = tmp_path / "big-disk"

@@ -10,6 +10,7 @@ exact but slower path that splits every line with `split_pattern`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -121,6 +122,7 @@ class _Position:
 
 
 BZ2_DECODERS = ("auto", "lbzip2", "indexed_bzip2")
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux
 
 
 def bz2_decoder() -> str:
@@ -157,10 +159,17 @@ class _Lbzip2Stream:
             raise
         assert self._proc.stdout is not None
         self._out = self._proc.stdout
+        try:  # a 1 MiB pipe instead of 64 KiB: 16x fewer sleeps and wake-ups on both sides
+            fcntl.fcntl(self._out.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        except OSError:  # above /proc/sys/fs/pipe-max-size for this user: the default pipe works
+            pass
 
     def read(self, n: int = -1) -> bytes:
         data = self._out.read(n)
-        if not data or (n > 0 and len(data) < n):
+        # a short read is the end of lbzip2's output: hand out what it wrote (whole, checked
+        # bzip2 blocks, in order) and tell a failure on the next call, so that the error says
+        # how far the good part went
+        if not data:
             if self._proc.wait() != 0:
                 self._err.seek(0)
                 message = self._err.read().decode("utf-8", "replace").strip().splitlines()

@@ -276,8 +276,10 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
                 evaluation: Path | None = None, manifest: Path | None = None, blur: bool = True,
                 threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
                 margin: float = DEFAULT_MARGIN, workers: int = 1, tar: bool = False,
-                shard_size: int = DEFAULT_SHARD, detector_factory: Any = None) -> dict:
-    """`mining release`: see the module docstring and docs/formats.md."""
+                shard_size: int = DEFAULT_SHARD, detector_factory: Any = None, progress: bool = False) -> dict:
+    """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
+    out of time on a cluster) resumes where it stopped when rerun with the same inputs and
+    settings: the images it finished are not checked again (`_resume`)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -325,30 +327,49 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         except (ValueError, OSError) as exc:  # undecodable: never released unchecked
             return None, [], str(exc).splitlines()[0]
 
+    from mining.progress import bar as progress_bar
+
     staging = out.parent / f".{out.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    settings = {"selection_sha256": hashlib.sha256(table_path.read_bytes()).hexdigest(),
+                "images": str(images.resolve()), "licenses": list(policy.spec), "blur": bool(blur),
+                "threshold": threshold, "min_face": int(min_face), "margin": margin, "code": code_version()}
+    sources = {i: _source_stamp(images / frame.path[i]) for i in todo}
+    done = _resume(staging, settings, sources, {i: str(frame.path[i]) for i in todo})
     status = ["licence" if c is not None else "licence_unknown" for c in codes]
     faces: list[list] = [[] for _ in codes]
     blurred = [False] * len(codes)
     sha: list[str | None] = [None] * len(codes)
-    released: list[int] = []
-    with ThreadPoolExecutor(max(1, int(workers))) as pool:
-        for i, (data, found, err) in zip(todo, pool.map(work, todo)):
-            faces[i] = found
+
+    def settle(record: dict) -> None:
+        i = record["row"]
+        status[i], faces[i], blurred[i], sha[i] = record["status"], record["faces"], record["blurred"], record["sha256"]
+
+    for record in done.values():
+        settle(record)
+    left = [i for i in todo if i not in done]
+    with ThreadPoolExecutor(max(1, int(workers))) as pool, open(staging / _JOURNAL, "ab") as journal, \
+            progress_bar(total=len(todo), initial=len(todo) - len(left), desc="release", unit="img",
+                         disable=not progress) as bar:
+        for i, (data, found, err) in zip(left, pool.map(work, left)):
+            record = {"row": i, "photo_id": int(frame.photo_id[i]), "source": sources[i], "status": "released",
+                      "faces": [list(f) for f in found], "blurred": False, "sha256": None}
             if err is not None:
-                status[i] = "undecodable"
+                record["status"] = "undecodable"
                 log.warning("photo %s: %s; left out", frame.photo_id[i], err)
-                continue
-            if found and noderivs(codes[i]):
-                status[i] = "noderivs_face"
-                continue
-            blurred[i] = bool(found)
-            atomic.write_bytes(staging / frame.path[i], data)
-            sha[i] = hashlib.sha256(data).hexdigest()
-            status[i] = "released"
-            released.append(i)
+            elif found and noderivs(codes[i]):
+                record["status"] = "noderivs_face"
+            else:
+                record["blurred"] = bool(found)
+                atomic.write_bytes(staging / frame.path[i], data)
+                record["sha256"] = hashlib.sha256(data).hexdigest()
+            # the image's file first, then its line: a line always means the work is on disk
+            journal.write(json.dumps(record).encode() + b"\n")
+            journal.flush()
+            settle(record)
+            bar.update(1)
+    for name in (_JOURNAL, _SETTINGS):  # the bookkeeping of a run is not part of the release
+        (staging / name).unlink()
+    released = [i for i in todo if status[i] == "released"]
 
     rel = frame.iloc[released].reset_index(drop=True)
     if candidates is not None:
@@ -420,6 +441,49 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: sha[i] for i in released}))
     _swap_in(staging, out)
     return stats
+
+
+_JOURNAL = ".journal.jsonl"  # in the staging folder: one line per image checked, after its file
+_SETTINGS = ".settings.json"  # in the staging folder: what the journal's lines were made with
+
+
+def _source_stamp(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths: dict[int, str]) -> dict[int, dict]:
+    """The journal records (by selection row) of images that a stopped run with the same
+    settings finished, and a staging folder to go on in. Anything else starts over: other
+    settings, a selection or code that changed, a source image replaced since (size or
+    mtime), a released file missing; a torn last line (the run died writing it) is dropped."""
+    records: dict[int, dict] = {}
+    if staging.exists():
+        try:
+            same = json.loads((staging / _SETTINGS).read_text()) == json.loads(json.dumps(settings))
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            shutil.rmtree(staging)
+        elif (staging / _JOURNAL).exists():
+            for line in (staging / _JOURNAL).read_bytes().splitlines():
+                try:
+                    r = json.loads(line)
+                    row = int(r["row"])
+                except (ValueError, KeyError, TypeError):
+                    break  # a torn line: the run died while writing it
+                if sources.get(row) != r.get("source"):
+                    continue  # not a row to release now, or its image changed since
+                if r["status"] == "released" and not (staging / paths[row]).is_file():
+                    continue
+                records[row] = r
+            if records:
+                log.info("release: resuming a stopped run; %d of %d images were already checked",
+                         len(records), len(sources))
+    if not staging.exists():
+        staging.mkdir(parents=True)
+        atomic.write_json(staging / _SETTINGS, settings)
+    return records
 
 
 def _swap_in(staging: Path, out: Path) -> None:

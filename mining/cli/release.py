@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mining.cli import add_input, main_input
+from mining.cli import add_input, add_progress_flag, main_input
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Writes OUT/jpg/<3 hex>/<key>.jpg (faces blurred; images without a face are byte copies), "
             "OUT/distractors.txt, OUT/release.parquet, OUT/ATTRIBUTION.md/.csv, OUT/README.md (the dataset card), "
             "OUT/stats.json, OUT/SHA256SUMS and, with --tar, OUT/webdataset/*.tar. NoDerivs images are never "
-            "modified: left out when a face is found, released as they are otherwise."
+            "modified: left out when a face is found, released as they are otherwise. A stopped run (killed, "
+            "out of time) resumes: run the same command again and the images it finished are not checked again "
+            "(other settings or inputs start over)."
         ),
     )
     add_input(p, "selected", type=Path, metavar="SELECTED",
@@ -42,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
     p.add_argument("--tar", action="store_true", help="also write WebDataset tar shards")
     p.add_argument("--shard-size", type=int, default=DEFAULT_SHARD, help=f"images per tar shard (default {DEFAULT_SHARD})")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     stats = run_release(main_input(args, "selected"), args.images, args.out, licenses=args.licenses, candidates=args.candidates,
                         candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
                         blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
-                        workers=args.workers, tar=args.tar, shard_size=args.shard_size)
+                        workers=args.workers, tar=args.tar, shard_size=args.shard_size,
+                        progress=not args.no_progress)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

@@ -225,6 +225,50 @@ def test_same_inputs_same_bytes(world, full):
     assert [f for f in files if (rel / f).read_bytes() != (again / f).read_bytes()] == []
 
 
+class _Counting(FaceDetector):
+    """The real detector, counting its calls; with `stop_after`, it dies on call stop_after + 1
+    (as a killed job would: the run stops mid-way)."""
+
+    calls = 0
+    stop_after: int | None = None
+
+    def detect(self, rgb):
+        if _Counting.stop_after is not None and _Counting.calls >= _Counting.stop_after:
+            raise KeyboardInterrupt("killed")
+        _Counting.calls += 1
+        return super().detect(rgb)
+
+
+def test_a_stopped_release_resumes_and_gives_the_same_bytes(world, full):
+    """Killed after 4 images, rerun: only the other 5 are checked again, and every file equals
+    the uninterrupted run's. Other settings on the rerun start over."""
+    rel, stats = full
+    checked = stats["checked_for_faces"]  # 8: the image under an unknown licence is never read
+    root = world[0]
+    _Counting.calls, _Counting.stop_after = 0, 4
+    with pytest.raises(KeyboardInterrupt):
+        release(world, "rel-resumed", licenses="all", tar=True, shard_size=4, detector_factory=_Counting)
+    staging = root / ".rel-resumed.partial"
+    journal = (staging / ".journal.jsonl").read_text().splitlines()
+    assert len(journal) == 4 and not (root / "rel-resumed").exists()
+    (staging / ".journal.jsonl").write_text("\n".join(journal) + '\n{"row": 7, "photo_')  # a torn last line
+    _Counting.calls, _Counting.stop_after = 0, None
+    release(world, "rel-resumed", licenses="all", tar=True, shard_size=4, detector_factory=_Counting)
+    assert checked == len(WORLD) - 1 and _Counting.calls == checked - 4
+    again = root / "rel-resumed"
+    files = sorted(p.relative_to(rel) for p in rel.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert [f for f in files if (rel / f).read_bytes() != (again / f).read_bytes()] == []
+    assert not staging.exists()
+    # other settings: the stopped run's work is not reused
+    _Counting.calls, _Counting.stop_after = 0, 2
+    with pytest.raises(KeyboardInterrupt):
+        release(world, "rel-other", licenses="all", detector_factory=_Counting)
+    _Counting.calls, _Counting.stop_after = 0, None
+    release(world, "rel-other", licenses="all", margin=0.5, detector_factory=_Counting)
+    assert _Counting.calls == checked
+
+
 @pytest.mark.parametrize("spec, expected", [
     ("commercial", {101, 104, 107, 108, 109}),
     (["Attribution-NonCommercial License", "http://creativecommons.org/licenses/by-nc-sa/2.0/", "BY-SA"],

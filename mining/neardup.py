@@ -99,11 +99,15 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
 LANDMARK_TRIMS = (0.0, 0.06, 0.12)  # landmark images: hashed whole and trimmed (11 hashes each)
 
 
-def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] = (0.0,)) -> tuple[np.ndarray, np.ndarray]:
+def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] = (0.0,),
+               progress: bool = False, desc: str = "neardup: hashing") -> tuple[np.ndarray, np.ndarray]:
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
+    from mining.progress import bar
+
     with ThreadPoolExecutor(max(1, threads)) as pool:  # Pillow releases the GIL while decoding
-        found = list(pool.map(lambda p: dhash(p, trims), paths))
+        found = list(bar(pool.map(lambda p: dhash(p, trims), paths), total=len(paths), desc=desc, unit="img",
+                         disable=not progress))
     width = 1 if len(trims) == 1 else 1 + 5 * (len(trims) - 1)
     arr = np.array([(h if isinstance(h, list) else [h]) if h is not None else [0] * width for h in found],
                    dtype=np.uint64).reshape(len(found), width)
@@ -139,12 +143,13 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
 
 
 def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
-                block: int = BLOCK, normalize: bool = False) -> np.ndarray:
+                block: int = BLOCK, normalize: bool = False, progress: bool = False) -> np.ndarray:
     """(i, j), i < j, of candidates that pass both tests, in (i, j) order.
 
     `normalize`: `vectors` are a store's raw rows (float16 at half the memory of float32
     unit rows); each tile is made unit float32 rows as it is used (`unit_rows` works row by
     row, so a tile's rows are the same bits as the whole matrix's)."""
+    from mining.progress import bar
     from mining.retrieval import unit_rows
 
     def rows(a: int) -> np.ndarray:
@@ -152,10 +157,13 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
         return unit_rows(tile) if normalize else tile
 
     n = vectors.shape[0]
+    k = -(-n // block)
     out = []
+    tiles = bar(total=k * (k + 1) // 2, desc="neardup: pairs", unit="tile", disable=not progress)
     for a in range(0, n, block):
         left = rows(a)
         for b in range(a, n, block):  # only j ≥ a: each pair once; one block × block tile in memory
+            tiles.update(1)
             sims = left @ (left if b == a else rows(b)).T
             ii, jj = np.nonzero(sims >= th.min_cosine)
             ii, jj = ii + a, jj + b
@@ -163,6 +171,7 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
             ii, jj = ii[keep], jj[keep]
             keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
             out.append(np.stack([ii[keep], jj[keep]], axis=1))
+    tiles.close()
     pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
 
@@ -180,7 +189,7 @@ def database_landmarks(dataset: Any) -> list[str | None]:
 
 
 def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
-                threads: int = 4) -> dict[str, Any]:
+                threads: int = 4, progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json."""
     import time
 
@@ -202,8 +211,8 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
     order = np.argsort(pid, kind="stable")
     pid, raw = pid[order], raw[order]
-    hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads)
-    pairs = close_pairs(raw, hashes, ok, th, normalize=True)
+    hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads, progress=progress)
+    pairs = close_pairs(raw, hashes, ok, th, normalize=True, progress=progress)
     root = groups_of(pid.size, pairs)
     group = pid[root]
     size = np.bincount(root, minlength=pid.size)[root]
@@ -218,7 +227,8 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
         owners += [lookup.get(i) for i in ids]
         vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, raw.shape[1]), np.float32))
     lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
-    lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS)
+    lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS, progress=progress,
+                                desc="neardup: hashing landmark images")
     copy_of = np.full(pid.size, None, dtype=object)
     probable = np.full(pid.size, None, dtype=object)
     copy_cos = np.full(pid.size, np.nan)

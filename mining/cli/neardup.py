@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.cli import add_progress_flag
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining import neardup as nd
@@ -30,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--landmark-max-hash-distance", type=int, default=nd.LANDMARK_MAX_HASH_DISTANCE, metavar="BITS")
     p.add_argument("--landmark-min-cosine", type=float, default=nd.LANDMARK_MIN_COSINE)
     p.add_argument("--threads", type=int, default=4, help="threads hashing images (default 4)")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -37,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from mining import neardup as nd
 
     th = nd.Thresholds(args.max_hash_distance, args.min_cosine, args.landmark_max_hash_distance, args.landmark_min_cosine)
-    st = nd.run_neardup(args.images, args.landmarks, args.descriptors, args.out, th, threads=args.threads)
+    st = nd.run_neardup(args.images, args.landmarks, args.descriptors, args.out, th, threads=args.threads,
+                         progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
           f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
     return 0

@@ -188,7 +188,7 @@ def test_one_cli_convention_across_verbs():
     verbs = _verb_parsers()
     with_progress = {name for name, p in verbs.items()
                      if any("--no-progress" in a.option_strings or "--quiet" in a.option_strings for a in p._actions)}
-    assert {"ingest", "geofilter", "score", "evaluate"} <= with_progress
+    assert {"ingest", "geofilter", "score", "evaluate", "neardup", "release"} <= with_progress
     for name in with_progress:
         action = next(a for a in verbs[name]._actions if "--no-progress" in a.option_strings)
         assert action.dest == "no_progress", name

@@ -40,13 +40,15 @@ def run(tmp_path_factory):
 TH = ["--min-cosine", "0.9", "--landmark-min-cosine", "0.8"]  # the histogram descriptor's scale, not cnn-gem's
 
 
-def test_planted_bursts_and_reuploads_are_found(run):
+def test_planted_bursts_and_reuploads_are_found(run, capsys):
     root, world, ds, truth = run
     planted = json.loads((world / "world.json").read_text())["counts"]["near_duplicates"]
     assert planted == {"bursts": 1, "burst_copies": 2, "reuploads": 1}
     assert (truth.view == "burst").sum() == 2 and (truth.view == "reupload").sum() == 1
     assert main(["neardup", "--images", str(root / "images"), "--landmarks", str(world / "landmarks"),
                  "--descriptors", str(root / "desc" / "hist"), "--out", str(root / "nd"), *TH]) == 0
+    err = capsys.readouterr().err  # long work shows progress: images hashed, pair tiles compared
+    assert "neardup: hashing" in err and "neardup: pairs" in err and "neardup: hashing landmark images" in err
     table = pq.read_table(root / "nd" / "neardup.parquet").to_pandas()
     m = neardup.measure(table, truth)
     assert m["groups"]["true_pairs"] == 3 and m["groups"]["precision"] == 1.0 and m["groups"]["recall"] == 1.0
@@ -57,7 +59,8 @@ def test_planted_bursts_and_reuploads_are_found(run):
     # the criterion needs both signals: a hash threshold of 0 bits finds nothing
     assert main(["neardup", "--images", str(root / "images"), "--landmarks", str(world / "landmarks"),
                  "--descriptors", str(root / "desc" / "hist"), "--out", str(root / "nd0"), *TH,
-                 "--max-hash-distance", "0", "--landmark-max-hash-distance", "0"]) == 0
+                 "--max-hash-distance", "0", "--landmark-max-hash-distance", "0", "--no-progress"]) == 0
+    assert "neardup:" not in capsys.readouterr().err
     assert json.loads((root / "nd0" / "stats.json").read_text())["pairs"] == 0
 
 

@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import os
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +43,7 @@ from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method
+from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -208,18 +208,7 @@ def iter_described(items: Sequence[ImageItem], methods: Sequence[Method], fns: S
 
     threads = max(1, threads)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="describe") as pool:
-        pending: deque = deque()
-        it = iter(items)
-        for item in it:
-            pending.append((item, pool.submit(job, item)))
-            if len(pending) >= threads + PREFETCH:
-                break
-        while pending:
-            item, fut = pending.popleft()
-            nxt = next(it, None)
-            if nxt is not None:
-                pending.append((nxt, pool.submit(job, nxt)))
-            yield item, fut.result()
+        yield from in_order(pool, job, items, threads + PREFETCH)
 
 
 # ---- one shard (runs in a Dask worker) -------------------------------------------------

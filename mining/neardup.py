@@ -104,10 +104,12 @@ def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] =
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
     from mining.progress import bar
+    from mining.threads import in_order
 
-    with ThreadPoolExecutor(max(1, threads)) as pool:  # Pillow releases the GIL while decoding
-        found = list(bar(pool.map(lambda p: dhash(p, trims), paths), total=len(paths), desc=desc, unit="img",
-                         disable=not progress))
+    threads = max(1, threads)
+    with ThreadPoolExecutor(threads) as pool:  # Pillow releases the GIL while decoding
+        found = [h for _, h in bar(in_order(pool, lambda p: dhash(p, trims), paths, 4 * threads), total=len(paths),
+                                   desc=desc, unit="img", disable=not progress)]
     width = 1 if len(trims) == 1 else 1 + 5 * (len(trims) - 1)
     arr = np.array([(h if isinstance(h, list) else [h]) if h is not None else [0] * width for h in found],
                    dtype=np.uint64).reshape(len(found), width)

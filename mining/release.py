@@ -52,6 +52,7 @@ from mining import __version__, atomic
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
 from mining.publish import md_text
+from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +351,8 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     with ThreadPoolExecutor(max(1, int(workers))) as pool, open(staging / _JOURNAL, "ab") as journal, \
             progress_bar(total=len(todo), initial=len(todo) - len(left), desc="release", unit="img",
                          disable=not progress) as bar:
-        for i, (data, found, err) in zip(left, pool.map(work, left)):
+        # a few images ahead, not all: a stop (Ctrl-C, an error) waits for those few only
+        for i, (data, found, err) in in_order(pool, work, left, 2 * max(1, int(workers))):
             record = {"row": i, "photo_id": int(frame.photo_id[i]), "source": sources[i], "status": "released",
                       "faces": [list(f) for f in found], "blurred": False, "sha256": None}
             if err is not None:

@@ -473,12 +473,14 @@ def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths:
                     r = json.loads(line)
                     row = int(r["row"])
                 except (ValueError, KeyError, TypeError):
-                    break  # a torn line: the run died while writing it
+                    continue  # a torn line: the run died while writing it
                 if sources.get(row) != r.get("source"):
                     continue  # not a row to release now, or its image changed since
                 if r["status"] == "released" and not (staging / paths[row]).is_file():
                     continue
                 records[row] = r
+            # the journal again with only what is kept: new lines never follow a torn one
+            atomic.write_bytes(staging / _JOURNAL, b"".join(json.dumps(r).encode() + b"\n" for r in records.values()))
             if records:
                 log.info("release: resuming a stopped run; %d of %d images were already checked",
                          len(records), len(sources))

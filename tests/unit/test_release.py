@@ -256,9 +256,14 @@ def test_a_stopped_release_resumes_and_gives_the_same_bytes(world, full):
     journal = (staging / ".journal.jsonl").read_text().splitlines()
     assert len(journal) == 4 and not (root / "rel-resumed").exists()
     (staging / ".journal.jsonl").write_text("\n".join(journal) + '\n{"row": 7, "photo_')  # a torn last line
+    _Counting.calls, _Counting.stop_after = 0, 2  # stopped again, after 2 more
+    with pytest.raises(KeyboardInterrupt):
+        release(world, "rel-resumed", licenses="all", tar=True, shard_size=4, detector_factory=_Counting)
+    # the torn line is gone, so the 2 new lines are whole lines of their own
+    assert _Counting.calls == 2 and len((staging / ".journal.jsonl").read_text().splitlines()) == 6
     _Counting.calls, _Counting.stop_after = 0, None
     release(world, "rel-resumed", licenses="all", tar=True, shard_size=4, detector_factory=_Counting)
-    assert checked == len(WORLD) - 1 and _Counting.calls == checked - 4
+    assert checked == len(WORLD) - 1 and _Counting.calls == checked - 6
     again = root / "rel-resumed"
     files = sorted(p.relative_to(rel) for p in rel.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())

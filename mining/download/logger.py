@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from mining import atomic
-from mining.download.reader import STATUSES
+from mining.download.reader import STATUSES, origin
 
 
 def progress_bar(total: int, initial: int = 0) -> Any:
@@ -63,12 +63,11 @@ EXPLAIN = {
 def most_common_failure(status: pa.Table, host: str) -> str:
     """`status (what it means) for N photos`, over the failed rows (those from `host` when any)."""
     from collections import Counter
-    from urllib.parse import urlsplit
 
     failed = status.filter(pc.not_equal(status.column("status"), "ok")).select(["url", "status", "http_code"])
     rows = failed.to_pylist()
-    netloc = urlsplit(host).netloc
-    rows = [r for r in rows if urlsplit(r["url"] or "").netloc == netloc] or rows
+    here = origin(host)
+    rows = [r for r in rows if origin(r["url"]) == here] or rows
     if not rows:
         return "none recorded"
     (st, code), n = Counter((r["status"], r["http_code"]) for r in rows).most_common(1)[0]

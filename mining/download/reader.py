@@ -117,8 +117,9 @@ def status_path(out: Path, index: int) -> Path:
     return out / "status" / f"shard-{index:05d}.parquet"
 
 
-def _origin(url: str | None) -> str:
-    """`scheme://host:port` of a URL, lower case (a string split: millions of URLs on a resume)."""
+def origin(url: str | None) -> str:
+    """`scheme://host:port` of a URL, lower case (a string split: millions of URLs on a resume).
+    "Same host?" in the download stage is always this: resume and the failure summary agree."""
     return "/".join((url or "").split("/", 3)[:3]).lower()
 
 
@@ -140,10 +141,10 @@ def plan_shards(out: Path, ids: list[int], urls: list[str | None], shard_size: i
         sp = status_path(out, i)
         if sp.exists():
             prev = pq.read_table(sp).to_pylist()
-            origin = {p: _origin(u) for p, u in zip(shard.photo_ids, shard.urls)}
+            asked_of = {p: origin(u) for p, u in zip(shard.photo_ids, shard.urls)}
             keep = [r for r in prev if r["status"] not in TRANSIENT and (
                 image_exists(out, r["photo_id"], i if tar else None) if r["status"] == "ok"
-                else _origin(r["url"]) == origin.get(r["photo_id"]))]
+                else origin(r["url"]) == asked_of.get(r["photo_id"]))]
             if len(keep) == len(shard.photo_ids):
                 continue
             kept = {r["photo_id"] for r in keep}

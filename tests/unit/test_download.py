@@ -424,3 +424,21 @@ def test_requests_go_through_the_environment_proxy_unless_no_proxy_exempts_the_h
         # the proxy got the absolute URLs (it answers 404: it is no real proxy)
         assert sorted(p for _, p, _ in proxy.log) == urls
     assert {r["status"] for r in status_rows(tmp_path).values()} == {"not_found"}
+
+
+def test_the_failure_summary_counts_the_current_hosts_failures_as_resume_does():
+    """One "same host?" for the download stage (reader.origin): scheme, host and port, case
+    folded. The summary counts only this host's failures when it has any."""
+    import pyarrow as pa
+
+    from mining.download.logger import most_common_failure
+    from mining.download.reader import origin
+
+    urls = (["HTTP://Mirror.example:8000/1/%d_a_b.jpg" % i for i in range(3)]
+            + ["http://old.example/1/%d_a_b.jpg" % i for i in range(5)])
+    status = pa.table({"url": urls, "status": ["not_found"] * 3 + ["timeout"] * 5, "http_code": [404] * 3 + [None] * 5})
+    assert origin(urls[0]) == origin("http://mirror.example:8000") == "http://mirror.example:8000"
+    assert origin("https://mirror.example:8000/x") != origin(urls[0])  # another scheme is another origin
+    assert most_common_failure(status, "http://mirror.example:8000") == "not_found (HTTP 404) for 3 photos"
+    # no failure from this host: the summary falls back to all failures
+    assert most_common_failure(status, "http://new.example") == "timeout (no answer within --timeout) for 5 photos"

@@ -10,7 +10,6 @@ slurmdbd + MariaDB, munge; started once for the session by tests/slurm/slurmclus
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -20,38 +19,12 @@ from pathlib import Path
 import pytest
 
 from slurmcluster import PARTITION, Cluster
-from snakerun import DEMO_MANIFEST, REPO, assert_same_outputs, failure_text, snakemake, snakemake_cmd, wait_for
+from slurmrun import SLURM_ARGS, completed_per_rule, expected_jobs, job_rules
+from snakerun import DEMO_MANIFEST, assert_same_outputs, snakemake_cmd, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-# The README's SLURM command, with the test cluster's partition given on the command line,
-# threads capped to this 2-core machine, and the plugin's first status check after 2 s
-# instead of 40 (the jobs here take seconds, not hours).
-SLURM_ARGS = [
-    "--workflow-profile", str(REPO / "workflows" / "profiles" / "slurm"),
-    "--default-resources", f"slurm_partition={PARTITION}",
-    "--max-threads", "2",
-    "--slurm-init-seconds-before-status-checks", "2",
-]
 KILLED_METHOD = "cnn-gem"  # the slowest describe: the one killed mid-stage
-
-
-def _job_rules(cluster: Cluster, before: set[str]) -> list[tuple[str, str]]:
-    """(rule with wildcards, final state) of every workflow job in the controller's record
-    that was not there before (`before`: job ids)."""
-    return sorted((j["comment"].removeprefix("rule_"), j["state"]) for j in cluster.jobs()
-                  if j["comment"].startswith("rule_") and j["id"] not in before)
-
-
-def _expected_jobs(workdir: Path) -> dict[str, int]:
-    """Jobs per rule that the workflow plans for a fresh run (a dry run's job stats, `all` left out)."""
-    r = snakemake(workdir, "-n", "--cores", "2", manifest=DEMO_MANIFEST)
-    assert r.returncode == 0, failure_text(r)
-    table = r.stdout.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
-    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
-    counts.pop("all", None)
-    counts.pop("total", None)
-    return counts
 
 
 # ---------------------------------------------------------------- the demo through SLURM
@@ -75,7 +48,7 @@ def _kill_a_running_describe_job(cluster: Cluster, shards: Path, proc: subproces
 def test_demo_on_slurm_every_rule_is_a_job_a_lost_job_resumes_outputs_equal_local(slurm, slurm_env, request, tmp_path):
     work = tmp_path / "slurm-run"
     work.mkdir()
-    expected = _expected_jobs(tmp_path / "plan")
+    expected = expected_jobs(tmp_path / "plan", DEMO_MANIFEST)
     before = {j["id"] for j in slurm.jobs()}
     log = open(tmp_path / "snakemake.log", "w")
     t0 = time.monotonic()
@@ -109,13 +82,8 @@ def test_demo_on_slurm_every_rule_is_a_job_a_lost_job_resumes_outputs_equal_loca
 
     # Every rule ran as an sbatch job in partition testq: the controller recorded each once
     # (the killed describe job twice: FAILED, then completed by the retry).
-    jobs = _job_rules(slurm, before)
-    completed: dict[str, int] = {}
-    for name, state in jobs:
-        if state == "COMPLETED":
-            rule = name.split("_wildcards_")[0]
-            completed[rule] = completed.get(rule, 0) + 1
-    assert completed == expected, (jobs, expected)
+    jobs = job_rules(slurm, before)
+    assert completed_per_rule(jobs) == expected, (jobs, expected)
     failed = [name for name, state in jobs if state != "COMPLETED"]
     assert failed == [f"describe_candidates_wildcards_{KILLED_METHOD}"], jobs
     assert [j["state"] for j in slurm.jobs() if j["id"] == killed["job"]] == ["FAILED"]

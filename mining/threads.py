@@ -4,13 +4,15 @@
 stop (an error, Ctrl-C) waits for every item left, since leaving the pool waits for all
 that was submitted; for a release's million images that is days. `in_order` keeps `ahead`
 items submitted and cancels the rest when the consumer stops, so a stop waits only for the
-few items already running.
+few items already running. `read_ahead` is the same mechanism for a generator whose next
+item is the expensive part (decoding the next Parquet batch).
 """
 
 from __future__ import annotations
 
 import collections
-from concurrent.futures import Executor, Future
+import itertools
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -33,3 +35,18 @@ def in_order(pool: Executor, fn: Callable[[T], R], items: Iterable[T], ahead: in
     finally:
         for _, fut in pending:  # not started yet: never started
             fut.cancel()
+
+
+_END = object()
+
+
+def read_ahead(items: Iterable[T], depth: int = 1) -> Iterator[T]:
+    """`items` in order, each produced on a thread of its own up to `depth` items ahead, so
+    that producing the next one (pyarrow decoding a Parquet batch releases the GIL) overlaps
+    the work on this one. One thread calls next(): the generator never runs on two at once."""
+    it = iter(items)
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        for _, item in in_order(pool, lambda _: next(it, _END), itertools.repeat(None), depth + 1):
+            if item is _END:
+                return
+            yield item

@@ -23,14 +23,13 @@ pass 2 writes only the rows below the final threshold.
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +39,7 @@ import pyarrow.parquet as pq
 from mining.atomic import atomic_path, output_folder, write_json
 from mining.errors import UserError
 from mining.exclusion import Recipe
+from mining.threads import read_ahead
 
 log = logging.getLogger(__name__)
 
@@ -332,28 +332,6 @@ def _chunks(files: list[Path], progress: bool, columns: list[str] | None = None,
                     rows += n
 
 
-_T = TypeVar("_T")
-_END = object()
-
-
-def _read_ahead(items: Iterable[_T], depth: int = 1) -> Iterator[_T]:
-    """`items` in order, each produced on a thread of its own up to `depth` items ahead, so
-    that decoding the next Parquet batch (pyarrow releases the GIL) overlaps the work on this
-    one: on 2 cores each pass costs about its larger half instead of the sum."""
-    it = iter(items)
-    with ThreadPoolExecutor(1, thread_name_prefix="geofilter-read") as pool:
-        # one thread calls next(): the generator is never run by two threads at once
-        pending: collections.deque[Future] = collections.deque(
-            pool.submit(next, it, _END) for _ in range(depth + 1))
-        try:
-            while (item := pending.popleft().result()) is not _END:
-                pending.append(pool.submit(next, it, _END))
-                yield item
-        finally:
-            for f in pending:
-                f.cancel()
-
-
 def _conform(batch: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
     """A batch in the first part's schema (parts written by other tools may differ slightly)."""
     if batch.schema == schema:
@@ -394,7 +372,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     ledger = _Ledger(scratch, total)
     bits = _Bits(total)
-    for batch in _read_ahead(_chunks(files, progress, columns=columns, desc="geofilter (rules)")):
+    for batch in read_ahead(_chunks(files, progress, columns=columns, desc="geofilter (rules)")):
         batch = _conform(batch, projected)
         if batch.column("photo_id").null_count:
             raise UserError("metadata has rows without a photo_id")
@@ -441,7 +419,7 @@ def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Pa
         # three stages on their own threads: read batch k+1, filter batch k, write batch k-1
         # (one write in flight, so the file's rows stay in metadata order)
         writing: Future | None = None
-        for batch in _read_ahead(_chunks(files, progress, desc="geofilter (write)")):
+        for batch in read_ahead(_chunks(files, progress, desc="geofilter (write)")):
             batch = _conform(batch, schema)
             keep = bits.take(batch.num_rows)
             if not keep.any():

@@ -49,3 +49,29 @@ def test_an_error_is_raised_at_its_items_turn():
         assert next(it) == (0, 0) and next(it) == (1, 1)
         with pytest.raises(ValueError, match="bad item"):
             next(it)
+
+
+def test_read_ahead_gives_a_generator_in_order_one_thread_and_stops_it_with_the_consumer():
+    from mining.threads import read_ahead
+
+    produced, threads = [], set()
+
+    def gen():
+        for x in range(50):
+            threads.add(threading.get_ident())
+            produced.append(x)
+            if x == 40:
+                raise ValueError("bad batch")
+            yield x
+
+    got = []
+    with pytest.raises(ValueError, match="bad batch"):
+        for x in read_ahead(gen(), depth=2):
+            got.append(x)
+    assert got == list(range(40)) and len(threads) == 1 and threading.get_ident() not in threads
+    produced.clear()
+    for x in read_ahead(gen(), depth=2):
+        if x == 5:
+            break
+    assert max(produced) <= 5 + 3  # at most depth + 1 items produced past the consumer's
+    assert list(read_ahead(iter([]))) == []

@@ -37,6 +37,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tarfile
 import threading
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 from mining import __version__, atomic
 from mining.errors import UserError
-from mining.layout import image_key, image_relpath
+from mining.layout import image_key
 from mining.publish import md_text
 from mining.threads import in_order
 
@@ -309,10 +310,13 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     codes = [licence_code(n, u) for n, u in zip(frame.license_name, frame.license_url)]
     allowed = [policy.allows(n, u, c) for n, u, c in zip(frame.license_name, frame.license_url, codes)]
     todo = [i for i, ok in enumerate(allowed) if ok]
+    sources = {}  # (size, mtime) of every image to check: found before any work, and the resume's stamp
     for i in todo:
-        if not (images / frame.path[i]).is_file():
+        stamp = _source_stamp(images / frame.path[i])
+        if stamp is None:
             raise UserError(f"image of photo {frame.photo_id[i]} not found: {images / frame.path[i]} "
                             "(is --images the download root of this selection?)")
+        sources[i] = stamp
 
     factory = detector_factory or (lambda: FaceDetector(threshold, min_face))
     local = threading.local()
@@ -334,7 +338,6 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     settings = {"selection_sha256": hashlib.sha256(table_path.read_bytes()).hexdigest(),
                 "images": str(images.resolve()), "licenses": list(policy.spec), "blur": bool(blur),
                 "threshold": threshold, "min_face": int(min_face), "margin": margin, "code": code_version()}
-    sources = {i: _source_stamp(images / frame.path[i]) for i in todo}
     done = _resume(staging, settings, sources, {i: str(frame.path[i]) for i in todo})
     status = ["licence" if c is not None else "licence_unknown" for c in codes]
     faces: list[list] = [[] for _ in codes]
@@ -449,9 +452,13 @@ _JOURNAL = ".journal.jsonl"  # in the staging folder: one line per image checked
 _SETTINGS = ".settings.json"  # in the staging folder: what the journal's lines were made with
 
 
-def _source_stamp(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns]
+def _source_stamp(path: Path) -> list[int] | None:
+    """[size, mtime_ns] of a regular file (None: absent or not a file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else None
 
 
 def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths: dict[int, str]) -> dict[int, dict]:

@@ -44,7 +44,7 @@ def make_client(scheduler: str | None = None, workers: int | None = None, slurm:
     # (cnn-gem on the tiny world: 166 s vs 55 s in-process). None = leave glibc's default.
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=":0")
-    return Client(cluster), cluster
+    return _quiet_at_close(Client(cluster)), cluster
 
 
 def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
@@ -61,7 +61,17 @@ def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
     jobs = int(kwargs.pop("jobs", workers or 1))
     cluster = SLURMCluster(**kwargs)
     cluster.scale(jobs=jobs)
-    return Client(cluster), cluster
+    return _quiet_at_close(Client(cluster)), cluster
+
+
+def _quiet_at_close(client: Any) -> Any:
+    """`client`, its workers (also those that join later) told not to log a traceback for a
+    heartbeat cut short by their own shutdown (`mining.dask_plugins.QuietClose`). Only for
+    clusters this process starts: another's workers keep their logging."""
+    from mining.dask_plugins import QuietClose
+
+    client.register_plugin(QuietClose(), name=QuietClose.name)
+    return client
 
 
 @contextlib.contextmanager

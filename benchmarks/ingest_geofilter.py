@@ -2,12 +2,13 @@
 and `.bz2`/`.gz` ingest vs Python's own single-threaded decompression of the same file.
 
 Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
-3 % malformed: the demo world's rows, from tests/helpers/yfcc_rows.py) whose geotags follow a
-Flickr-like mix (Europe incl. the UK and France, the US incl. Las Vegas, the rest of the
-world, some at sea), and (with --codecs) its .bz2 (level 9) and .gz (level 6) copies, then
+3 % malformed unless --malformed says otherwise: the demo world's rows, from
+tests/helpers/yfcc_rows.py) whose geotags follow a Flickr-like mix (Europe incl. the UK and
+France, the US incl. Las Vegas, the rest of the world, some at sea), and (with --codecs) its .bz2 (level 9) and .gz (level 6) copies, then
 times, each in a fresh subprocess of the same run:
   (a) pyarrow.csv.read_csv of the file (tab-delimited, no quoting, bad rows skipped);
-  (b) ingest + geofilter with manifests/r1m.yaml;
+  (b) ingest + geofilter with manifests/r1m.yaml (or, --r1m-sample, its sample scaled to
+      R1M's share of the rows);
   (c) per codec: Python's bz2/gzip module reading the compressed file to nowhere (one thread:
       decompression alone), and `ingest` of the compressed file (parallel decoder),
 alternating --repeat times (the fastest of each counts; all times are printed too).
@@ -18,6 +19,7 @@ load average before and after (the machine is shared). Targets (issue 15): ratio
 bz2 speedup >= 1.6, peak_rss_mb < 1500.
 
     nice .venv/bin/python -m benchmarks.ingest_geofilter [--rows N] [--workdir DIR] [--codecs bz2,gz]
+        [--malformed 0.03] [--r1m-sample]
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 YFCC_FIELDS = 25
@@ -61,14 +65,15 @@ def _geotag(rng: random.Random) -> tuple[float, float]:
     return rng.uniform(-60, 75), rng.uniform(-180, 180)
 
 
-def generate(path: Path, rows: int, seed: int = 0) -> None:
-    """The tests' bulk rows (the demo world's), geotags moved to a realistic geographic mix."""
+def generate(path: Path, rows: int, seed: int = 0, malformed: float = 0.03) -> None:
+    """The tests' bulk rows (the demo world's), geotags moved to a realistic geographic mix;
+    `malformed` of them (a fraction) carry one of the quarantine's defects."""
     from tests.helpers.yfcc_rows import iter_lines  # a test helper: run as `python -m benchmarks.ingest_geofilter`
 
     rng = random.Random(seed + 1)
     with open(path, "w", encoding="utf-8") as f:
         buf = []
-        for line, kind in iter_lines(rows, seed=seed, nfields=YFCC_FIELDS, malformed=0.03):
+        for line, kind in iter_lines(rows, seed=seed, nfields=YFCC_FIELDS, malformed=malformed):
             if kind is None:
                 fields = line.split("\t")
                 if fields[LAT]:
@@ -95,6 +100,23 @@ def _plain_read(src: str) -> dict:
     return {"seconds": time.perf_counter() - t, "rows": table.num_rows}
 
 
+R1M_ROWS, R1M_SAMPLE = 100_000_000, 5_000_000  # YFCC100M's rows, and the photos R1M drew at random
+
+
+def _manifest(work: Path, rows: int, r1m_sample: bool) -> Path:
+    """manifests/r1m.yaml itself, or (r1m_sample) a copy whose random sample keeps R1M's share
+    of the rows (5M of 100M: 5 %), so that geofilter writes what it would at R1M's size, not
+    every photo that passes the rules (the whole 5M sample is larger than any test file)."""
+    original = ROOT / "manifests" / "r1m.yaml"
+    if not r1m_sample:
+        return original
+    manifest = yaml.safe_load(original.read_text())
+    manifest["geofilter"]["sample"]["n"] = max(1, rows * R1M_SAMPLE // R1M_ROWS)
+    path = work / "r1m-scaled.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return path
+
+
 def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     from mining import geofilter
     from mining.ingest import ingest
@@ -105,7 +127,7 @@ def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     t0 = time.perf_counter()
     ingest_stats = ingest([src], meta, progress=False, workers=workers)
     t1 = time.perf_counter()
-    geo_stats = geofilter.run(meta, ROOT / "manifests" / "r1m.yaml", cand, progress=False)
+    geo_stats = geofilter.run(meta, os.environ["BENCH_MANIFEST"], cand, progress=False)
     t2 = time.perf_counter()
     ingest_stats.pop("fingerprint", None)
     return {"ingest_s": t1 - t0, "geofilter_s": t2 - t1, "ingest": ingest_stats, "geofilter": geo_stats}
@@ -150,8 +172,8 @@ def _child(kind: str, src: str, work: str) -> None:
     print(json.dumps(out, default=str))
 
 
-def _run_child(kind: str, src: Path, work: Path, workers: int | None = None) -> dict:
-    env = dict(os.environ, BENCH_WORKERS=str(workers or ""))
+def _run_child(kind: str, src: Path, work: Path, workers: int | None = None, manifest: Path | None = None) -> dict:
+    env = dict(os.environ, BENCH_WORKERS=str(workers or ""), BENCH_MANIFEST=str(manifest or ""))
     r = subprocess.run([sys.executable, "-m", "benchmarks.ingest_geofilter", "--child", kind, str(src), str(work)],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     if r.returncode != 0:
@@ -169,6 +191,14 @@ def main() -> None:
     ap.add_argument("--codecs", default="bz2,gz",
                     help="compressed copies to time ingest on against Python's decompressor ('' for none)")
     ap.add_argument("--workers", type=int, default=None, help="ingest workers (default: ingest's)")
+    ap.add_argument("--malformed", type=float, default=0.03,
+                    help="fraction of malformed rows in the generated file (default 0.03, a stress level: "
+                         "every 16 MiB block then holds ~1,000 rows to quarantine)")
+    ap.add_argument("--r1m-sample", action="store_true",
+                    help="scale the manifest's random sample to R1M's share of the rows (5M of 100M), "
+                         "so that geofilter writes as much per input row as at R1M's size; "
+                         "default: manifests/r1m.yaml as it is (on a test file every photo that "
+                         "passes the rules is kept, ~8x R1M's share)")
     ap.add_argument("--skip-pipeline", action="store_true", help="only the compressed-input measurements")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -179,24 +209,32 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ingest-geofilter-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        src = work / "yfcc100m_dataset.tsv"
+        if not 0 <= args.malformed < 1:
+            sys.exit("--malformed must be a fraction in [0, 1)")
+        # the rate is in the name, so that a kept --workdir never times a file of another rate
+        src = work / ("yfcc100m_dataset.tsv" if args.malformed == 0.03 else f"yfcc100m_dataset-m{args.malformed:g}.tsv")
         t = time.perf_counter()
         if not src.exists():
-            generate(src, args.rows)
+            generate(src, args.rows, malformed=args.malformed)
         codecs = [c for c in args.codecs.split(",") if c]
-        packed = {c: work / f"yfcc100m_dataset.tsv.{c}" for c in codecs}
+        packed = {c: src.with_name(f"{src.name}.{c}") for c in codecs}
         for c, path in packed.items():
             if not path.exists():
                 with open(src, "rb") as f_in, (bz2.open if c == "bz2" else gzip.open)(path, "wb") as f_out:
                     shutil.copyfileobj(f_in, f_out, 16 << 20)
         gen_s = time.perf_counter() - t
+        if not args.skip_pipeline:
+            # the file's own row count (a kept --workdir may hold a file of another size)
+            with open(src, "rb") as f:
+                file_rows = sum(block.count(b"\n") for block in iter(lambda: f.read(16 << 20), b""))
+            manifest = _manifest(work, file_rows, args.r1m_sample)
         load_before = os.getloadavg()
         plains, pipes = [], []
         timed: dict[str, dict[str, list[dict]]] = {c: {"decompress": [], "ingest": []} for c in codecs}
         for _ in range(max(1, args.repeat)):
             if not args.skip_pipeline:
                 plains.append(_run_child("plain", src, work))
-                pipes.append(_run_child("pipeline", src, work, args.workers))
+                pipes.append(_run_child("pipeline", src, work, args.workers, manifest))
             for c, path in packed.items():
                 timed[c]["decompress"].append(_run_child("decompress", path, work))
                 timed[c]["ingest"].append(_run_child("ingest", path, work, args.workers))
@@ -229,6 +267,9 @@ def main() -> None:
         rows = pipe["ingest"]["rows_in"]  # the file's, even if --workdir held an older one
         print(json.dumps({
             "rows": rows,
+            "malformed": args.malformed,
+            "manifest": str(manifest.relative_to(ROOT) if manifest.is_relative_to(ROOT) else manifest.name),
+            "sample_n": yaml.safe_load(manifest.read_text())["geofilter"]["sample"]["n"],
             "file_mb": round(src.stat().st_size / 2**20, 1),
             "generate_s": round(gen_s, 2),
             "repeat": len(plains),

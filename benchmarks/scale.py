@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import pickle
 import resource
@@ -483,6 +482,9 @@ def main() -> None:
     ap.add_argument("--score-candidates", type=int, nargs="*", default=None)
     ap.add_argument("--score-q1000", type=int, nargs="*", default=None, help="candidates for the 1,000-query score runs")
     ap.add_argument("--evaluate-q1000", type=int, nargs="*", default=None, help="N for the 1,000-query evaluate runs")
+    ap.add_argument("--extract-images", type=int, default=None,
+                    help="images per method for extract (default 6: minutes on a loaded machine; "
+                         "more gives a steadier per-image figure)")
     ap.add_argument("--merge", type=Path, nargs="+", help="merge these result files (runs of different stages) and summarise")
     ap.add_argument("--markdown", action="store_true", help="with --merge: print the README's table instead of JSON")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -517,6 +519,10 @@ def main() -> None:
         cfg["rows"] = a.rows
     if a.selected:
         cfg["selected"] = a.selected
+    if a.extract_images is not None:
+        if a.extract_images < 1:
+            sys.exit("--extract-images must be at least 1")
+        cfg["extract_images"] = a.extract_images
     for key in ("score_candidates", "score_q1000", "evaluate_q1000"):
         if getattr(a, key) is not None:
             cfg[key.replace("score_candidates", "score")] = getattr(a, key)

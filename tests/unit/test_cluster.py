@@ -130,6 +130,6 @@ def test_a_worker_closing_mid_heartbeat_leaves_no_traceback(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     assert run.returncode == 0, run.stderr
-    assert run.stderr.rstrip().endswith("closed"), run.stderr
+    assert "closed" in run.stderr.splitlines(), run.stderr  # the cluster closed and the script went on
     assert run.stderr.count("Failed to communicate with scheduler during heartbeat.") == 1, run.stderr
     assert "Traceback" not in run.stderr, run.stderr

@@ -4,7 +4,8 @@ and `.bz2`/`.gz` ingest vs Python's own single-threaded decompression of the sam
 Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
 3 % malformed unless --malformed says otherwise: the demo world's rows, from
 tests/helpers/yfcc_rows.py) whose geotags follow a Flickr-like mix (Europe incl. the UK and
-France, the US incl. Las Vegas, the rest of the world, some at sea), and (with --codecs) its .bz2 (level 9) and .gz (level 6) copies, then
+France, the US incl. Las Vegas, the rest of the world, some at sea), and (with --codecs) its
+.bz2 (level 9) and .gz (level 6) copies, then
 times, each in a fresh subprocess of the same run:
   (a) pyarrow.csv.read_csv of the file (tab-delimited, no quoting, bad rows skipped);
   (b) ingest + geofilter with manifests/r1m.yaml (or, --r1m-sample, its sample scaled to
@@ -103,18 +104,21 @@ def _plain_read(src: str) -> dict:
 R1M_ROWS, R1M_SAMPLE = 100_000_000, 5_000_000  # YFCC100M's rows, and the photos R1M drew at random
 
 
-def _manifest(work: Path, rows: int, r1m_sample: bool) -> Path:
-    """manifests/r1m.yaml itself, or (r1m_sample) a copy whose random sample keeps R1M's share
-    of the rows (5M of 100M: 5 %), so that geofilter writes what it would at R1M's size, not
-    every photo that passes the rules (the whole 5M sample is larger than any test file)."""
+def _manifest(work: Path, src: Path, r1m_sample: bool) -> tuple[Path, int]:
+    """(manifest, its sample's n): manifests/r1m.yaml itself, or (r1m_sample) a copy whose random
+    sample keeps R1M's share of `src`'s rows (5M of 100M: 5 %), so that geofilter writes what it
+    would at R1M's size, not every photo that passes the rules (the whole 5M sample is larger
+    than any test file)."""
     original = ROOT / "manifests" / "r1m.yaml"
-    if not r1m_sample:
-        return original
     manifest = yaml.safe_load(original.read_text())
+    if not r1m_sample:
+        return original, manifest["geofilter"]["sample"]["n"]
+    with open(src, "rb") as f:  # the file's own rows: a kept --workdir may hold another size
+        rows = sum(block.count(b"\n") for block in iter(lambda: f.read(16 << 20), b""))
     manifest["geofilter"]["sample"]["n"] = max(1, rows * R1M_SAMPLE // R1M_ROWS)
     path = work / "r1m-scaled.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-    return path
+    return path, manifest["geofilter"]["sample"]["n"]
 
 
 def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
@@ -224,10 +228,7 @@ def main() -> None:
                     shutil.copyfileobj(f_in, f_out, 16 << 20)
         gen_s = time.perf_counter() - t
         if not args.skip_pipeline:
-            # the file's own row count (a kept --workdir may hold a file of another size)
-            with open(src, "rb") as f:
-                file_rows = sum(block.count(b"\n") for block in iter(lambda: f.read(16 << 20), b""))
-            manifest = _manifest(work, file_rows, args.r1m_sample)
+            manifest, sample_n = _manifest(work, src, args.r1m_sample)
         load_before = os.getloadavg()
         plains, pipes = [], []
         timed: dict[str, dict[str, list[dict]]] = {c: {"decompress": [], "ingest": []} for c in codecs}
@@ -269,7 +270,7 @@ def main() -> None:
             "rows": rows,
             "malformed": args.malformed,
             "manifest": str(manifest.relative_to(ROOT) if manifest.is_relative_to(ROOT) else manifest.name),
-            "sample_n": yaml.safe_load(manifest.read_text())["geofilter"]["sample"]["n"],
+            "sample_n": sample_n,
             "file_mb": round(src.stat().st_size / 2**20, 1),
             "generate_s": round(gen_s, 2),
             "repeat": len(plains),

@@ -9,6 +9,7 @@ lives here, not in the download stage, because `mining select` writes the same U
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from mining.errors import UserError
@@ -64,3 +65,21 @@ def photo_url(host: str, size: str, server: int, photo_id: int, secret: str, sec
     if size == "b":
         return f"{host}/{server}/{photo_id}_{secret}_b.jpg"
     return f"{host}/{server}/{photo_id}_{secret_original}_o.{ext or 'jpg'}"
+
+
+# the mirror's key: each of the MD5's 16 bytes in hex *without* a leading zero ("0a" -> "a"),
+# so keys have 16 to 32 characters (the rule of the `yfcc100m` package's `yfcc_hash`)
+_BYTE_HEX = tuple(format(b, "x") for b in range(256))
+
+
+def yfcc_hash(download_url: str) -> str:
+    """YFCC's photo hash as the Multimedia Commons mirror names its images: the MD5 of the row's
+    download URL (UTF-8) with each byte printed in hex without a leading zero.
+
+    The mirror stores the photo at `data/images/<h[0:3]>/<h[3:6]>/<h>.jpg`."""
+    return "".join(_BYTE_HEX[b] for b in hashlib.md5(download_url.encode("utf-8")).digest())
+
+
+def mirror_relpath(photo_hash: str, ext: str = "jpg") -> str:
+    """Where the Multimedia Commons mirror keeps a photo: `data/images/<h[0:3]>/<h[3:6]>/<h>.<ext>`."""
+    return f"data/images/{photo_hash[:3]}/{photo_hash[3:6]}/{photo_hash}.{ext}"

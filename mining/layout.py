@@ -1,8 +1,12 @@
 """Where things live: a candidate's image (revisitop's R1M layout `jpg/<3 hex>/<key>.jpg`)
 and every stage's outputs under a run folder (`RunLayout`).
 
-The image key is a stable hash of the photo id, so the path is known before downloading and
-is the same on every machine, run and shard size. The workflow's rules
+The image key is YFCC's own photo hash (`mining.flickr.yfcc_hash` of the row's download URL,
+the key of the Multimedia Commons mirror), so our `jpg/` tree lines up with the mirror and with
+any YFCC copy a user already has; a row without a download URL falls back to the MD5 of its
+photo id. The path is known before downloading and is the same on every machine, run and shard
+size. Stages after the download find an image through `images/index.parquet`
+(`mining.imageindex`), never by recomputing the key. The workflow's rules
 (workflows/rules/common.smk builds ``L = RunLayout(R)``) and the report (``mining report
 --run``) both take a run's paths from `RunLayout`, so a renamed file or folder is changed
 once. Its paths are ``str`` joined with ``/``: Snakemake patterns keep their wildcards
@@ -14,17 +18,21 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from mining.flickr import yfcc_hash
 
-def image_key(photo_id: int) -> str:
-    """Stable 32-hex-char key of a photo id (MD5 of its decimal string)."""
+
+def image_key(photo_id: int, download_url: str | None = None) -> str:
+    """An image's key: YFCC's photo hash (`yfcc_hash` of the download URL, 16-32 hex characters),
+    or, for a row without a download URL, the MD5 of the photo id's decimal string (32)."""
+    if download_url:
+        return yfcc_hash(download_url)
     return hashlib.md5(str(int(photo_id)).encode("ascii")).hexdigest()
 
 
-def image_relpath(photo_id: int) -> str:
+def image_relpath(photo_id: int, download_url: str | None = None) -> str:
     """Path of a candidate image relative to the download root: `jpg/abc/abc....jpg`."""
-    key = image_key(photo_id)
+    key = image_key(photo_id, download_url)
     return f"jpg/{key[:3]}/{key}.jpg"
-
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,10 @@ class RunLayout:
     @property
     def images_summary(self) -> str:
         return f"{self.images}/summary.json"
+
+    @property
+    def images_index(self) -> str:
+        return f"{self.images}/index.parquet"
 
     def store(self, method: str, set_name: str) -> str:
         """One method's descriptor store for one set (its store.json)."""

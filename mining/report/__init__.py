@@ -11,6 +11,7 @@ import base64
 import csv
 import html
 import io
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -122,11 +123,22 @@ def _thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> 
     return f'<img alt="{html.escape(path.name)}" src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+@functools.lru_cache(maxsize=4)
+def _image_paths(images: Path) -> dict[int, str]:
+    """The download's {photo id: image path} ({} without an index.parquet)."""
+    from mining import imageindex
+
+    try:
+        return imageindex.stored(images)
+    except UserError as exc:
+        log.warning("%s; thumbnails skipped", exc)
+        return {}
+
+
 def _candidate_thumb(inp: Inputs, photo_id: Any) -> str:
     """A candidate's thumbnail from the run's image folder ("missing" without one)."""
-    from mining.layout import image_relpath
-
-    return _thumb(inp.images / image_relpath(int(photo_id))) if inp.images else "<span class=na>missing</span>"
+    rel = _image_paths(inp.images).get(int(photo_id)) if inp.images else None
+    return _thumb(inp.images / rel) if rel else "<span class=na>missing</span>"
 
 
 NA = '<p class="na">not available</p>'

@@ -24,9 +24,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from mining import imageindex
 from mining.errors import UserError
 from mining.landmarks import LandmarkDataset, load_landmarks
-from mining.layout import image_key, image_relpath
 from mining.review import db, thumbs
 from mining.review.access import Access, single
 
@@ -43,6 +43,7 @@ LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 class Settings:
     db_path: Path
     images: Path
+    paths: dict[int, str]  # photo id -> image path under `images` (its index.parquet)
     landmarks: LandmarkDataset | None
     thumbs: Path
     access: Access
@@ -68,6 +69,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     root = Path(images)
     if not root.is_dir():
         raise UserError(f"{root}: image root not found")
+    paths = imageindex.stored(root)
     db.connect(dbp).close()  # exists and opens
     ds = load_landmarks(landmarks) if landmarks else None
     if ds is not None:
@@ -79,7 +81,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         if known and known != ds.fingerprint():
             raise UserError(f"{ds.path}: landmark dataset {ds.fingerprint()} is not the one the queue "
                             f"was scored against ({known})")
-    s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), access)
+    s = Settings(dbp, root.resolve(), paths, ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), access)
     app = FastAPI(title="mining review", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = s
 
@@ -222,7 +224,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     @app.get("/thumb/{item_id}")
     def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> Response:
         src, pid = _item_image(con, item_id)
-        return _jpeg(thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src))
+        return _jpeg(thumbs.cached(s.thumbs, f"items/{s.paths[pid].removeprefix('jpg/')}", src))
 
     @app.get("/image/{item_id}")
     def image(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
@@ -245,7 +247,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         pid = db.photo_of(con, item_id)
         if pid is None:
             raise HTTPException(404, "unknown item")
-        src = thumbs.inside(s.images, s.images / image_relpath(pid))
+        rel = s.paths.get(pid)
+        src = thumbs.inside(s.images, s.images / rel) if rel else None
         if src is None:
             raise HTTPException(404, "image not found under the image root")
         return src, pid

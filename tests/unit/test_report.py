@@ -13,6 +13,7 @@ from PIL import Image
 from mining.cli import main
 from mining.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
+from mining import imageindex
 from mining.layout import image_relpath
 from test_evaluate_experiment import build_world, run_inputs
 
@@ -40,6 +41,8 @@ def make_run(tmp_path):
         _jpg(ds.image_path(name), (200, 30, 30))
     for p in selected[:5]:
         _jpg(run / "images" / image_relpath(int(p)), (20, 20, 200))
+    imageindex.write(run / "images", [{"photo_id": int(p), "status": "ok", "path": image_relpath(int(p))}
+                                      for p in selected[:5]])
     # closest landmark of every scored candidate (what score writes)
     sc = pq.read_table(run / "scores" / "scores.parquet").to_pandas()
     sc["closest_landmark"] = np.where(np.arange(len(sc)) % 2, "lm0", "lm1")

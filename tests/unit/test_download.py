@@ -23,7 +23,7 @@ from mining.download.ratelimit import HostSchedule, parse_retry_after
 from mining.download.reader import Shard
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
-from download_server import FaultServer, ServerProcess, jpeg, unique
+from download_server import FaultServer, ServerProcess, download_url, jpeg, unique
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
@@ -37,7 +37,7 @@ KINDS = {
 
 def durl(pid: int) -> str:
     """The candidates' download URL of a photo (YFCC's form; its MD5 is the photo hash)."""
-    return f"http://farm1.staticflickr.com/7/{pid}_5ec4e7.jpg"
+    return download_url(pid)
 
 
 def key_of(pid: int) -> str:

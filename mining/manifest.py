@@ -124,15 +124,35 @@ class DemoSection(TypedDict):
     faults: dict[str, float]
 
 
-class DownloadSection(TypedDict):
+class DownloadSource(TypedDict, total=False):
+    kind: Literal["flickr", "multimedia-commons", "local"]  # always present
+    name: str
+    host: str
+    size: Literal["b", "o"]
+    path: str
+    per_host_rps: float
+    threads: int
+    min_size: int
+    low_res: bool
+
+
+class _DownloadKeys(TypedDict):
     host: str
     size: Literal["b", "o"]
     per_host_rps: float
+    threads: int
     shard_size: int
     min_size: int
     timeout: float
+    connect_timeout: float
+    retries: int
+    max_throttle_wait: float
     tar: bool
     min_ok_fraction: float
+
+
+class DownloadSection(_DownloadKeys, total=False):
+    sources: list[DownloadSource]  # supersedes host/size (mining.download.sources)
 
 
 class DaskSection(TypedDict, total=False):

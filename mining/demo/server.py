@@ -29,6 +29,13 @@ from typing import Any
 PLACEHOLDER_PATH = "/images/photo_unavailable.png"
 FLICKR_PLACEHOLDER_URL = "https://s.yimg.com/pw/images/en-us/photo_unavailable.png"  # on another host
 _URL = re.compile(r"^/(\d+)/(\d+)_([0-9a-f]+)(?:_([a-z0-9]+))?\.([a-z0-9]+)$")
+# the Multimedia Commons mirror's layout: /data/images/<h[0:3]>/<h[3:6]>/<h>.jpg (h: the photo hash)
+_MIRROR_URL = re.compile(r"^/data/images/([0-9a-f]{3})/([0-9a-f]{3})/([0-9a-f]{16,32})\.jpg$")
+MIRROR_SIDE = 500  # the mirror's copies: ~500 px long side
+MIRROR_SMALL_SIDE = 200  # its `small` fault: below any sensible min_size
+# The demo mirror's faults unless world.json says otherwise (`mirror_faults`): a share of photos
+# it lacks (404; gone on Flickr too for some), and too-small copies.
+DEFAULT_MIRROR_FAULTS = {"not_found": 0.1, "small": 0.03}
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,10 @@ class Faults:
         return cls(**{**rates, **kw})
 
 
-def fault_for(seed: int, photo_id: int, faults: Faults) -> str | None:
-    """The fault a photo always gets (None = served correctly): a hash picks a point in [0, 1)."""
-    h = hashlib.sha256(f"{seed}:{photo_id}".encode()).digest()
+def fault_for(seed: int, photo_id: int, faults: Faults, salt: str = "") -> str | None:
+    """The fault a photo always gets (None = served correctly): a hash picks a point in [0, 1).
+    `salt` draws another, independent fault mix (the mirror's: "mirror:")."""
+    h = hashlib.sha256(f"{seed}:{salt}{photo_id}".encode()).digest()
     u = int.from_bytes(h[:8], "big") / 2**64
     acc = 0.0
     for name in Faults.ORDER:
@@ -232,6 +240,14 @@ class FlickrServer:
     def behaviour_of(self, photo_id: int) -> str | None:
         raise NotImplementedError
 
+    def mirror_photo(self, photo_hash: str) -> int | None:
+        """The photo the mirror keeps under this hash (None: 404, as the mirror answers)."""
+        return None
+
+    def mirror_behaviour_of(self, photo_id: int) -> str | None:
+        """The photo's behaviour on the mirror (`placeholder` there: 200 with the placeholder JPEG)."""
+        return None
+
     @functools.cached_property
     def placeholder_jpeg(self) -> bytes:
         from PIL import Image
@@ -283,14 +299,18 @@ class FlickrServer:
 
 
 class DemoServer(FlickrServer):
-    """The server over a built world, each photo's fault drawn by `fault_for`.
+    """The server over a built world, each photo's fault drawn by `fault_for`; it is the
+    Multimedia Commons mirror too (`/data/images/...` by the photo hash of the metadata's download
+    URL), with its own faults (`mirror_faults`, drawn independently per photo: photos gone
+    on Flickr are there unless the mirror lacks them too).
 
     >>> with DemoServer(world_dir, port=0, faults=Faults(not_found=0.1)) as srv:
     ...     requests.get(srv.url + "/123/456_abcdef0123_b.jpg")
     """
 
     def __init__(self, world: str | Path, port: int = 0, faults: Faults | None = None,
-                 rate_limit: float | None = 0.0, burst: float | None = None, host: str = "127.0.0.1") -> None:
+                 rate_limit: float | None = 0.0, burst: float | None = None, host: str = "127.0.0.1",
+                 mirror_faults: Faults | None = None) -> None:
         import pyarrow.parquet as pq
 
         self.root = Path(world)
@@ -305,8 +325,34 @@ class DemoServer(FlickrServer):
         self.photos = {int(pid): (int(srv), sec, seco, ext) for pid, srv, sec, seco, ext in zip(
             tab["photo_id"], tab["server"], tab["secret"], tab["secret_original"], tab["extension"])}
         self._small: dict[tuple[int, int], bytes] = {}
+        self.mirror_faults = mirror_faults if mirror_faults is not None else Faults.from_rates(
+            self.meta.get("mirror_faults", DEFAULT_MIRROR_FAULTS))
+        self.by_hash = self._hashes()
         super().__init__(port=port, faults=faults if faults is not None else Faults.from_rates(
             self.meta.get("faults", {})), rate_limit=rate_limit, burst=burst, host=host)
+
+    def _hashes(self) -> dict[str, int]:
+        """{photo hash: photo id} of the world's photos, from the metadata's download URLs."""
+        from mining.flickr import yfcc_hash
+
+        out: dict[str, int] = {}
+        meta = self.root / "metadata" / "yfcc100m_dataset"
+        if not meta.is_file():
+            return out
+        with open(meta, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) == 25 and fields[1].isdigit() and int(fields[1]) in self.photos and fields[16]:
+                    out[yfcc_hash(fields[16])] = int(fields[1])
+        return out
+
+    def mirror_photo(self, photo_hash: str) -> int | None:
+        return self.by_hash.get(photo_hash)
+
+    def mirror_fault_of(self, photo_id: int) -> str | None:
+        return fault_for(self.seed, photo_id, self.mirror_faults, salt="mirror:")
+
+    mirror_behaviour_of = mirror_fault_of
 
     def url_problem(self, photo_id: int, server: int, secret: str, suffix: str | None, ext: str) -> str | None:
         photo = self.photos.get(photo_id)
@@ -405,6 +451,21 @@ def _make_handler(srv: FlickrServer) -> type[BaseHTTPRequestHandler]:
             if path == PLACEHOLDER_PATH:
                 self._send(200, srv.placeholder, "image/png", "placeholder")
                 return
+            mm = _MIRROR_URL.match(path)
+            if mm is not None or path.startswith("/data/"):
+                h = mm.group(3) if mm else ""
+                pid_m = srv.mirror_photo(h) if mm and (mm.group(1), mm.group(2)) == (h[:3], h[3:6]) else None
+                if pid_m is None:
+                    self._send(404, b"<Error><Code>NoSuchKey</Code></Error>", "application/xml", "mirror")
+                    return
+                fault = srv.mirror_behaviour_of(pid_m)
+                if fault is not None:
+                    with srv.stats.lock:
+                        srv.stats.by_fault["mirror:" + fault] += 1
+                if srv.latency_s:
+                    srv.stopping.wait(srv.latency_s)
+                self._answer(pid_m, "mirror", "jpg", "mirror", fault)
+                return
             m = _URL.match(path)
             pid, suffix, ext = (int(m.group(2)), m.group(4), m.group(5)) if m else (0, None, "")
             problem = "unknown" if m is None else srv.url_problem(pid, int(m.group(1)), m.group(3), suffix, ext)
@@ -430,6 +491,8 @@ def _make_handler(srv: FlickrServer) -> type[BaseHTTPRequestHandler]:
             if fault in _FINAL:
                 self._send(_FINAL[fault], b"<html><body>error</body></html>", "text/html", kind)
                 return
+            if fault == "placeholder" and suffix == "mirror":  # the mirror stored a placeholder
+                fault = "placeholder_hash"
             if fault in ("placeholder", "placeholder_offsite"):
                 host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
                 where = f"http://{host}{PLACEHOLDER_PATH}" if fault == "placeholder" else srv.placeholder_url
@@ -439,7 +502,7 @@ def _make_handler(srv: FlickrServer) -> type[BaseHTTPRequestHandler]:
                 self._send(429, b"too many requests\n", "text/plain", kind, retry_after)
                 return
             if fault in ("throttle", "server_error", "flaky503") and \
-                    srv.attempt(pid) <= (2 if fault == "flaky503" else f.transient_attempts):
+                    srv.attempt(pid if suffix != "mirror" else -pid) <= (2 if fault == "flaky503" else f.transient_attempts):
                 if fault == "throttle":
                     self._send(429, b"too many requests\n", "text/plain", kind, retry_after)
                 else:
@@ -454,9 +517,9 @@ def _make_handler(srv: FlickrServer) -> type[BaseHTTPRequestHandler]:
             elif fault == "placeholder_hash":
                 body, ctype = srv.placeholder_jpeg, "image/jpeg"
             else:
-                max_side = {"b": 1024, None: 500, "o": None}[suffix]
+                max_side = {"b": 1024, None: 500, "o": None, "mirror": MIRROR_SIDE}[suffix]
                 if fault == "small":
-                    max_side = 640 if max_side is None else min(max_side, 640)
+                    max_side = MIRROR_SMALL_SIDE if suffix == "mirror" else 640 if max_side is None else min(max_side, 640)
                 body = srv.image_bytes(srv.dup_source(pid) if fault == "dup" else pid, max_side)
                 ctype = "image/jpeg"
                 if suffix == "o" and ext == "png":
@@ -496,7 +559,7 @@ def serve_forever(world: str | Path, port: int = 8765, fault_overrides: dict[str
         from mining.errors import UserError
 
         raise UserError(str(exc)) from None
-    srv = DemoServer(root, port=port, faults=faults,
+    srv = DemoServer(root, port=port, faults=faults, mirror_faults=Faults() if no_faults else None,
                      rate_limit=meta.get("rate_limit_rps", 0.0) if rate_limit is None else rate_limit)
     print(f"serving {root} at {srv.url} (stats at {srv.url}/_stats)" + ("" if command else "; Ctrl-C to stop"),
           flush=True)

@@ -15,12 +15,13 @@ from typing import Any
 
 from mining import atomic
 from mining.download.downloader import FetchConfig
-from mining.download.reader import DEFAULT_HOST, build_urls, check_out_dir, load_candidates, plan_fingerprint, plan_shards
+from mining.download.reader import DEFAULT_HOST, build_jobs, check_out_dir, load_candidates, plan_fingerprint, plan_shards
+from mining.download.sources import Source
 from mining.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_HOST", "FetchConfig", "download"]
+__all__ = ["DEFAULT_HOST", "FetchConfig", "Source", "download"]
 
 # A download fails (UserError, after its statuses are written) when fewer than this share of
 # its photos are `ok`. R1M-like runs lose a few % (deleted photos, placeholders); a wrong or
@@ -37,8 +38,13 @@ class _Hopeless(Exception):
 def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: str = DEFAULT_HOST, size: str = "b",
              shard_size: int = 2000, tar: bool = False, scheduler: str | None = None, workers: int | None = None,
              slurm: str | None = None, processes: bool = True, progress: bool = True,
-             min_ok_fraction: float = DEFAULT_MIN_OK_FRACTION, give_up_after: int = GIVE_UP_AFTER) -> dict:
-    """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json).
+             min_ok_fraction: float = DEFAULT_MIN_OK_FRACTION, give_up_after: int = GIVE_UP_AFTER,
+             sources: list[Source] | None = None) -> dict:
+    """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json)
+    and writes DIR/index.parquet (every photo: its image's path, source, status).
+
+    `sources`: tried in order per photo (`mining.download.sources`); default one flickr source
+    at `host` with `size` and `cfg`'s politeness and min_size.
 
     Raises UserError (naming the host and the most common failure) when fewer than
     `min_ok_fraction` of the photos are `ok`, or when the first `give_up_after` photos of this
@@ -51,10 +57,13 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
 
     if not 0 <= min_ok_fraction <= 1:
         raise UserError(f"--min-ok-fraction must be between 0 and 1, not {min_ok_fraction}")
+    srcs = tuple(sources) if sources else (Source(kind="flickr", name="flickr", host=host.rstrip("/"), size=size,
+                                                  rps=cfg.rps, threads=cfg.threads, min_size=cfg.min_size),)
     table = load_candidates(candidates)
-    ids, urls = build_urls(table, host, size)
+    ids, keys, urls = build_jobs(table, list(srcs))
     out = check_out_dir(out)
-    plan = {"shard_size": shard_size, "photos": len(ids), "fingerprint": plan_fingerprint(ids, urls, shard_size),
+    variant = ",".join(s.size for s in srcs if s.kind == "flickr")
+    plan = {"shard_size": shard_size, "photos": len(ids), "fingerprint": plan_fingerprint(ids, keys, shard_size, variant),
             "tar": tar}
     plan_file = out / "download.json"
     if plan_file.exists():
@@ -67,7 +76,7 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
     swept = sweep_debris(out)
     if swept:
         log.info("removed %d partial file(s) left by an interrupted run", swept)
-    shards, n_shards = plan_shards(out, ids, urls, shard_size, tar=tar)
+    shards, n_shards = plan_shards(out, ids, urls, shard_size, tar=tar, keys=keys)
     remaining = sum(len(s.photo_ids) for s in shards)
     log.info("%d photos in %d shards; %d shards (%d photos) to do", len(ids), n_shards, len(shards), remaining)
     t0 = time.monotonic()
@@ -91,14 +100,17 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
             bar: Any = logger.progress_bar(len(ids), len(ids) - remaining) if progress else None
             try:
                 distributor.run_shards(client, shards, out, cfg, tar,
-                                       on_progress=(bar.update if bar else (lambda k: None)), on_shard=on_shard)
+                                       on_progress=(bar.update if bar else (lambda k: None)), on_shard=on_shard,
+                                       sources=srcs)
             except _Hopeless:
                 stopped = True
             finally:
                 if bar is not None:
                     bar.close()
-    summary = logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard, host=host,
-                               min_ok_fraction=min_ok_fraction, stopped_early=stopped)
+    hosts = ", ".join(s.host or s.path or s.name for s in srcs)
+    logger.write_index(out, ids, keys, shard_size, tar)
+    summary = logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard, host=hosts,
+                               min_ok_fraction=min_ok_fraction, stopped_early=stopped, sources=srcs)
     if summary["failure"]:
         raise UserError(summary["failure"])
     return summary

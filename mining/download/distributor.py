@@ -40,7 +40,7 @@ def _bind(actor: Any) -> None:
             bind()
 
 
-def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counter: Any) -> dict:
+def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counter: Any, sources: tuple = ()) -> dict:
     """Runs on a worker: one shard, reporting progress to the shared counter in batches."""
     import threading
 
@@ -59,14 +59,14 @@ def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counte
             k, pending[0], pending[1] = pending[0], 0, time.monotonic()
         counter.add(k)
 
-    result = download_shard(shard, Path(out), cfg, schedule, tar=tar, tick=tick)
+    result = download_shard(shard, Path(out), cfg, schedule, tar=tar, tick=tick, sources=sources)
     if pending[0]:
         counter.add(pending[0])
     return result
 
 
 def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
-               on_progress: Callable[[int], None], on_shard: Callable[[dict], None]) -> list[dict]:
+               on_progress: Callable[[int], None], on_shard: Callable[[dict], None], sources: tuple = ()) -> list[dict]:
     """Run every shard (`mining.cluster.run_tasks`), reporting progress while they run; returns
     the shard tallies in shard order."""
     from mining.download.ratelimit import HostSchedule
@@ -82,5 +82,6 @@ def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
             seen[0] = now
 
     # a shard that raises re-raises here: a bug, not a network fault
-    return run_tasks(client, _shard_task, [(s, os.path.abspath(out), cfg, tar, schedule, counter) for s in shards],
+    return run_tasks(client, _shard_task, [(s, os.path.abspath(out), cfg, tar, schedule, counter, sources)
+                                            for s in shards],
                      on_done=on_shard, on_tick=poll, name="download")

@@ -248,53 +248,113 @@ def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Polit
     return row, data
 
 
-def adopt(photo_id: int, url: str, data: bytes, cfg: FetchConfig) -> dict | None:
-    """Row for an image an earlier (killed) run stored but had not yet recorded."""
-    sha = hashlib.sha256(data).hexdigest()
-    status, w, h = verify(data, cfg, sha)
-    if status != "ok":
+def _empty_row(photo_id: int, url: str | None, status: str) -> dict[str, Any]:
+    return {"photo_id": photo_id, "url": url, "status": status, "http_code": None, "attempts": 0, "bytes": None,
+            "width": None, "height": None, "sha256": None, "elapsed": 0.0}
+
+
+def read_local(photo_id: int, uri: str, cfg: FetchConfig) -> tuple[dict, bytes | None]:
+    """A local source's file, verified like a download (no network)."""
+    from mining.download.sources import local_path
+
+    row = _empty_row(photo_id, uri, "not_found")
+    try:
+        body = local_path(uri).read_bytes()
+    except OSError:
+        return row, None
+    row["bytes"], row["sha256"] = len(body), hashlib.sha256(body).hexdigest()
+    row["status"], row["width"], row["height"] = verify(body, cfg, row["sha256"])
+    return row, body if row["status"] == "ok" else None
+
+
+def adopt(old: bytes, journaled: dict | None) -> dict | None:
+    """The row of an image an earlier (killed) run stored, when the shard's journal vouches
+    for exactly these bytes (so its source is known); else None (asked again)."""
+    if journaled is None or journaled.get("sha256") != hashlib.sha256(old).hexdigest():
         return None
-    return {"photo_id": photo_id, "url": url, "status": "ok", "http_code": None, "attempts": 0, "bytes": len(data),
-            "width": w, "height": h, "sha256": sha, "elapsed": 0.0}
+    return {**journaled, "attempts": 0, "elapsed": 0.0}
+
+
+def default_source(cfg: FetchConfig) -> Any:
+    """The one source of a download given plain URLs: the flickr behaviour of `cfg`."""
+    from mining.download.sources import Source
+
+    return Source(kind="flickr", name="flickr", rps=cfg.rps, threads=cfg.threads, min_size=cfg.min_size)
 
 
 def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar: bool = False,
-                   tick: Callable[[int], None] | None = None) -> dict:
-    """Download one shard, write its images and then its status file; returns its tallies."""
-    out = Path(out)
-    polite = Politeness(schedule, cfg.rps)
-    pools = Pools(cfg)
-    sink = ShardSink(out, shard.index, tar)
+                   tick: Callable[[int], None] | None = None, sources: tuple = ()) -> dict:
+    """Download one shard, write its images and then its status file; returns its tallies.
 
-    def work(job: tuple[int, str | None]) -> dict:
-        pid, url = job
-        if url is None:  # `--size o` without an original secret: nothing to ask for
-            row = {"photo_id": pid, "url": None, "status": "no_original", "http_code": None, "attempts": 0,
-                   "bytes": None, "width": None, "height": None, "sha256": None, "elapsed": 0.0}
-            if tick is not None:
-                tick(1)
+    Each photo goes through `sources` in order (default: one flickr source from `cfg`) until
+    one serves it, or one fails transiently (the photo ends with that status), or all of
+    them failed finally. Each source has its own politeness (rps, threads) and `min_size`."""
+    import dataclasses
+
+    from mining.download.reader import TRANSIENT
+    from mining.download.sources import NO_ADDRESS
+    from mining.download.writer import Journal
+    from mining.layout import image_key
+
+    out = Path(out)
+    sources = tuple(sources) or (default_source(cfg),)
+    cfgs = [dataclasses.replace(cfg, min_size=s.min_size, rps=s.rps, threads=s.threads) for s in sources]
+    polite = [Politeness(schedule, s.rps) for s in sources]
+    slots = [threading.BoundedSemaphore(max(1, s.threads)) for s in sources]
+    pools = Pools(dataclasses.replace(cfg, threads=max(s.threads for s in sources)))
+    sink = ShardSink(out, shard.index, tar)
+    journal = Journal(out, shard.index)
+    keys = shard.keys if shard.keys is not None else [image_key(p) for p in shard.photo_ids]
+    prior = shard.prior if shard.prior is not None else [[] for _ in shard.photo_ids]
+    addresses = [u if isinstance(u, tuple) else (u,) for u in shard.urls]
+
+    def one(pid: int, key: str, addr: tuple, done: list[dict]) -> dict:
+        old = sink.existing(key)
+        row = adopt(old, journal.old.get(pid)) if old is not None else None
+        if row is not None:
             return row
-        old = sink.existing(pid)
-        row = adopt(pid, url, old, cfg) if old is not None else None
-        if row is None:
-            row, data = fetch(pools, pid, url, cfg, polite)
+        tried = list(done)
+        row = _empty_row(pid, done[-1]["url"] if done else None, done[-1]["status"] if done else "error")
+        for k in range(len(done), len(sources)):
+            src, url = sources[k], addr[k]
+            data = None
+            if url is None:
+                row = _empty_row(pid, None, NO_ADDRESS[src.kind])
+            elif src.local:
+                row, data = read_local(pid, url, cfgs[k])
+            else:
+                with slots[k]:
+                    row, data = fetch(pools, pid, url, cfgs[k], polite[k])
+            tried.append({"source": src.name, "url": url, "status": row["status"]})
             if data is not None:
-                sink.put(pid, data)
+                sink.put(key, data)
+                row.update(photo_hash=key, source=src.name, low_res=src.low_res, tried=tried)
+                journal.add(row)
+                return row
+            if row["status"] in TRANSIENT:
+                break
+        row.update(photo_hash=key, source=None, low_res=None, tried=tried)
+        return row
+
+    def work(job: tuple[int, str, tuple, list[dict]]) -> dict:
+        row = one(*job)
         if tick is not None:
             tick(1)
         return row
 
     t0 = time.monotonic()
     try:
-        with ThreadPoolExecutor(max(1, cfg.threads), thread_name_prefix=f"dl{shard.index}") as pool:
-            rows = list(pool.map(work, zip(shard.photo_ids, shard.urls)))
+        with ThreadPoolExecutor(max(1, max(s.threads for s in sources)), thread_name_prefix=f"dl{shard.index}") as pool:
+            rows = list(pool.map(work, zip(shard.photo_ids, keys, addresses, prior)))
     except BaseException:
         sink.close(ok=False)
+        journal.close(remove=False)
         raise
     finally:
         pools.clear()
     sink.close(ok=True)  # images first, then the status file that vouches for them
     write_status(status_path(out, shard.index), shard.done + rows)
+    journal.close(remove=True)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

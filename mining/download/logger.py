@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from mining import atomic
-from mining.download.reader import STATUSES, origin
+from mining.download.reader import STATUSES, TRANSIENT, origin, status_path, tried_of
 
 
 def progress_bar(total: int, initial: int = 0) -> Any:
@@ -57,6 +57,7 @@ EXPLAIN = {
     "not_jpeg": "not a JPEG (a web page?)",
     "throttled_gave_up": "throttled (429/503) for longer than --max-throttle-wait",
     "no_original": "no original secret in the metadata (--size o): not requested",
+    "no_download_url": "no download URL in the candidates (no photo hash for the mirror): not requested",
 }
 
 
@@ -66,7 +67,7 @@ def most_common_failure(status: pa.Table, host: str) -> str:
 
     failed = status.filter(pc.not_equal(status.column("status"), "ok")).select(["url", "status", "http_code"])
     rows = failed.to_pylist()
-    here = origin(host)
+    here = origin(host.split(", ")[0])  # the first source's
     rows = [r for r in rows if origin(r["url"]) == here] or rows
     if not rows:
         return "none recorded"
@@ -94,11 +95,76 @@ def judge(status: pa.Table, ok: int, results: list[dict], host: str, min_ok_frac
     else:
         return None
     return (f"{what}; most common failure: {most_common_failure(status, host)}. Is the image host right? Set "
-            "`download.host` in the manifest (--host); statuses are kept, so rerunning resumes")
+            "`download.host` or `download.sources` in the manifest (--host, --source); statuses are kept, so "
+            "rerunning resumes")
+
+
+def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
+    """(shard index, status row) of every photo recorded in DIR (each status file holds the
+    latest row of each of its photos)."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for i in range(n_shards):
+        sp = status_path(out, i)
+        if sp.exists():
+            found.extend((i, r) for r in pq.read_table(sp).to_pylist())
+    return found
+
+
+def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar: bool) -> Path:
+    """DIR/index.parquet (`mining.imageindex`): one row per candidate photo, from the latest
+    status rows (a photo no run has settled yet: status `not_tried`). Deterministic: no times."""
+    from mining import imageindex
+    from mining.download.writer import key_relpath, tar_path
+
+    n_shards = (len(ids) + shard_size - 1) // shard_size
+    recorded = {r["photo_id"]: (i, r) for i, r in latest_rows(out, n_shards)}
+    rows = []
+    for pos, (pid, key) in enumerate(zip(ids, keys)):
+        i, r = recorded.get(pid, (pos // shard_size, None))
+        if r is None:
+            rows.append({"photo_id": pid, "photo_hash": key, "status": "not_tried", "urls": []})
+            continue
+        ok = r["status"] == "ok"
+        rows.append({
+            "photo_id": pid, "photo_hash": key, "status": r["status"], "source": r.get("source") if ok else None,
+            "low_res": bool(r.get("low_res")) if ok else None,
+            "path": (None if tar else key_relpath(key)) if ok else None,
+            "tar": tar_path(Path("."), i).as_posix() if ok and tar else None,
+            "urls": [t["url"] for t in tried_of(r) if t["url"]],
+            "width": r["width"] if ok else None, "height": r["height"] if ok else None,
+            "sha256": r["sha256"] if ok else None,
+        })
+    return imageindex.write(out, rows)
+
+
+def per_source(status: pa.Table, sources: tuple = ()) -> tuple[dict, dict]:
+    """Per source (by name, in the sources' order): photos asked, served, failures by status;
+    and the run's `alive_full_res`, `alive_low_res_only`, `gone_everywhere` counts."""
+    names = [s.name for s in sources]
+    table: dict[str, dict] = {}
+    alive = {"alive_full_res": 0, "alive_low_res_only": 0, "gone_everywhere": 0}
+    for r in status.to_pylist():
+        for t in tried_of(r):
+            name = t["source"] or "?"
+            d = table.setdefault(name, {"asked": 0, "served": 0, "failed": {}})
+            d["asked"] += 1
+            if t["status"] == "ok":
+                d["served"] += 1
+            else:
+                d["failed"][t["status"]] = d["failed"].get(t["status"], 0) + 1
+        if r["status"] == "ok":
+            alive["alive_low_res_only" if r.get("low_res") else "alive_full_res"] += 1
+        elif r["status"] not in TRANSIENT:
+            alive["gone_everywhere"] += 1
+    order = names + sorted(n for n in table if n not in names)
+    return {n: {**table.get(n, {"asked": 0, "served": 0, "failed": {}}),
+                "failed": dict(sorted(table.get(n, {"failed": {}})["failed"].items()))} for n in order}, alive
 
 
 def summarize(out: Path, results: list[dict], seconds: float, planned: int, dashboard: str | None,
-              host: str = "", min_ok_fraction: float = 0.0, stopped_early: bool = False) -> dict:
+              host: str = "", min_ok_fraction: float = 0.0, stopped_early: bool = False, sources: tuple = ()) -> dict:
     """Write DIR/summary.json and return it; its `failure` is None or why the download failed."""
     status = read_status(out)
     counts = {s: 0 for s in STATUSES}
@@ -108,10 +174,13 @@ def summarize(out: Path, results: list[dict], seconds: float, planned: int, dash
     ok_now = sum(r["counts"].get("ok", 0) for r in results)
     tried_now = sum(sum(r["counts"].values()) for r in results)
     bytes_now = sum(r["bytes"] for r in results)
+    by_source, alive = per_source(status, sources)
     summary = {
         "photos": planned,
         "recorded": status.num_rows,
         "counts": counts,
+        **alive,
+        "sources": by_source,
         "this_run": {
             "shards": len(results),
             "photos": tried_now,
@@ -134,6 +203,11 @@ def summarize(out: Path, results: list[dict], seconds: float, planned: int, dash
 def format_summary(s: dict) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
     r = s["this_run"]
-    return (f"{s['recorded']}/{s['photos']} photos recorded: {counts or 'nothing'}; this run {r['photos']} photos "
-            f"in {r['seconds']:.1f} s ({r['images_per_s']} ok img/s, {r['bytes_per_s'] / 1e6:.1f} MB/s); "
-            f"{s['duplicate_sha256_groups']} duplicate sha256 group(s)")
+    per = "; ".join(f"{name}: {d['served']}/{d['asked']} served"
+                    + (" (" + ", ".join(f"{k} {v}" for k, v in d["failed"].items()) + ")" if d["failed"] else "")
+                    for name, d in s.get("sources", {}).items())
+    return (f"{s['recorded']}/{s['photos']} photos recorded: {counts or 'nothing'}; alive: "
+            f"{s.get('alive_full_res', 0)} full-res, {s.get('alive_low_res_only', 0)} low-res only, "
+            f"{s.get('gone_everywhere', 0)} gone everywhere" + (f"; {per}" if per else "") + f"; this run "
+            f"{r['photos']} photos in {r['seconds']:.1f} s ({r['images_per_s']} ok img/s, "
+            f"{r['bytes_per_s'] / 1e6:.1f} MB/s); {s['duplicate_sha256_groups']} duplicate sha256 group(s)")

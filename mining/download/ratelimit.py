@@ -28,11 +28,12 @@ class HostSchedule:
         self.next_free: dict[str, float] = {}
         self.cool_until: dict[str, float] = {}
 
-    def reserve(self, host: str) -> float:
-        """Book the next request slot for `host`; returns its start time (epoch seconds)."""
+    def reserve(self, host: str, rps: float | None = None) -> float:
+        """Book the next request slot for `host` (at `rps`, default the schedule's); returns its
+        start time (epoch seconds). Sources sharing a host share its schedule."""
         now = time.time()
         start = max(now, self.next_free.get(host, 0.0), self.cool_until.get(host, 0.0))
-        self.next_free[host] = start + self.interval
+        self.next_free[host] = start + (1.05 / rps if rps and rps > 0 else self.interval)
         return start
 
     def cooldown(self, host: str, seconds: float) -> float:
@@ -76,7 +77,7 @@ class Politeness:
             # shard's start-up) would otherwise send together with the next slots' owners.
             late_ok = min(0.02, 0.25 / self.rps)
             while True:
-                start = _call(self.schedule, "reserve", host)
+                start = _call(self.schedule, "reserve", host, self.rps)
                 while (delay := start - time.time()) > 0:
                     time.sleep(delay)
                 if time.time() - start <= late_ok:

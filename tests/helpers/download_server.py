@@ -6,7 +6,9 @@ instead of a world folder.
 `FaultServer({id: behaviour})` answers `/{server}/{id}_{secret}_b.jpg` (any server and secret)
 with that photo's behaviour (`ok` or a name in `mining.demo.server.BEHAVIOURS`: `not_found`,
 `placeholder_offsite`, `truncated`, `throttle`, `stall`, ...) and records every request
-(arrival time, path, code) in `log`, so tests can check politeness from its side.
+(arrival time, path, code) in `log`, so tests can check politeness from its side. With
+`mirror={id: behaviour}` it is also the Multimedia Commons mirror of those photos:
+`/data/images/<h[0:3]>/<h[3:6]>/<h>.jpg`, h the photo hash of `download_url(id)`, 500 px.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ import numpy as np
 from PIL import Image
 
 from mining.demo.server import BEHAVIOURS, FLICKR_PLACEHOLDER_URL, FlickrServer, Faults
+
+
+def download_url(photo_id: int) -> str:
+    """The download URL the tests' candidates give a photo (YFCC's form; its hash is the key)."""
+    return f"http://farm1.staticflickr.com/7/{photo_id}_5ec4e7.jpg"
 
 
 @lru_cache(maxsize=8)
@@ -61,15 +68,19 @@ class FaultServer(FlickrServer):
     def __init__(self, behaviour: dict[int, str] | None = None, default: str = "ok", delay: float = 0.0,
                  rate_limit: float | None = None, retry_after: str = "1",
                  placeholder_url: str = FLICKR_PLACEHOLDER_URL, port: int = 0, slow_s: float = 1.0,
-                 stall_s: float = 20.0) -> None:
+                 stall_s: float = 20.0, mirror: dict[int, str] | None = None) -> None:
+        from mining.flickr import yfcc_hash
+
         self.behaviour = dict(behaviour or {})
         self.default = default
-        unknown = {default, *self.behaviour.values()} - set(BEHAVIOURS) - {"ok"}
+        self.mirror = dict(mirror or {})
+        self.by_hash = {yfcc_hash(download_url(pid)): pid for pid in self.mirror}
+        unknown = {default, *self.behaviour.values(), *self.mirror.values()} - set(BEHAVIOURS) - {"ok"}
         if unknown:
             raise ValueError(f"unknown behaviour(s): {', '.join(sorted(unknown))}")
         super().__init__(port=port, faults=Faults(retry_after_s=int(retry_after), slow_s=slow_s, stall_s=stall_s),
                          rate_limit=rate_limit, latency_s=delay, placeholder_url=placeholder_url, keep_log=True)
-        jpeg(), jpeg(640, 480), jpeg(500, 375), self.placeholder_jpeg  # no request should pay for rendering
+        jpeg(), jpeg(640, 480), jpeg(500, 375), jpeg(200, 150), self.placeholder_jpeg  # no request pays for rendering
 
     @property
     def log(self) -> list[tuple[float, str, int]]:
@@ -80,6 +91,13 @@ class FaultServer(FlickrServer):
 
     def behaviour_of(self, photo_id: int) -> str | None:
         kind = self.behaviour.get(photo_id, self.default)
+        return None if kind == "ok" else kind
+
+    def mirror_photo(self, photo_hash: str) -> int | None:
+        return self.by_hash.get(photo_hash)
+
+    def mirror_behaviour_of(self, photo_id: int) -> str | None:
+        kind = self.mirror.get(photo_id, "ok")
         return None if kind == "ok" else kind
 
     def image_bytes(self, photo_id: int, max_side: int | None) -> bytes:

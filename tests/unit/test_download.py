@@ -23,7 +23,7 @@ from mining.download.ratelimit import HostSchedule, parse_retry_after
 from mining.download.reader import Shard
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
-from download_server import FaultServer, ServerProcess, jpeg, unique
+from download_server import FaultServer, ServerProcess, download_url, jpeg, unique
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",
@@ -35,9 +35,23 @@ KINDS = {
 }
 
 
+def durl(pid: int) -> str:
+    """The candidates' download URL of a photo (YFCC's form; its MD5 is the photo hash)."""
+    return download_url(pid)
+
+
+def key_of(pid: int) -> str:
+    return image_key(pid, durl(pid))
+
+
+def path_of(pid: int) -> str:
+    return image_relpath(pid, durl(pid))
+
+
 def candidates(path: Path, ids: list[int], drop: str | None = None) -> Path:
     cols = {"photo_id": ids, "server_id": [7] * len(ids), "secret": ["5ec4e7"] * len(ids),
-            "secret_original": ["0a1b"] * len(ids), "extension": ["jpg"] * len(ids), "title": ["t"] * len(ids)}
+            "secret_original": ["0a1b"] * len(ids), "extension": ["jpg"] * len(ids), "title": ["t"] * len(ids),
+            "download_url": [durl(i) for i in ids]}
     if drop:
         cols.pop(drop)
     pq.write_table(pa.table(cols), path)
@@ -191,7 +205,7 @@ def test_download_joins_a_running_scheduler_and_leaves_it_running(tmp_path):
             assert c.submit(lambda: 41 + 1).result(timeout=30) == 42  # still up
         n_requests = len(s.fetch_log())
     assert summary["counts"]["ok"] == 24 and n_requests == 24
-    assert stored(tmp_path / "out") == {Path(image_relpath(i)).name for i in range(1, 25)}
+    assert stored(tmp_path / "out") == {Path(path_of(i)).name for i in range(1, 25)}
 
 
 def test_end_to_end_summary_duplicates_and_resume(tmp_path):
@@ -228,7 +242,10 @@ def test_tar_shards(tmp_path):
     for t in sorted((out / "tar").glob("shard-*.tar")):
         with tarfile.open(t) as tf:
             names |= set(tf.getnames())
-    assert names == {f"{image_key(i)}.jpg" for i in range(1, 9) if i != 3}
+    assert names == {f"{key_of(i)}.jpg" for i in range(1, 9) if i != 3}
+    index = pq.read_table(out / "index.parquet").to_pylist()
+    assert [r["tar"] for r in index] == ["tar/shard-00000.tar"] * 2 + [None] + ["tar/shard-00000.tar"] * 2 + \
+        ["tar/shard-00001.tar"] * 3 and all(r["path"] is None for r in index)
 
 
 def test_bad_input_fails_before_any_request(tmp_path, capsys):
@@ -284,17 +301,20 @@ def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
     for p, r in rows.items():
         if r["status"] == "ok":
-            assert hashlib.sha256((out / image_relpath(p)).read_bytes()).hexdigest() == r["sha256"]
+            assert hashlib.sha256((out / path_of(p)).read_bytes()).hexdigest() == r["sha256"]
+    assert (out / "index.parquet").read_bytes() == (tmp_path / "ref" / "index.parquet").read_bytes()
 
 
 def test_resuming_from_another_host_is_the_same_plan():
     from mining.download.reader import plan_fingerprint
 
     ids = [1, 2, 3]
-    a = plan_fingerprint(ids, [f"http://127.0.0.1:8001/7/{i}_s_b.jpg" for i in ids], 100)
-    b = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_b.jpg" for i in ids], 100)
-    c = plan_fingerprint(ids, [f"http://127.0.0.1:9002/7/{i}_s_o.jpg" for i in ids], 100)
-    assert a == b and a != c and a != plan_fingerprint(ids, [f"http://127.0.0.1:8001/7/{i}_s_b.jpg" for i in ids], 50)
+    keys = [key_of(i) for i in ids]
+    # hosts are not part of the plan: the fingerprint has the ids, keys, flickr sizes and shard size
+    a = plan_fingerprint(ids, keys, 100, "b")
+    assert a == plan_fingerprint(ids, list(keys), 100, "b")
+    assert a != plan_fingerprint(ids, keys, 100, "o") and a != plan_fingerprint(ids, keys, 50, "b")
+    assert a != plan_fingerprint(ids, [image_key(i) for i in ids], 100, "b")
 
 
 def closed_port_url() -> str:
@@ -397,7 +417,7 @@ def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
     rows = status_rows(out)
     assert {p for p, r in rows.items() if r["status"] == "no_original"} == {2, 4, 7}
     assert all(rows[p]["url"] is None and rows[p]["attempts"] == 0 for p in (2, 4, 7))
-    assert stored(out) == {Path(image_relpath(i)).name for i in (1, 3, 5, 6, 8)}
+    assert stored(out) == {Path(image_relpath(i)).name for i in (1, 3, 5, 6, 8)}  # no download_url: MD5 keys
     assert again["this_run"]["shards"] == 0 and again["counts"] == summary["counts"]
     # every photo without one: the whole download is refused (wrong candidates), before any request
     pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,

@@ -1,0 +1,238 @@
+"""`mining download` with several sources tried in order (issue 25): Flickr, the Multimedia
+Commons mirror, local folders; index.parquet; per-source summary; defaults from the schema.
+All against the real local server (tests/helpers/download_server.py), no mocked HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import build_parser, main
+from mining.download import FetchConfig, Source, download
+from mining.download.sources import section_defaults, section_entries
+from mining.errors import UserError
+from mining.flickr import mirror_relpath, photo_url, yfcc_hash
+from mining.layout import image_key, image_relpath
+from download_server import FaultServer, download_url, jpeg, unique
+
+KW = dict(workers=1, processes=False, progress=False)
+
+
+def candidates(path: Path, ids: list[int]) -> Path:
+    n = len(ids)
+    pq.write_table(pa.table({"photo_id": ids, "server_id": [7] * n, "secret": ["5ec4e7"] * n,
+                             "secret_original": ["0a1b"] * n, "extension": ["jpg"] * n,
+                             "download_url": [download_url(i) for i in ids]}), path)
+    return path
+
+
+def two(url: str, **mirror) -> list[Source]:
+    return [Source("flickr", "flickr", host=url, threads=4),
+            Source("multimedia-commons", "mirror", host=url, threads=4, min_size=256, low_res=True, **mirror)]
+
+
+def index(out: Path) -> dict[int, dict]:
+    return {r["photo_id"]: r for r in pq.read_table(out / "index.parquet").to_pylist()}
+
+
+def asked(log, pid: int) -> list[str]:
+    h = yfcc_hash(download_url(pid))
+    return [p for _, p, _ in log if f"/{pid}_" in p or h in p]
+
+
+def test_a_photo_gone_on_flickr_comes_from_the_mirror_marked_low_res_and_one_alive_is_asked_once(tmp_path):
+    flickr = {1: "not_found", 2: "placeholder_offsite", 4: "gone", 5: "forbidden"}
+    mirror = {1: "ok", 2: "ok", 3: "ok", 4: "not_found"}  # 5: the mirror lacks it (404 as S3 answers)
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4, 5, 6])
+    out = tmp_path / "out"
+    with FaultServer(flickr, mirror=mirror) as s:
+        summary = download(cand, out, FetchConfig(threads=4, max_retries=1), shard_size=4, sources=two(s.url),
+                           min_ok_fraction=0, **KW)
+        log = list(s.log)
+    idx = index(out)
+    assert {p: (r["status"], r["source"], r["low_res"]) for p, r in idx.items()} == {
+        1: ("ok", "mirror", True), 2: ("ok", "mirror", True), 3: ("ok", "flickr", False),
+        4: ("not_found", None, None), 5: ("not_found", None, None), 6: ("ok", "flickr", False)}
+    mirror_url = f"{s.url}/{mirror_relpath(yfcc_hash(download_url(1)))}"
+    assert idx[1]["urls"] == [f"{s.url}/7/1_5ec4e7_b.jpg", mirror_url]
+    assert (idx[1]["width"], idx[1]["height"]) == (500, 375) and idx[3]["width"] == 1024
+    assert idx[1]["path"] == image_relpath(1, download_url(1)) and idx[1]["photo_hash"] == image_key(1, download_url(1))
+    data = (out / idx[1]["path"]).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == idx[1]["sha256"] and data == unique(jpeg(500, 375), 1)
+    # alive on Flickr: asked there once, never on the mirror
+    assert asked(log, 3) == ["/7/3_5ec4e7_b.jpg"] and asked(log, 6) == ["/7/6_5ec4e7_b.jpg"]
+    assert len(asked(log, 1)) == 2 and len(log) == 6 + 4
+    assert (summary["alive_full_res"], summary["alive_low_res_only"], summary["gone_everywhere"]) == (2, 2, 2)
+    assert summary["sources"] == {
+        "flickr": {"asked": 6, "served": 2, "failed": {"forbidden": 1, "gone": 1, "not_found": 1,
+                                                        "unavailable_placeholder": 1}},
+        "mirror": {"asked": 4, "served": 2, "failed": {"not_found": 2}}}
+    assert json.loads((out / "summary.json").read_text())["sources"] == summary["sources"]
+
+
+def test_a_throttled_photo_never_goes_to_the_mirror_and_is_asked_again_on_a_rerun(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", [1, 2])
+    out = tmp_path / "out"
+    cfg = FetchConfig(threads=2, max_retries=1, max_throttle_wait=1.5)
+    with FaultServer({1: "throttle_forever"}, mirror={1: "ok", 2: "ok"}, retry_after="1") as s:
+        summary = download(cand, out, cfg, shard_size=5, sources=two(s.url), min_ok_fraction=0, **KW)
+        assert not [p for _, p, _ in s.log if p.startswith("/data/")]
+        assert index(out)[1]["status"] == "throttled_gave_up" and index(out)[1]["source"] is None
+        assert summary["gone_everywhere"] == 0 and summary["sources"]["mirror"]["asked"] == 0
+        s.behaviour[1] = "ok"
+        n = len(s.log)
+        download(cand, out, cfg, shard_size=5, sources=two(s.url), **KW)
+        assert [p for _, p, _ in s.log[n:]] == ["/7/1_5ec4e7_b.jpg"]  # transient: asked again, at Flickr
+    assert index(out)[1]["source"] == "flickr"
+
+
+def test_the_mirrors_placeholder_and_too_small_images_are_final_failures_like_flickrs(tmp_path):
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4])
+    out = tmp_path / "out"
+    with FaultServer({i: "gone" for i in (1, 2, 3, 4)},
+                     mirror={1: "placeholder", 2: "small", 3: "truncated", 4: "html"}) as s:
+        cfg = FetchConfig(threads=2, max_retries=1,
+                          placeholder_sha256=frozenset({hashlib.sha256(s.placeholder_jpeg).hexdigest()}))
+        summary = download(cand, out, cfg, shard_size=5, sources=two(s.url), min_ok_fraction=0, **KW)
+        again = download(cand, out, cfg, shard_size=5, sources=two(s.url), min_ok_fraction=0, **KW)
+        assert len(s.log) == 8  # all final at both: nothing asked again
+    idx = index(out)
+    assert {p: r["status"] for p, r in idx.items()} == {1: "unavailable_placeholder", 2: "too_small", 3: "corrupt",
+                                                        4: "not_jpeg"}
+    assert not (out / "jpg").exists() and summary["gone_everywhere"] == 4 and again["this_run"]["shards"] == 0
+
+
+def _local_folders(root: Path, ids: list[int]) -> tuple[Path, Path, Path]:
+    """The same photos (1024 px, bytes per id) in the mirror's layout, ours, and img2dataset's."""
+    mirror, ours, i2d = root / "mirror", root / "ours", root / "i2d"
+    for pid in ids:
+        data = unique(jpeg(), pid)
+        for p in (mirror / mirror_relpath(yfcc_hash(download_url(pid))), ours / image_relpath(pid, download_url(pid))):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+    # img2dataset: 00000.parquet (url, key, status) beside 00000/{key}.jpg; one row by the
+    # download URL, one by the Flickr URL, a failed row, and a row of a photo we do not want
+    urls = [download_url(ids[0]), photo_url("https://live.staticflickr.com", "b", 7, ids[1], "5ec4e7", None, None)]
+    (i2d / "00000").mkdir(parents=True)
+    keys = ["000000000", "000000001"]
+    for pid, key in zip(ids[:2], keys):
+        (i2d / "00000" / f"{key}.jpg").write_bytes(unique(jpeg(), pid))
+    pq.write_table(pa.table({"url": urls + [download_url(ids[2]), "http://x/1.jpg"],
+                             "key": keys + ["000000002", "000000003"],
+                             "status": ["success", "success", "failed_to_download", "success"]}),
+                   i2d / "00000.parquet")
+    return mirror, ours, i2d
+
+
+def test_local_folders_in_three_layouts_are_used_without_a_request(tmp_path):
+    ids = [11, 12, 13]
+    folders = _local_folders(tmp_path, ids)
+    cand = candidates(tmp_path / "c.parquet", ids)
+    with FaultServer() as s:
+        for i, folder in enumerate(folders):
+            out = tmp_path / f"out{i}"
+            srcs = [Source("local", "mine", path=str(folder)), Source("flickr", "flickr", host=s.url, threads=2)]
+            summary = download(cand, out, FetchConfig(threads=2), shard_size=5, sources=srcs, **KW)
+            idx = index(out)
+            local_ids = ids if i < 2 else ids[:2]  # img2dataset's third row failed: Flickr has it
+            assert [p for p, r in idx.items() if r["source"] == "mine"] == local_ids, folder.name
+            for pid in local_ids:
+                assert (out / idx[pid]["path"]).read_bytes() == unique(jpeg(), pid)
+                assert idx[pid]["urls"][0].startswith("file://") and idx[pid]["low_res"] is False
+            assert summary["sources"]["mine"]["served"] == len(local_ids)
+            if i < 2:
+                assert s.log == [], folder.name
+            else:
+                assert [p for _, p, _ in s.log] == ["/7/13_5ec4e7_b.jpg"]
+
+
+def _cli(cand: Path, out: Path, url: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mining", "download", str(cand), "--out", str(out), "--workers", "1",
+         "--shard-size", "10", "--threads", "4", "--no-progress", "--retries", "1", "--per-host-rps", "0",
+         "--source", f"kind=flickr,host={url}", "--source", f"kind=multimedia-commons,host={url},name=mirror"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        start_new_session=True)
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "jpg").rglob("*.jpg"))}
+
+
+@pytest.mark.slow
+def test_kill_and_resume_with_two_sources_gives_the_same_bytes(tmp_path):
+    ids = list(range(1, 41))
+    flickr = {i: "not_found" for i in range(1, 41, 3)} | {5: "truncated", 20: "gone"}
+    mirror = {i: "ok" for i in ids} | {4: "not_found", 7: "small"}
+    cand = candidates(tmp_path / "c.parquet", ids)
+    with FaultServer(flickr, mirror=mirror, delay=0.05) as s:
+        ref = _cli(cand, tmp_path / "ref", s.url)
+        _, err = ref.communicate(timeout=120)
+        assert ref.returncode == 0, err.decode()[-2000:]
+        out = tmp_path / "out"
+        proc = _cli(cand, out, s.url)
+        deadline = time.monotonic() + 60
+        while len(_files(out) if (out / "jpg").exists() else {}) < 12 and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, "run ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc = _cli(cand, out, s.url)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    assert (out / "index.parquet").read_bytes() == (tmp_path / "ref" / "index.parquet").read_bytes()
+    assert _files(out) == _files(tmp_path / "ref")
+    idx = index(out)
+    assert idx[1]["source"] == "mirror" and idx[2]["source"] == "flickr" and idx[4]["status"] == "not_found"
+    assert idx[7]["status"] == "too_small" and not list((out / "status").glob("*.journal"))
+
+
+def test_cli_defaults_are_the_schemas():
+    d = section_defaults()
+    args = build_parser().parse_args(["download", "c.parquet", "--out", "o"])
+    for key in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",
+                "retries", "max_throttle_wait", "min_ok_fraction", "tar"):
+        assert getattr(args, key) == d[key], key
+    assert d["per_host_rps"] == 20 and d["shard_size"] == 5000
+    assert args.host is None  # None = the schema's host (one flickr source)
+    help_text = build_parser()._subparsers._group_actions[0].choices["download"].format_help()
+    assert "default 20)" in " ".join(help_text.split()) and "(default 5000)" in help_text
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--source", "kind=multimedia-commons,host=ftp://mirror.example"], "http:// or https://"),
+    (["--host", "file:///etc"], "http:// or https://"),
+    (["--source", "kind=flickr", "--host", "http://a.example"], "--host and --source"),
+    (["--source", "kind=ftp"], "kind"),
+    (["--source", "kind=local"], "needs `path`"),
+    (["--source", "kind=flickr,colour=red"], "unknown key 'colour'"),
+    (["--sources-json", "[{\"kind\": \"flickr\"}, {\"kind\": \"flickr\"}]"], "two sources are named 'flickr'"),
+    (["--sources-json", "{"], "not JSON"),
+])
+def test_bad_sources_are_one_line_errors_before_any_request(tmp_path, capsys, argv, msg):
+    cand = candidates(tmp_path / "c.parquet", [1])
+    assert main(["download", str(cand), "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and len(err.splitlines()) == 1, err
+
+
+def test_manifest_sources_supersede_host_and_contradictions_are_refused():
+    d = section_defaults()
+    assert section_entries(dict(d)) == [{"kind": "flickr", "host": d["host"]}]
+    assert section_entries({**d, "host": "http://a.example"}) == [{"kind": "flickr", "host": "http://a.example"}]
+    srcs = [{"kind": "flickr", "host": "http://a.example"}, {"kind": "multimedia-commons"}]
+    assert section_entries({**d, "sources": srcs}) == srcs
+    assert section_entries({**d, "host": "http://a.example", "sources": srcs}) == srcs  # the same host: fine
+    with pytest.raises(UserError, match="disagree"):
+        section_entries({**d, "host": "http://b.example", "sources": srcs})

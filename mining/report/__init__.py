@@ -198,6 +198,27 @@ def funnel(inp: Inputs) -> str:
     return _table(rows, ["stage", "step", "count"]) + _png(fig)
 
 
+def availability(inp: Inputs) -> str:
+    """What is still alive: per image source, photos asked / served / final failures by kind;
+    for the run, alive at full resolution, alive only at low resolution, gone everywhere."""
+    summ = _json(inp.images / "summary.json") if inp.images else None
+    if not summ or "sources" not in summ:
+        return NA
+    photos = summ.get("photos") or 0
+    share = (lambda n: f"{n} ({100 * n / photos:.1f} %)") if photos else str
+    run = [["alive at full resolution", share(summ.get("alive_full_res", 0))],
+           ["alive only at low resolution", share(summ.get("alive_low_res_only", 0))],
+           ["gone everywhere", share(summ.get("gone_everywhere", 0))],
+           ["candidates", photos]]
+    rows = [[name, d.get("asked", 0), d.get("served", 0),
+             ", ".join(f"{k} {v}" for k, v in sorted((d.get("failed") or {}).items()) if v) or "none"]
+            for name, d in summ["sources"].items()]
+    return (_table(run, ["photos", "count"])
+            + "<p>Each photo is asked of the next source only after a final failure at the previous one "
+              "(gone, placeholder, too small, corrupt); throttling and time-outs stay on the same source.</p>"
+            + _table(rows, ["source", "asked", "served", "final failures"]))
+
+
 def geotags(inp: Inputs) -> str:
     """Lat/lon scatter of a sample of kept (candidates) vs excluded (metadata not kept) geotags."""
     if not inp.candidates or not (inp.candidates / "candidates.parquet").is_file():
@@ -467,6 +488,7 @@ def settings(inp: Inputs) -> str:
 
 SECTIONS: list[tuple[str, Callable[[Inputs], str]]] = [
     ("Funnel", funnel),
+    ("Images still alive, by source", availability),
     ("Geotags kept and excluded", geotags),
     ("Distractor scores", score_distribution),
     ("Hardest selected distractors per landmark", hardest),

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         truth = load_truth(args.truth)
         images = Path(args.images) if args.images else Path(args.db).resolve().parent
-        app = create_app(args.db, images, None)
+        app = create_app(args.db, images, None, images_required=False)
         _report(simulate(app, truth, args.reviewers, args.error_rate, args.seed, args.match))
         return 0
     raise UserError(f"unknown review action {cmd}")  # pragma: no cover - argparse refuses it

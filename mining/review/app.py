@@ -65,11 +65,12 @@ def thumbs_dir_for(db_path: Path) -> Path:
 
 def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | None = None,
                token: str | None = None, thumbs_dir: str | Path | None = None, *,
-               reviewer: str | None = None, access: Access | None = None) -> FastAPI:
+               reviewer: str | None = None, access: Access | None = None, images_required: bool = True) -> FastAPI:
     """Build the app; refuses missing inputs up front so `serve` fails before binding a port.
 
     `token` (one person, named `reviewer`) or `access` (a token per reviewer); neither: open
-    mode, loopback Host headers only, the client names itself."""
+    mode, loopback Host headers only, the client names itself. `images_required=False` (the
+    simulated reviewers): a folder without the download's index.parquet serves no images."""
     if token and access is not None:
         raise UserError("pass a token or per-reviewer access, not both")
     if access is None:
@@ -78,7 +79,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     root = Path(images)
     if not root.is_dir():
         raise UserError(f"{root}: image root not found")
-    paths = imageindex.stored(root)
+    # the download's index says where each image is; the simulated reviewers see no images
+    paths = imageindex.stored(root) if images_required or (root / imageindex.NAME).exists() else {}
     db.connect(dbp).close()  # exists and opens
     ds = load_landmarks(landmarks) if landmarks else None
     if ds is not None:

@@ -1,0 +1,69 @@
+"""YFCC's photo hash: the `yfcc100m_hash` file (`photoid<TAB>hash` lines) joined onto dataset
+rows, and the count that compares each row's hash with the mirror's key.
+
+The join is window.py's sliding-window merge, so the hash file must list the photos in the
+dataset's order (the order of the dataset file(s) as given, rowid order for SQLite); one that
+does not stops the ingest with one line (`ordered=True`). Lines whose id is not a positive
+integer, or whose hash is not 1-64 hex digits, are skipped (counted).
+
+`compare` is what stats.json's `photo_hash` section counts. The mirror (Multimedia Commons)
+names an image by `flickr.yfcc_hash(download_url)`: the MD5 of the download URL with each byte
+in hex *without* a leading zero. Whether the hash field of the 25-field file (or of the hash
+file) is that key, the zero-padded MD5, or something else has not been checked on real data
+here; the counts let a user see it on their own file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mining.flickr import yfcc_hash
+from mining.ingest.window import WindowJoin, read_pairs
+
+HASH_COUNTS = ("same", "same_zero_padded", "different", "missing")
+
+
+def parse_hash_block(data: bytes) -> tuple[np.ndarray, list[pa.Array], int]:
+    """(photo ids, [hash], lines skipped) of one block of hash lines."""
+    ids, hashes, keep, skipped = read_pairs(data)
+    hashes = hashes.filter(pa.array(keep))
+    hexes = pc.match_substring_regex(hashes, r"^[0-9A-Fa-f]{1,64}$").to_numpy(zero_copy_only=False)
+    return ids[hexes], [hashes.filter(pa.array(hexes)).cast(pa.string())], skipped + int((~hexes).sum())
+
+
+class HashJoin(WindowJoin):
+    """Looks up the hash of successive batches of photo ids (the file in the dataset's order)."""
+
+    def __init__(self, path: Path, block_size: int = 8 << 20, slack: int = 65536):
+        super().__init__(path, parse_hash_block, [pa.string()], block_size, slack, ordered=True,
+                         what="hash file")
+
+    def fill(self, table: pa.Table) -> pa.Table:
+        """The table with its null photo_hash values filled from the file (a file's own hash is kept)."""
+        (found,) = self.lookup(table.column("photo_id").combine_chunks())
+        filled = pc.coalesce(table.column("photo_hash").combine_chunks(), found)
+        return table.set_column(table.schema.get_field_index("photo_hash"), "photo_hash", filled)
+
+
+def compare(photo_hash: pa.Array, download_url: pa.Array) -> dict[str, int]:
+    """Per row, the hash against `yfcc_hash(download_url)`: same, same_zero_padded (the 32-digit
+    zero-padded MD5 of the URL; where no byte is below 0x10 both forms are the same text and
+    the row counts as `same`), different, or missing (null)."""
+    counts = dict.fromkeys(HASH_COUNTS, 0)
+    present = pc.is_valid(photo_hash)
+    counts["missing"] = len(photo_hash) - pc.sum(present).as_py() if len(photo_hash) else 0
+    if counts["missing"] == len(photo_hash):
+        return counts
+    for given, url in zip(photo_hash.filter(present).to_pylist(), download_url.filter(present).to_pylist()):
+        if given == yfcc_hash(url):
+            counts["same"] += 1
+        elif len(given) == 32 and given == hashlib.md5(url.encode("utf-8")).hexdigest():
+            counts["same_zero_padded"] += 1
+        else:
+            counts["different"] += 1
+    return counts

@@ -64,9 +64,9 @@ class PartWriter:
     in row groups of ROW_GROUP_ROWS rows: tables are buffered and cut at fixed row counts."""
 
     def __init__(self, folder: Path, schema: pa.Schema, rows_per_part: int, compression: str,
-                 group_rows: int = ROW_GROUP_ROWS):
+                 group_rows: int | None = None):
         self.folder, self.schema, self.rows_per_part, self.compression = folder, schema, rows_per_part, compression
-        self.group_rows = group_rows
+        self.group_rows = ROW_GROUP_ROWS if group_rows is None else group_rows
         self.parts: list[Path] = []
         self._writer: pq.ParquetWriter | None = None
         self._rows = 0  # rows in the open part

@@ -454,4 +454,7 @@ def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, p
         stats["hash"] = {"path": str(hash_path), "rows_matched": hashes.matched, "lines_skipped": hashes.skipped}
         if stats["rows_out"] and not hashes.matched:
             log.warning("no row matched the hash file %s (not the same rows?)", hash_path)
+        elif stats["photo_hash"]["missing"]:
+            log.warning("%d kept rows have no hash: not in the hash file %s, or beyond its window "
+                        "(its lines must follow the dataset's order)", stats["photo_hash"]["missing"], hash_path)
     return stats

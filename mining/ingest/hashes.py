@@ -50,20 +50,37 @@ class HashJoin(WindowJoin):
         return table.set_column(table.schema.get_field_index("photo_hash"), "photo_hash", filled)
 
 
+def _padded_hex(digests: np.ndarray) -> pa.Array:
+    """The 32-digit hex of each row's 16 digest bytes, as an Arrow string array."""
+    n = len(digests)
+    offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(digests.tobytes().hex().encode())])
+
+
 def compare(photo_hash: pa.Array, download_url: pa.Array) -> dict[str, int]:
     """Per row, the hash against `yfcc_hash(download_url)`: same, same_zero_padded (the 32-digit
     zero-padded MD5 of the URL; where no byte is below 0x10 both forms are the same text and
-    the row counts as `same`), different, or missing (null)."""
+    the row counts as `same`), different, or missing (null).
+
+    One MD5 per row; the zero-padded form is compared column-wise, and `yfcc_hash` is called
+    only for the rows whose hash could be it (the length it would have, not the padded form)."""
     counts = dict.fromkeys(HASH_COUNTS, 0)
     present = pc.is_valid(photo_hash)
-    counts["missing"] = len(photo_hash) - pc.sum(present).as_py() if len(photo_hash) else 0
-    if counts["missing"] == len(photo_hash):
+    hashes, urls = photo_hash.filter(present), download_url.filter(present)
+    counts["missing"] = len(photo_hash) - len(hashes)
+    if not len(hashes):
         return counts
-    for given, url in zip(photo_hash.filter(present).to_pylist(), download_url.filter(present).to_pylist()):
-        if given == yfcc_hash(url):
-            counts["same"] += 1
-        elif len(given) == 32 and given == hashlib.md5(url.encode("utf-8")).hexdigest():
-            counts["same_zero_padded"] += 1
-        else:
-            counts["different"] += 1
+    url_bytes = urls.cast(pa.binary()).to_pylist()  # UTF-8: the bytes yfcc_hash digests
+    digests = np.frombuffer(b"".join(hashlib.md5(u).digest() for u in url_bytes), np.uint8).reshape(-1, 16)
+    high = digests >= 16  # bytes whose hex has two digits either way
+    padded = pc.equal(hashes, _padded_hex(digests)).to_numpy(zero_copy_only=False)
+    same = padded & high.all(axis=1)
+    counts["same_zero_padded"] = int((padded & ~same).sum())
+    length = pc.utf8_length(hashes).to_numpy(zero_copy_only=False)
+    maybe = np.flatnonzero(~padded & (length < 32) & (length == 16 + high.sum(axis=1)))
+    given = hashes.take(pa.array(maybe)).to_pylist()
+    unpadded = sum(given[k] == yfcc_hash(url_bytes[i].decode("utf-8")) for k, i in enumerate(maybe))
+    counts["same"] = int(same.sum()) + unpadded
+    counts["different"] = len(hashes) - counts["same"] - counts["same_zero_padded"]
     return counts

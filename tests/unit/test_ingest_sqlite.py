@@ -295,3 +295,25 @@ def test_a_hash_file_out_of_the_datasets_order_is_refused(tmp_path, capsys):
 def test_cli_help_mentions_sqlite_and_hash():
     r = subprocess.run([sys.executable, "-m", "mining", "ingest", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "SQLite" in r.stdout and "--hash FILE" in r.stdout
+
+
+def test_hash_counts_match_the_plain_rule_on_every_kind_of_near_miss():
+    """hashes.compare (one MD5 per row, column-wise) against the plain per-row rule, on the
+    mirror key, the zero-padded MD5, a key with its last digit changed, another row's key of
+    the same length, random 32-digit hex, upper case, and nulls."""
+    import pyarrow as pa
+
+    from mining.ingest.hashes import compare
+
+    rows = demo_rows(3000, seed=8, malformed=0.0)
+    urls = [r[URL] for r in rows]
+    kinds = [
+        lambda i, u: yfcc_hash(u), lambda i, u: hashlib.md5(u.encode()).hexdigest(), lambda i, u: None,
+        lambda i, u: yfcc_hash(u)[:-1] + "z", lambda i, u: yfcc_hash(urls[i - 1]), lambda i, u: "%032x" % i,
+        lambda i, u: hashlib.md5(u.encode()).hexdigest().upper(),
+    ]
+    given = [kinds[i % len(kinds)](i, u) for i, u in enumerate(urls)]
+    got = compare(pa.array(given, pa.string()), pa.array(urls))
+    assert got == _hash_counts({str(i): h for i, h in enumerate(given) if h is not None},
+                               {str(i): u for i, u in enumerate(urls)})
+    assert got["same"] > 500 and got["same_zero_padded"] > 200 and got["different"] > 1200

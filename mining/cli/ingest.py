@@ -18,12 +18,14 @@ number and hash; the 23-field Webscope files without them), plain, .bz2 or .gz; 
 SQLite file the Multimedia Commons distributes today (yfcc100m_dataset.sql, table
 yfcc100m_dataset, recognised by its header; it gives the TSV's output for the same rows,
 line numbers being row positions in rowid order). Rows with the wrong field count, a TAB,
-LF or CR inside a SQLite value, a NUL byte, a photo id that is not a positive integer, bad coordinates, URL
-fields outside their domains (secret not hex, server/farm not digits, unknown extension),
-broken encoding, unparsable numbers, or a marker/accuracy outside 0-1/0-16 are quarantined,
-never dropped silently: rows_in == rows_out + rows_rejected. An empty input is warned about;
-an input whose every row is rejected stops the run (nothing written); a truncated .gz/.bz2 stops with one line naming the file and the line reached. Memory stays
-bounded whatever the input size. Rerunning on unchanged inputs does nothing (use --force).
+LF or CR inside a SQLite value, a NUL byte, a photo id that is not a positive integer, bad
+coordinates, URL fields outside their domains (secret not hex, server/farm not digits,
+unknown extension), broken encoding, unparsable numbers, or a marker/accuracy outside
+0-1/0-16 are quarantined, never dropped silently: rows_in == rows_out + rows_rejected.
+An empty input is warned about; an input none of whose rows is kept stops the run with
+one line saying what it looks like, as does a truncated .gz/.bz2 (naming the line
+reached); nothing is written then. Memory stays bounded whatever the input size.
+Rerunning on unchanged inputs does nothing (use --force).
 """
 
 EPILOG = """\
@@ -76,4 +78,8 @@ def run(args: argparse.Namespace) -> int:
     rejected = ", ".join(f"{k}={v}" for k, v in stats["rejected"].items() if v) or "none"
     print(f"ingest: {stats['rows_in']} rows in, {stats['rows_out']} out, "
           f"{stats['rows_rejected']} rejected ({rejected}) -> {args.out}", file=sys.stderr)
+    hashes = stats.get("photo_hash", {})
+    if any(v for k, v in hashes.items() if k != "missing"):
+        print("ingest: photo_hash against the mirror's key (md5 of the download URL): "
+              + ", ".join(f"{k}={v}" for k, v in hashes.items()), file=sys.stderr)
     return 0

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
@@ -275,9 +275,11 @@ def _pipeline(jobs: Iterator[_Job], pool: ThreadPoolExecutor, sink: _Sink, fstat
                 take_oldest()
         while pending:
             take_oldest()
-    finally:
+    finally:  # on an error: drop the blocks not started, let the running ones end (they use
+        # the caller's stream or connections, closed next)
         for future, _ in pending:
             future.cancel()
+        wait([future for future, _ in pending])
     return done
 
 

@@ -92,8 +92,9 @@ def inspect(path: Path) -> Source:
             if missing:
                 raise UserError(f"{path}: table {table} lacks column(s) {', '.join(missing)} "
                                 f"(columns: {', '.join(names)})")
-            try:
-                first, last = conn.execute(f"SELECT min(rowid), max(rowid) FROM {_quote(table)}").fetchone()
+            try:  # two queries: min and max together are a full scan, each alone a b-tree seek
+                first = conn.execute(f"SELECT min(rowid) FROM {_quote(table)}").fetchone()[0]
+                last = conn.execute(f"SELECT max(rowid) FROM {_quote(table)}").fetchone()[0]
             except sqlite3.OperationalError:
                 raise UserError(f"{path}: table {table} has no rowid (a WITHOUT ROWID table); "
                                 "not supported") from None

@@ -141,6 +141,25 @@ def test_a_sqlite_file_without_the_table_or_a_column_is_one_line(tmp_path, rows,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_damaged_page_is_one_line_naming_the_rowids_and_the_check_reads_no_rows(tmp_path, rows, capsys):
+    """A leaf page in the middle damaged: the file's check (table, columns, first and last
+    rowid: b-tree seeks, not a scan) passes, the read of that range stops the run in one line."""
+    from mining.cli import main
+
+    db = tmp_path / "d.sql"
+    write_sqlite(db, rows)
+    data = bytearray(db.read_bytes())
+    page = len(data) // 4096 // 2
+    data[page * 4096:page * 4096 + 8] = b"\x0d\x00\x00\xff\xff\x00\x00\x00"  # a leaf claiming 65535 cells
+    db.write_bytes(bytes(data))
+    assert sqlite.inspect(db).last == len(rows)
+    with pytest.raises(UserError, match=r"d.sql: SQLite read error in rowids \d+-\d+: database disk image is malformed"):
+        ingest([db], tmp_path / "out", block_size=64 << 10, progress=False)
+    assert main(["ingest", str(db), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_extra_columns_are_ignored_and_logged(tmp_path, rows, caplog):
     cols = ("rownum", *SQLITE_COLUMNS[:5], "extra", *SQLITE_COLUMNS[5:])
     write_sqlite(tmp_path / "x.sql", [[i, *r[:5], "junk\tvalue", *r[5:]] for i, r in enumerate(rows[:300])],

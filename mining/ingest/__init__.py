@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
@@ -34,6 +34,7 @@ import pyarrow as pa
 from mining import __version__, atomic
 from mining.errors import UserError
 from mining.ingest import sqlite
+from mining.threads import in_order
 from mining.ingest.hashes import HASH_COUNTS, compare
 from mining.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field, read_quarantine, unescape_field
 from mining.ingest.yfcc import (
@@ -256,30 +257,13 @@ _Job = tuple[Callable[..., Block], tuple[Any, ...], float]
 
 def _pipeline(jobs: Iterator[_Job], pool: ThreadPoolExecutor, sink: _Sink, fstats: dict[str, Any],
               label: bytes, bar: Any, workers: int) -> float:
-    """Run the jobs on the parser threads, a few in flight, and hand their blocks to the sink in
-    order; return the progress reached."""
-    pending: collections.deque[tuple[Future[Block], float]] = collections.deque()
+    """Run the jobs on the parser threads, a few in flight (bounded memory), and hand their
+    blocks to the sink in order; return the progress reached."""
     done = 0.0
-
-    def take_oldest() -> None:
-        nonlocal done
-        future, pos = pending.popleft()
-        sink.take(future.result(), fstats, label)
+    for (_, _, pos), block in in_order(pool, lambda job: job[0](*job[1]), jobs, workers + 1):
+        sink.take(block, fstats, label)
         bar.update(pos - done)
         done = pos
-
-    try:
-        for fn, args, pos in jobs:
-            pending.append((pool.submit(fn, *args), pos))
-            while len(pending) > workers:  # bounded memory: a few blocks in flight
-                take_oldest()
-        while pending:
-            take_oldest()
-    finally:  # on an error: drop the blocks not started, let the running ones end (they use
-        # the caller's stream or connections, closed next)
-        for future, _ in pending:
-            future.cancel()
-        wait([future for future, _ in pending])
     return done
 
 

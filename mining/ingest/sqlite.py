@@ -157,7 +157,7 @@ def rows_block(rows: list[tuple[Any, ...]]) -> Block:
 
 
 class Reader:
-    """The rows of a Source by rowid ranges; a connection per reading thread, closed by close()."""
+    """The rows of a Source by rowid ranges; a connection per concurrent read, reused."""
 
     def __init__(self, source: Source):
         self.source = source
@@ -166,21 +166,21 @@ class Reader:
                         "WHERE rowid BETWEEN ? AND ? ORDER BY rowid")
         self._next = f"SELECT min(rowid) FROM {table} WHERE rowid > ?"
         self._idle: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def _take(self) -> sqlite3.Connection:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        conn = _connect(self.source.path)
-        with self._lock:
-            self._all.append(conn)
-        return conn
+        return _connect(self.source.path)
 
     def _give(self, conn: sqlite3.Connection) -> None:
         with self._lock:
-            self._idle.append(conn)
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()  # handed back by a read still running when the reader was closed
 
     def _error(self, exc: sqlite3.Error, where: str) -> UserError:
         return UserError(f"{self.source.path}: SQLite read error {where}: {exc}")
@@ -219,7 +219,10 @@ class Reader:
         return rows_block(rows)
 
     def close(self) -> None:
+        """Close the idle connections; one in use (a read still running after an error) is
+        closed when it is handed back."""
         with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all, self._idle = [], []
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

@@ -44,9 +44,12 @@ class HashJoin(WindowJoin):
                          what="hash file")
 
     def fill(self, table: pa.Table) -> pa.Table:
-        """The table with its null photo_hash values filled from the file (a file's own hash is kept)."""
+        """The table with its null or empty photo_hash values filled from the file where it has
+        the photo (a dataset file's own hash is kept)."""
         (found,) = self.lookup(table.column("photo_id").combine_chunks())
-        filled = pc.coalesce(table.column("photo_hash").combine_chunks(), found)
+        own = table.column("photo_hash").combine_chunks()
+        has_own = pc.fill_null(pc.greater(pc.utf8_length(own), 0), False)
+        filled = pc.if_else(has_own, own, pc.coalesce(found, own))
         return table.set_column(table.schema.get_field_index("photo_hash"), "photo_hash", filled)
 
 
@@ -61,12 +64,12 @@ def _padded_hex(digests: np.ndarray) -> pa.Array:
 def compare(photo_hash: pa.Array, download_url: pa.Array) -> dict[str, int]:
     """Per row, the hash against `yfcc_hash(download_url)`: same, same_zero_padded (the 32-digit
     zero-padded MD5 of the URL; where no byte is below 0x10 both forms are the same text and
-    the row counts as `same`), different, or missing (null).
+    the row counts as `same`), different, or missing (null or empty).
 
     One MD5 per row; the zero-padded form is compared column-wise, and `yfcc_hash` is called
     only for the rows whose hash could be it (the length it would have, not the padded form)."""
     counts = dict.fromkeys(HASH_COUNTS, 0)
-    present = pc.is_valid(photo_hash)
+    present = pc.fill_null(pc.greater(pc.utf8_length(photo_hash), 0), False)  # null or empty: missing
     hashes, urls = photo_hash.filter(present), download_url.filter(present)
     counts["missing"] = len(photo_hash) - len(hashes)
     if not len(hashes):

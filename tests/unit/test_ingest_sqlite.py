@@ -284,13 +284,16 @@ def test_the_25_field_files_own_hash_is_kept_and_counted(tmp_path):
     lines = src.read_bytes().decode().splitlines()
     fields = [line.split("\t") for line in lines]
     fields[0][2] = yfcc_hash(fields[0][16])  # the first row carries the mirror's key
+    fields[1][2] = fields[2][2] = ""  # two rows without a hash: the hash file has the first
     src.write_text("".join("\t".join(f) + "\n" for f in fields))
     hash_file = tmp_path / "h.tsv"  # the hash file does not override a file's own hash
-    hash_file.write_text("".join(f"{f[1]}\t{'0' * 32}\n" for f in fields))
+    hash_file.write_text("".join(f"{f[1]}\t{'0' * 32}\n" for i, f in enumerate(fields) if i != 2))
     stats = ingest([src], tmp_path / "out", hash_file=hash_file, progress=False)
-    assert stats["photo_hash"] == {"same": 1, "same_zero_padded": 0, "different": 499, "missing": 0}
+    assert stats["photo_hash"] == {"same": 1, "same_zero_padded": 0, "different": 498, "missing": 1}
     got = open_dataset(tmp_path / "out").to_table(columns=["photo_hash"]).column(0).to_pylist()
-    assert got == [f[2] for f in fields]
+    assert got == [fields[0][2], "0" * 32, ""] + [f[2] for f in fields[3:]]
+    stats = ingest([src], tmp_path / "alone", progress=False)  # without it: as the file gives them
+    assert stats["photo_hash"] == {"same": 1, "same_zero_padded": 0, "different": 497, "missing": 2}
 
 
 def test_a_hash_file_out_of_the_datasets_order_is_refused(tmp_path, capsys):
@@ -319,7 +322,7 @@ def test_cli_help_mentions_sqlite_and_hash():
 def test_hash_counts_match_the_plain_rule_on_every_kind_of_near_miss():
     """hashes.compare (one MD5 per row, column-wise) against the plain per-row rule, on the
     mirror key, the zero-padded MD5, a key with its last digit changed, another row's key of
-    the same length, random 32-digit hex, upper case, and nulls."""
+    the same length, random 32-digit hex, upper case, nulls and empty values."""
     import pyarrow as pa
 
     from mining.ingest.hashes import compare
@@ -329,10 +332,10 @@ def test_hash_counts_match_the_plain_rule_on_every_kind_of_near_miss():
     kinds = [
         lambda i, u: yfcc_hash(u), lambda i, u: hashlib.md5(u.encode()).hexdigest(), lambda i, u: None,
         lambda i, u: yfcc_hash(u)[:-1] + "z", lambda i, u: yfcc_hash(urls[i - 1]), lambda i, u: "%032x" % i,
-        lambda i, u: hashlib.md5(u.encode()).hexdigest().upper(),
+        lambda i, u: hashlib.md5(u.encode()).hexdigest().upper(), lambda i, u: "",
     ]
     given = [kinds[i % len(kinds)](i, u) for i, u in enumerate(urls)]
     got = compare(pa.array(given, pa.string()), pa.array(urls))
-    assert got == _hash_counts({str(i): h for i, h in enumerate(given) if h is not None},
+    assert got == _hash_counts({str(i): h for i, h in enumerate(given) if h},  # "": no hash
                                {str(i): u for i, u in enumerate(urls)})
     assert got["same"] > 500 and got["same_zero_padded"] > 200 and got["different"] > 1200

@@ -19,6 +19,7 @@ memory stays bounded and SQLite's page reads run outside the GIL.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import urllib.parse
@@ -55,7 +56,7 @@ def _quote(name: str) -> str:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro"
+    uri = "file:" + urllib.parse.quote(os.fsencode(Path(path).resolve())) + "?mode=ro"  # any bytes in the name
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)  # one thread at a time (_Pool)
     conn.text_factory = bytes
     return conn

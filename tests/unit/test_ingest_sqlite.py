@@ -176,12 +176,14 @@ def test_extra_columns_are_ignored_and_logged(tmp_path, rows, caplog):
 
 
 def test_the_sqlite_file_is_recognised_by_its_header_not_its_name(tmp_path, rows):
-    write_sqlite(tmp_path / "yfcc100m_dataset-0", rows[:50])  # no suffix
-    stats = ingest([tmp_path / "yfcc100m_dataset-0"], tmp_path / "out", progress=False)
+    odd = tmp_path / "a %41 ?#é folder"  # characters a SQLite URI must escape
+    odd.mkdir()
+    write_sqlite(odd / "yfcc100m_dataset-0", rows[:50])  # no suffix
+    stats = ingest([odd / "yfcc100m_dataset-0"], tmp_path / "out", progress=False)
     assert stats["files"][0]["format"] == "sqlite" and stats["rows_in"] == 50
     empty = tmp_path / "empty.sql"
     write_sqlite(empty, [])
-    stats = ingest([empty, tmp_path / "yfcc100m_dataset-0"], tmp_path / "out2", progress=False)
+    stats = ingest([empty, odd / "yfcc100m_dataset-0"], tmp_path / "out2", progress=False)
     assert stats["files"][0]["rows_in"] == 0 and stats["rows_in"] == 50  # an empty table warns, as a file
 
 

@@ -1,15 +1,19 @@
 """`mining ingest`: YFCC100M `yfcc100m_dataset` files → a typed Parquet dataset.
 
+Inputs: the TSV files (25 or 23 fields; plain, .bz2 or .gz) and the SQLite file
+(`yfcc100m_dataset.sql`, told apart by its header bytes: mining/ingest/sqlite.py), which give
+the same output for the same rows.
+
 Output folder (see docs/formats.md): `part-NNNNN.parquet`, `quarantine.tsv` (file, line,
 reason, raw line of every rejected row; backslash escapes, read it with `read_quarantine`) and
 `stats.json` (written last: its presence means
 the folder is complete). Everything is first written to a hidden staging folder inside OUT
 and moved into place at the end, so OUT never mixes two runs; rerunning on unchanged inputs
-is a no-op.
+is a no-op. A file whose every row is rejected stops the run (nothing is written).
 
-Memory stays bounded: files are read in blocks of `block_size` bytes, at most a few blocks
-are in flight (parsed on a worker thread while the previous one is written), and the
-places file is merged in a sliding window.
+Memory stays bounded: files are read in blocks of `block_size` bytes (SQLite: rowid ranges of
+about as many bytes), at most a few blocks are in flight (parsed on a worker thread while the
+previous one is written), and the places and hash files are merged in a sliding window.
 """
 
 from __future__ import annotations
@@ -18,25 +22,28 @@ import collections
 import json
 import logging
 import os
-import re
 import shutil
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mining import __version__, atomic
 from mining.errors import UserError
+from mining.ingest import sqlite
+from mining.threads import in_order
+from mining.ingest.hashes import HASH_COUNTS, compare
+from mining.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field, read_quarantine, unescape_field
 from mining.ingest.yfcc import (
     PLACE_FIELDS,
     READ_ERRORS,
     Block,
     REASONS,
     SCHEMA,
+    WRONG_FIELD_COUNT,
     bz2_decoder,
     detect_layout,
     iter_blocks,
@@ -45,56 +52,16 @@ from mining.ingest.yfcc import (
     sniff_compression,
 )
 
-__all__ = ["ingest", "open_dataset", "output_schema", "read_quarantine", "REASONS", "SCHEMA"]
+__all__ = ["ingest", "open_dataset", "output_schema", "read_quarantine", "REASONS", "SCHEMA",
+           "escape_field", "unescape_field"]
 
 log = logging.getLogger(__name__)
 
-QUARANTINE_HEADER = b"file\tline\treason\traw_line\n"
 _STAGING_PREFIX = ".ingest-staging-"
 # default parser threads (Arrow and numpy release the GIL) and .bz2 decoder threads; blocks
 # in flight = this + 1
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
-_DICTIONARY = ["license_name", "license_url", "extension", "place_country"]
-_STATISTICS = ["photo_id", "longitude", "latitude", "accuracy", "date_uploaded", "marker"]
-
-
-# quarantine.tsv fields are escaped so that a record is one line of exactly four fields,
-# whatever bytes a file name or a raw line holds (tabs, lone CRs, newlines in file names)
-_ESCAPES = ((b"\\", b"\\\\"), (b"\t", b"\\t"), (b"\n", b"\\n"), (b"\r", b"\\r"))
-_UNESCAPES = {b"\\": b"\\", b"t": b"\t", b"n": b"\n", b"r": b"\r"}
-
-
-def escape_field(value: bytes) -> bytes:
-    """A quarantine.tsv field: backslash, TAB, LF and CR written as `\\\\`, `\\t`, `\\n`, `\\r`."""
-    for raw, escaped in _ESCAPES:
-        if raw in value:
-            value = value.replace(raw, escaped)
-    return value
-
-
-def unescape_field(value: bytes) -> bytes:
-    """The inverse of `escape_field`."""
-    if b"\\" not in value:
-        return value
-    return re.sub(rb"\\(.)", lambda m: _UNESCAPES.get(m.group(1), b"\\" + m.group(1)), value, flags=re.S)
-
-
-def read_quarantine(folder_or_file: str | os.PathLike[str]) -> list[tuple[str, int, str, bytes]]:
-    """The rows of an ingest output's quarantine.tsv: (file, line, reason, raw line), unescaped."""
-    path = Path(folder_or_file)
-    if path.is_dir():
-        path = path / "quarantine.tsv"
-    lines = path.read_bytes().split(b"\n")
-    if lines[0] + b"\n" != QUARANTINE_HEADER:
-        raise UserError(f"not a quarantine file (bad header): {path}")
-    rows = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, number, reason, raw = line.split(b"\t")
-        rows.append((unescape_field(name).decode("utf-8", "surrogateescape"), int(number), reason.decode(),
-                     unescape_field(raw)))
-    return rows
+_SQLITE_ROW_BYTES = 512  # about a YFCC row's TSV line: a block_size of rows is block_size / this
 
 
 def output_schema(with_places: bool) -> pa.Schema:
@@ -136,7 +103,8 @@ def _check_input(path: Path, what: str) -> None:
         raise UserError(f"{what} cannot be read ({sniff_compression(path) or 'plain'}): {path}: {exc}") from None
 
 
-def _fingerprint(paths: list[Path], places: Path | None, rows_per_part: int, compression: str) -> dict[str, Any]:
+def _fingerprint(paths: list[Path], places: Path | None, hashes: Path | None, rows_per_part: int,
+                 compression: str) -> dict[str, Any]:
     """What the output depends on: a rerun with the same fingerprint has nothing to do."""
     def one(p: Path) -> dict[str, Any]:
         st = p.stat()
@@ -145,54 +113,11 @@ def _fingerprint(paths: list[Path], places: Path | None, rows_per_part: int, com
     return {
         "inputs": [one(p) for p in paths],
         "places": one(places) if places else None,
+        "hash": one(hashes) if hashes else None,
         "rows_per_part": rows_per_part,
         "compression": compression,
         "version": __version__,
     }
-
-
-class _PartWriter:
-    """Parquet parts of at most `rows_per_part` rows: part-00000.parquet, part-00001.parquet, ..."""
-
-    def __init__(self, folder: Path, schema: pa.Schema, rows_per_part: int, compression: str):
-        self.folder, self.schema, self.rows_per_part, self.compression = folder, schema, rows_per_part, compression
-        self.parts: list[Path] = []
-        self._writer: pq.ParquetWriter | None = None
-        self._rows = 0
-
-    def _open(self) -> None:
-        path = self.folder / f"part-{len(self.parts):05d}.parquet"
-        self.parts.append(path)
-        self._writer = pq.ParquetWriter(
-            path, self.schema, compression=self.compression,
-            # dictionaries and min/max statistics only where they pay: few distinct values,
-            # or columns that readers filter on; elsewhere they cost time and bytes
-            use_dictionary=[n for n in _DICTIONARY if n in self.schema.names],
-            write_statistics=[n for n in _STATISTICS if n in self.schema.names],
-        )
-        self._rows = 0
-
-    def write(self, table: pa.Table) -> None:
-        while table.num_rows:
-            if self._writer is None or self._rows >= self.rows_per_part:
-                self.close()
-                self._open()
-            take = min(table.num_rows, self.rows_per_part - self._rows)
-            assert self._writer is not None
-            self._writer.write_table(table.slice(0, take))
-            self._rows += take
-            table = table.slice(take)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-    def finish(self) -> list[Path]:
-        if not self.parts:  # no rows at all: still a readable, typed (empty) dataset
-            self._open()
-        self.close()
-        return self.parts
 
 
 def _empty_counts() -> dict[str, int]:
@@ -216,6 +141,7 @@ def ingest(
     out: str | os.PathLike[str],
     places: str | os.PathLike[str] | None = None,
     *,
+    hash_file: str | os.PathLike[str] | None = None,
     rows_per_part: int = 1_000_000,
     block_size: int = 16 << 20,
     compression: str = "snappy",
@@ -223,23 +149,31 @@ def ingest(
     progress: bool = True,
     workers: int | None = None,
 ) -> dict[str, Any]:
-    """Ingest YFCC100M dataset files (plain/.bz2/.gz, 25- or 23-field) into OUT; return the stats.
+    """Ingest YFCC100M dataset files (TSV: plain/.bz2/.gz, 25- or 23-field; or the SQLite file)
+    into OUT; return the stats.
 
     `places`: the `yfcc100m_places` file covering the same rows in the same order.
+    `hash_file`: the `yfcc100m_hash` file (`photoid<TAB>hash`), in the same order, filling
+    photo_hash where the dataset file has none (23-field and SQLite inputs).
     `force`: rebuild even if OUT is complete for the same inputs.
     `workers`: parser threads, and decoder threads of a .bz2 input (default min(4, CPUs)).
-    The output bytes do not depend on it.
+    The output bytes do not depend on it, nor on `block_size`.
     """
     files = [Path(p) for p in paths]
     if not files:
         raise UserError("no input files given")
     for f in files:
         _check_input(f, "input file")
+    # SQLite inputs are checked (table, columns) before anything is written
+    sources = {f: sqlite.inspect(f) for f in files if sqlite.is_sqlite(f)}
     if any(sniff_compression(f) == "bz2" for f in files):
         log.info(".bz2 decoder: %s", bz2_decoder())  # a bad MINING_BZ2_DECODER fails here, before any work
     places_path = Path(places) if places is not None else None
     if places_path is not None:
         _check_input(places_path, "places file")
+    hash_path = Path(hash_file) if hash_file is not None else None
+    if hash_path is not None:
+        _check_input(hash_path, "hash file")
     if rows_per_part < 1:
         raise UserError(f"rows per part must be positive, got {rows_per_part}")
     workers = _WORKERS if workers is None else workers
@@ -249,7 +183,7 @@ def ingest(
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"output is not a folder: {out_dir}")
-    fingerprint = _fingerprint(files, places_path, rows_per_part, compression)
+    fingerprint = _fingerprint(files, places_path, hash_path, rows_per_part, compression)
     stats_path = out_dir / "stats.json"
     if stats_path.exists() and not force:
         try:
@@ -266,8 +200,8 @@ def ingest(
         staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
         try:
             staging.mkdir()
-            stats = _run(files, staging, places_path, rows_per_part, block_size, compression, progress,
-                         workers)
+            stats = _run(files, sources, staging, places_path, hash_path, rows_per_part, block_size,
+                         compression, progress, workers)
             stats["fingerprint"] = fingerprint
             _publish(staging, out_dir, stats)
         except BaseException:
@@ -277,65 +211,124 @@ def ingest(
 
 
 class _Sink:
-    """Where parsed blocks go, in input order: Parquet parts, quarantine, places, counts."""
+    """Where parsed blocks go, in input order: Parquet parts, quarantine, places, hashes, counts."""
 
-    def __init__(self, writer: _PartWriter, quarantine: BinaryIO, joiner: Any):
-        self.writer, self.quarantine, self.joiner = writer, quarantine, joiner
+    def __init__(self, writer: PartWriter, quarantine: BinaryIO, places: Any, hashes: Any):
+        self.writer, self.quarantine, self.places, self.hashes = writer, quarantine, places, hashes
+        self.hash_counts = dict.fromkeys(HASH_COUNTS, 0)
+        # of the current file: field counts of its wrong_field_count lines, its first rejected line
+        self.field_counts: collections.Counter[int] = collections.Counter()
+        self.first_reject: bytes | None = None
 
-    def file_stats(self, path: Path, nfields: int) -> dict[str, Any]:
-        return {"path": str(path), "fields": nfields, "compression": sniff_compression(path) or "none",
+    def file_stats(self, path: Path, nfields: int, fmt: str) -> dict[str, Any]:
+        self.field_counts, self.first_reject = collections.Counter(), None
+        return {"path": str(path), "format": fmt, "fields": nfields,
+                "compression": sniff_compression(path) or "none",
                 "rows_in": 0, "rows_out": 0, "rows_rejected": 0, "rejected": _empty_counts()}
 
     def take(self, block: Block, fstats: dict[str, Any], label: bytes) -> None:
         """Write one parsed block; its lines are numbered after the file's previous blocks."""
         table = block.table
-        if self.joiner is not None:
-            country, locality = self.joiner.lookup(table.column("photo_id").combine_chunks())
+        if self.hashes is not None:
+            table = self.hashes.fill(table)
+        if self.places is not None:
+            country, locality = self.places.lookup(table.column("photo_id").combine_chunks())
             table = table.append_column(PLACE_FIELDS[0][0], country).append_column(PLACE_FIELDS[1][0], locality)
+        for key, n in compare(table.column("photo_hash").combine_chunks(),
+                              table.column("download_url").combine_chunks()).items():
+            self.hash_counts[key] += n
         self.writer.write(table)
         offset = fstats["rows_in"]  # lines of this file before the block
         for number, reason, text in block.rejects:
             self.quarantine.write(b"%s\t%d\t%s\t%s\n" % (label, offset + number, reason.encode(), escape_field(text)))
             fstats["rejected"][reason] += 1
+            if reason == WRONG_FIELD_COUNT:
+                self.field_counts[text.count(b"\t") + 1] += 1
+            if self.first_reject is None:
+                self.first_reject = text
         fstats["rows_in"] += block.lines
         fstats["rows_out"] += table.num_rows
         fstats["rows_rejected"] += len(block.rejects)
 
 
-def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any,
-                 workers: int) -> dict[str, Any]:
-    """Stream one dataset file through the parser threads into the sink; return its stats."""
-    nfields = detect_layout(path)
-    fstats = sink.file_stats(path, nfields)
-    label = escape_field(str(path).encode("utf-8", "surrogateescape"))
-    stream, raw = open_stream(path, threads=workers)
-    # (parsed block, input bytes read up to its end): the bar moves as blocks are written
-    pending: collections.deque[tuple[Future[Block], int]] = collections.deque()
-    done = 0
+# (a parse job for the pool, its arguments, the progress reached once its block is written)
+_Job = tuple[Callable[..., Block], tuple[Any, ...], float]
 
-    def take_oldest() -> None:
-        nonlocal done
-        future, pos = pending.popleft()
-        sink.take(future.result(), fstats, label)
+
+def _pipeline(jobs: Iterator[_Job], pool: ThreadPoolExecutor, sink: _Sink, fstats: dict[str, Any],
+              label: bytes, bar: Any, workers: int) -> float:
+    """Run the jobs on the parser threads, a few in flight (bounded memory), and hand their
+    blocks to the sink in order; return the progress reached."""
+    done = 0.0
+    for (_, _, pos), block in in_order(pool, lambda job: job[0](*job[1]), jobs, workers + 1):
+        sink.take(block, fstats, label)
         bar.update(pos - done)
         done = pos
+    return done
 
+
+def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any,
+                 workers: int) -> dict[str, Any]:
+    """Stream one TSV dataset file through the parser threads into the sink; return its stats."""
+    nfields = detect_layout(path)
+    fstats = sink.file_stats(path, nfields, "tsv")
+    label = escape_field(str(path).encode("utf-8", "surrogateescape"))
+    stream, raw = open_stream(path, threads=workers)
     try:
-        for data in _read_blocks(path, stream, block_size):
-            pending.append((pool.submit(parse_block, data, nfields), raw.tell()))
-            while len(pending) > workers:  # bounded memory: a few blocks in flight
-                take_oldest()
-        while pending:
-            take_oldest()
+        # the bar moves by input bytes as blocks are written
+        jobs = ((parse_block, (data, nfields), raw.tell()) for data in _read_blocks(path, stream, block_size))
+        done = _pipeline(jobs, pool, sink, fstats, label, bar, workers)
     finally:
-        for future, _ in pending:
-            future.cancel()
         stream.close()
         raw.close()
     bar.update(path.stat().st_size - done)
-    if fstats["rows_in"] == 0:
-        log.warning("%s has no rows (an empty input adds nothing to the dataset)", path)
     return fstats
+
+
+def _ingest_sqlite(source: sqlite.Source, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any,
+                   workers: int, unit: float) -> dict[str, Any]:
+    """Read one SQLite file by rowid ranges on the parser threads into the sink; return its stats.
+    The bar moves by `unit` per rowid (1: rows; or the file's bytes spread over its rowids)."""
+    path = source.path
+    fstats = sink.file_stats(path, 23, "sqlite")
+    fstats["table"] = source.table
+    if source.extra:
+        fstats["extra_columns"] = list(source.extra)
+        log.info("%s: table %s has column(s) beyond YFCC's 23, ignored: %s", path, source.table,
+                 ", ".join(source.extra))
+    label = escape_field(str(path).encode("utf-8", "surrogateescape"))
+    reader = sqlite.Reader(source)
+    first = source.first or 0
+    try:
+        jobs = ((reader.read, (lo, hi), (min(hi, source.last or hi) - first + 1) * unit)
+                for lo, hi in reader.ranges(max(1, block_size // _SQLITE_ROW_BYTES)))
+        done = _pipeline(jobs, pool, sink, fstats, label, bar, workers)
+    finally:
+        reader.close()
+    bar.update(_span(source) * unit - done)
+    return fstats
+
+
+def _span(source: sqlite.Source) -> int:
+    """Rowids from the first to the last (the row count of a table without gaps)."""
+    return 0 if source.first is None or source.last is None else source.last - source.first + 1
+
+
+def _all_rejected(fstats: dict[str, Any], field_counts: collections.Counter[int], first: bytes | None) -> str:
+    """The one line that says what a file whose every row was rejected looks like."""
+    reasons = ", ".join(f"{k}={v}" for k, v in fstats["rejected"].items() if v)
+    msg = f"{fstats['path']}: all {fstats['rows_in']} rows rejected ({reasons})"
+    if first is not None and first.startswith(sqlite.HEADER):
+        return msg + (f": it is a SQLite database inside {fstats['compression']} compression; "
+                      "decompress it first (ingest reads the SQLite file as it is)")
+    if field_counts:
+        counts = ", ".join(f"{n} ({lines} lines)" for n, lines in sorted(field_counts.items()))
+        if len(field_counts) == 1:
+            counts = str(next(iter(field_counts)))
+        msg += f": lines have {counts} tab-separated fields, a YFCC100M dataset file has 23 or 25"
+    elif first is not None:
+        msg += f"; the first: {first[:100]!r}"
+    return msg + "; is this the yfcc100m_dataset file?"
 
 
 class _StreamError(Exception):
@@ -378,33 +371,49 @@ def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
         raise UserError(f"{path}: {what} after line {reader.lines} ({exc})") from None
 
 
-def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_part: int,
-         block_size: int, compression: str, progress: bool, workers: int) -> dict[str, Any]:
+def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, places_path: Path | None,
+         hash_path: Path | None, rows_per_part: int, block_size: int, compression: str, progress: bool,
+         workers: int) -> dict[str, Any]:
     from mining.progress import bar as progress_bar
 
+    from mining.ingest.hashes import HashJoin
     from mining.ingest.places import PlacesJoin
 
     t0 = time.perf_counter()
     schema = output_schema(places_path is not None)
-    writer = _PartWriter(staging, schema, rows_per_part, compression)
-    joiner = PlacesJoin(places_path) if places_path is not None else None
+    writer = PartWriter(staging, schema, rows_per_part, compression)
+    places = PlacesJoin(places_path) if places_path is not None else None
+    hashes = HashJoin(hash_path) if hash_path is not None else None
     per_file: list[dict[str, Any]] = []
-    bar = progress_bar(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
+    # the bar counts rows when every input is SQLite (by rowid), else input bytes
+    by_rows = len(sources) == len(files)
+    total = sum(_span(sources[f]) if by_rows else f.stat().st_size for f in files)
+    bar = progress_bar(total=total, unit="row" if by_rows else "B", unit_scale=True,
                        desc="ingest", disable=not progress)
     try:
         with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(workers) as pool:
             quarantine.write(QUARANTINE_HEADER)
-            sink = _Sink(writer, quarantine, joiner)
+            sink = _Sink(writer, quarantine, places, hashes)
             for f in files:
-                fstats = _ingest_file(f, pool, sink, block_size, bar, workers)
+                if f in sources:
+                    source = sources[f]
+                    unit = 1.0 if by_rows else f.stat().st_size / max(1, _span(source))
+                    fstats = _ingest_sqlite(source, pool, sink, block_size, bar, workers, unit)
+                else:
+                    fstats = _ingest_file(f, pool, sink, block_size, bar, workers)
                 assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
+                if fstats["rows_in"] == 0:
+                    log.warning("%s has no rows (an empty input adds nothing to the dataset)", f)
+                elif fstats["rows_out"] == 0:
+                    raise UserError(_all_rejected(fstats, sink.field_counts, sink.first_reject))
                 per_file.append(fstats)
         parts = writer.finish()
     finally:
         bar.close()
         writer.close()
-        if joiner is not None:
-            joiner.close()
+        for joiner in (places, hashes):
+            if joiner is not None:
+                joiner.close()
 
     total_rejected = _empty_counts()
     for fstats in per_file:
@@ -418,11 +427,20 @@ def _run(files: list[Path], staging: Path, places_path: Path | None, rows_per_pa
         "files": per_file,
         "parts": [p.name for p in parts],
         "columns": schema.names,
+        # each kept row's photo_hash against flickr.yfcc_hash(download_url) (hashes.compare)
+        "photo_hash": dict(sink.hash_counts),
         "elapsed_s": round(time.perf_counter() - t0, 3),
     }
-    if joiner is not None:
-        stats["places"] = {"path": str(places_path), "rows_matched": joiner.matched,
-                           "lines_skipped": joiner.skipped}
-        if stats["rows_out"] and not joiner.matched:
+    if places is not None:
+        stats["places"] = {"path": str(places_path), "rows_matched": places.matched,
+                           "lines_skipped": places.skipped}
+        if stats["rows_out"] and not places.matched:
             log.warning("no row matched the places file %s (not the same rows?)", places_path)
+    if hashes is not None:
+        stats["hash"] = {"path": str(hash_path), "rows_matched": hashes.matched, "lines_skipped": hashes.skipped}
+        if stats["rows_out"] and not hashes.matched:
+            log.warning("no row matched the hash file %s (not the same rows?)", hash_path)
+        elif stats["photo_hash"]["missing"]:
+            log.warning("%d kept rows have no hash: not in the hash file %s, or beyond its window "
+                        "(its lines must follow the dataset's order)", stats["photo_hash"]["missing"], hash_path)
     return stats

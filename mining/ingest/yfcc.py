@@ -76,6 +76,7 @@ _PLAIN_TEXT = {
 
 # Reject reasons, in priority order: a row gets the earliest of those that apply.
 WRONG_FIELD_COUNT = "wrong_field_count"
+CONTROL_CHARACTER = "control_character"  # a SQLite value holding a TAB, LF or CR (not a TSV field)
 NUL_BYTE = "nul_byte"  # a NUL byte in any field, raw or %00-decoded
 BAD_PHOTO_ID = "bad_photo_id"  # unparsable, or not positive
 BAD_COORDINATES = "bad_coordinates"  # unparsable, or only one of longitude/latitude
@@ -86,7 +87,7 @@ BAD_ENCODING = "bad_encoding"  # invalid UTF-8 or a bad %-escape
 BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, marker) unparsable
 OUT_OF_DOMAIN = "out_of_domain"  # marker not 0/1, accuracy not 0-16 (mining.flickr)
 REASONS = [
-    WRONG_FIELD_COUNT, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
+    WRONG_FIELD_COUNT, CONTROL_CHARACTER, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
     LONGITUDE_OUT_OF_RANGE, BAD_URL_FIELD, BAD_ENCODING, BAD_NUMBER, OUT_OF_DOMAIN,
 ]
 _EXTENSION_VALUES = pa.array(flickr.EXTENSION_VALUES, pa.string())

@@ -17,7 +17,7 @@ import bz2
 import gzip
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -128,3 +128,43 @@ def write_synthetic(path: Path, n_rows: int, seed: int = 0, nfields: int = 25,
             if buf:
                 f.write(("\n".join(buf) + "\n").encode("utf-8"))
     return planted
+
+
+# the SQLite file's columns (the Multimedia Commons' yfcc100m_dataset.sql), 23-field order;
+# `typed` declares the numeric ones INTEGER/REAL (SQLite then stores numbers, not their text)
+SQLITE_COLUMNS = ("photoid", "uid", "unickname", "datetaken", "dateuploaded", "capturedevice", "title",
+                  "description", "usertags", "machinetags", "longitude", "latitude", "accuracy", "pageurl",
+                  "downloadurl", "licensename", "licenseurl", "serverid", "farmid", "secret", "secretoriginal",
+                  "ext", "marker")
+_SQLITE_TYPES = {"photoid": "INTEGER", "dateuploaded": "INTEGER", "longitude": "REAL", "latitude": "REAL",
+                 "accuracy": "INTEGER", "serverid": "INTEGER", "farmid": "INTEGER", "marker": "INTEGER"}
+
+
+def write_sqlite(path: Path, rows: Iterable[Sequence[object]], typed: bool = False,
+                 columns: Sequence[str] = SQLITE_COLUMNS, table: str = "yfcc100m_dataset",
+                 untyped: bool = False) -> int:
+    """Write rows (sequences of values, one per column: str (TEXT, which a `typed` column turns
+    into a number where it looks like one), bytes (BLOB), int, float or None) into a new SQLite
+    table; return the row count. `untyped`: columns without a type (values stored as given)."""
+    import sqlite3
+
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        kind = (lambda c: "") if untyped else (lambda c: _SQLITE_TYPES.get(c, "TEXT") if typed else "TEXT")
+        decl = ", ".join(f"{c} {kind(c)}" for c in columns)
+        conn.execute(f"CREATE TABLE {table} ({decl})")
+        n = 0
+        insert = f"INSERT INTO {table} VALUES ({', '.join('?' for _ in columns)})"
+        batch: list[Sequence[object]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= BATCH:
+                conn.executemany(insert, batch)
+                n, batch = n + len(batch), []
+        conn.executemany(insert, batch)
+        conn.commit()
+        return n + len(batch)
+    finally:
+        conn.close()

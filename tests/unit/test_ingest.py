@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus, unquote_to_bytes
 
 import pyarrow as pa
 import pytest
+from ingested import ingested
 from yfcc_rows import write_synthetic
 
 from mining.errors import UserError
@@ -627,19 +628,6 @@ def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
         assert list(full.iterdir()) == []
 
 
-def _ingested(out: Path) -> tuple[dict[str, bytes], list[tuple[int, str, bytes]], dict]:
-    """(Parquet parts' bytes by name, quarantine rows without the file name, stats without
-    what names the input or times the run)."""
-    parts = {p.name: p.read_bytes() for p in sorted(out.glob("part-*.parquet"))}
-    q = [(n, reason, raw) for _, n, reason, raw in read_quarantine(out)]
-    stats = json.loads((out / "stats.json").read_text())
-    for key in ("elapsed_s", "fingerprint"):
-        stats.pop(key)
-    for f in stats["files"]:
-        f.pop("path"), f.pop("compression")
-    return parts, q, stats
-
-
 def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypatch):
     """The same rows as plain, multi-stream .bz2 (many 100k blocks, decoded in parallel) and
     multi-member .gz, each with 1-3 workers, and through Arrow's single-threaded decoders
@@ -660,7 +648,7 @@ def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypa
         out = tmp_path / name
         stats = ingest([src], out, rows_per_part=1500, block_size=256 << 10, workers=workers, progress=False)
         assert stats["files"][0]["compression"] == {".tsv": "none", ".bz2": "bz2", ".gz": "gzip"}[src.suffix]
-        return _ingested(out)
+        return ingested(out)
 
     reference = run(plain, 1, "ref")
     parts, q, stats = reference

@@ -5,9 +5,9 @@ thumbnails, the release's face check) opens images through `open_upright`, so th
 - the EXIF orientation (1-8) is applied (`ImageOps.exif_transpose`): a photo stored on its
   side is seen upright, the way it is shown, and coordinates (face boxes, query bboxes) are
   those of the upright image; the returned image carries no orientation tag;
-- 16-bit images (Pillow modes I;16*, I) are scaled to 8 bits (value >> 8; mode L) instead of
-  being clipped to white by Pillow's `convert("L")`; 32-bit float images (mode F) are refused
-  (ValueError), never guessed.
+- 16-bit images (Pillow modes I;16*, and I holding 0-65535) are scaled to 8 bits (value >> 8;
+  mode L) instead of being clipped to white by Pillow's `convert("L")`; 32-bit float images
+  (mode F) and 32-bit integer ones with other values are refused (ValueError), never guessed.
 
 `load_image` is the describe stage's decode (scaled to a long side, a query cropped to its
 bbox). JPEGs can still be decoded at a reduced scale (`draft`, DCT scaling): `size` is the wanted
@@ -46,16 +46,18 @@ def shown_size(im: Any) -> tuple[int, int]:
 
 
 def to_8bit(im: Any) -> Any:
-    """16-bit grey (I;16*, and I holding 16-bit values) → L by the top 8 bits; F refused."""
+    """16-bit grey (I;16*, and I holding 16-bit values) → L by the top 8 bits; F and I with
+    other values refused (ValueError)."""
     from PIL import Image
 
     if im.mode == "F":
         raise ValueError("32-bit float images are not supported")
     if im.mode not in _WIDE:
         return im
-    a = np.asarray(im)
-    a = np.clip(a.astype(np.int64), 0, 65535) >> 8
-    return Image.fromarray(a.astype(np.uint8), mode="L")
+    a = np.asarray(im).astype(np.int64)
+    if a.size and (a.min() < 0 or a.max() > 65535):  # a 32-bit integer image: no 8-bit reading to guess
+        raise ValueError(f"{im.mode} image with values outside 0-65535 is not supported")
+    return Image.fromarray((a >> 8).astype(np.uint8), mode="L")
 
 
 def upright(im: Any, mode: str | None = None, size: Size = None) -> Any:

@@ -54,11 +54,20 @@ def test_a_16_bit_image_hashes_as_its_8_bit_version(sixteen):
     assert dhash(sixteen / "g16.png", (0.0, 0.06)) == dhash(sixteen / "g8.png", (0.0, 0.06))
 
 
-def test_a_float_image_is_refused_not_guessed(tmp_path):
+def test_a_32_bit_integer_image_of_16_bit_values_reads_as_16_bit(sixteen, tmp_path):
+    Image.fromarray(_gradient16().astype(np.int32), mode="I").save(tmp_path / "i.tif")
+    with Image.open(tmp_path / "i.tif") as im:
+        assert im.mode == "I"
+    np.testing.assert_array_equal(load_image(tmp_path / "i.tif", 256, "L"), load_image(sixteen / "g8.png", 256, "L"))
+
+
+def test_float_and_wide_integer_images_are_refused_not_guessed(tmp_path):
     Image.fromarray(np.linspace(0, 1, 64 * 64, dtype=np.float32).reshape(64, 64)).save(tmp_path / "f.tif")
-    assert dhash(tmp_path / "f.tif") is None
-    with pytest.raises(ValueError, match="float"):
-        load_image(tmp_path / "f.tif", 256, "L")
+    Image.fromarray(np.arange(64 * 64, dtype=np.int32).reshape(64, 64) * 1000, mode="I").save(tmp_path / "w.tif")
+    for name, words in (("f.tif", "float"), ("w.tif", "outside 0-65535")):
+        assert dhash(tmp_path / name) is None
+        with pytest.raises(ValueError, match=words):
+            load_image(tmp_path / name, 256, "L")
 
 
 @pytest.fixture(scope="module")

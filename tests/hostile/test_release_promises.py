@@ -156,4 +156,5 @@ def test_commercial_release_leaves_out_every_unknown_licence_and_the_card_counts
         assert stats["licences"]["unknown"] == len(EVIL)
         card = (out / "README.md").read_text()
         assert f"| unknown licence | {len(EVIL)} | 0 |" in card and "left out" in card
+        assert "All Rights Reserved" in card and "http://evil.example" not in card  # listed, inert (no autolink)
         assert "evil" not in (out / "ATTRIBUTION.md").read_text()

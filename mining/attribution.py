@@ -74,8 +74,18 @@ def attribution_md(frame: Any, titles: list[str], pages: list[str],
     for row, title, page in zip(frame.itertuples(index=False), titles, pages):
         author = plain(row.user_nickname).strip() or row.user_nsid
         lines.append(f"| {row.rank} | `{row.path}` | {md_text(title)} | {md_text(author)} ({md_text(row.user_nsid)}) "
-                     f"| {md_link(page, page)} | {md_link(row.license_name, row.license_url)} |")
+                     f"| {md_link(page, page)} | {_licence_cell(row.license_name, row.license_url)} |")
     return "\n".join(lines) + "\n"
+
+
+def _licence_cell(name: Any, url: Any) -> str:
+    """The licence linked to its URL when it is a known licence (`mining.licences`); else
+    the name as found, marked unknown, with no link."""
+    from mining.licences import licence_code
+
+    if licence_code(name, url) is not None:
+        return md_link(name, url)
+    return f"{md_text(name) or '–'} (unknown licence)"
 
 
 def credit_fields(meta: Any, photo_ids: Any) -> tuple[list[str], list[str]]:

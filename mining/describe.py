@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import pyarrow.parquet as pq
 from mining import atomic, descriptors, imageindex
 from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
+from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method
 from mining.threads import in_order
@@ -76,35 +76,6 @@ def list_items(images: str | Path, image_set: str) -> list[ImageItem]:
     if image_set == "queries":
         return [ImageItem(q, str(ds.image_path(q)), ds.bbox(i)) for i, q in enumerate(ds.qimlist)]
     return [ImageItem(n, str(ds.image_path(n))) for n in ds.imlist]
-
-
-def load_image(path: str | Path, max_side: int, mode: str = "RGB",
-               bbox: tuple[float, float, float, float] | None = None) -> np.ndarray:
-    """Decode an image with its long side scaled down to `max_side`, then crop `bbox`.
-
-    The bbox is in original pixels; the crop is taken from the scaled image, so a query crop
-    has the same scale as the database images (as revisitop does). JPEGs are decoded with
-    Pillow's `draft` (DCT scaling), several times faster than a full decode then resize.
-    """
-    from PIL import Image
-
-    with Image.open(path) as im:
-        w, h = im.size
-        s = min(1.0, max_side / max(w, h))
-        tw, th = max(1, round(w * s)), max(1, round(h * s))
-        if im.format == "JPEG" and s < 1.0:
-            im.draft(mode, (tw, th))
-        im = im.convert(mode)
-        if im.size != (tw, th):
-            im = im.resize((tw, th), Image.Resampling.BILINEAR)
-    if bbox is not None:
-        x1, y1, x2, y2 = (v * s for v in bbox)
-        x1, y1 = max(0, int(math.floor(x1))), max(0, int(math.floor(y1)))
-        x2, y2 = min(tw, int(math.ceil(x2))), min(th, int(math.ceil(y2)))
-        if x2 - x1 < 8 or y2 - y1 < 8:
-            raise ValueError(f"query bbox {bbox} is empty or tiny after clipping to the image")
-        im = im.crop((x1, y1, x2, y2))
-    return np.asarray(im)
 
 
 def pin_numeric_threads() -> None:

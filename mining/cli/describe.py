@@ -78,6 +78,7 @@ def parse_param(text: str) -> tuple[str | None, str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from mining.describe import describe_many, per_method_paths, split_params
+    from mining.methods import method_class
 
     if args.workers < 0:
         raise UserError("--workers must be >= 0")
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     per_method = split_params(names, params) if len(names) > 1 else [params]
     for name, settings in zip(names, per_method):
         settings.update(only.get(name, {}))
+        method_class(name).check_params(settings)  # type and range of every value, before any work
+        if not args.scheduler and not args.slurm:  # the workers run here: e.g. is the GPU asked for here?
+            method_class(name).check_here(settings)
     infos = describe_many(names, args.images, args.image_set, per_method_paths(args.out, names, "--out"),
                           params=per_method,
                           models=per_method_paths(args.model, names, "--model"), workers=args.workers,

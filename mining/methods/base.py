@@ -12,6 +12,9 @@ and bring their own kernel, which `mining.descriptors` calls through `load_paylo
 from __future__ import annotations
 
 import importlib
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,6 +31,56 @@ REGISTRY: dict[str, str] = {
 }
 
 
+_DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class Param:
+    """The type and domain of one method setting: `int`, `float` (ints accepted), `bool`,
+    `str`, `floats` (a non-empty list of floats) or `device` (auto, cpu, cuda, cuda:N);
+    numbers within [low, high] (`open_low`: low itself excluded); `none`: null allowed."""
+
+    type: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    none: bool = False
+
+    def allowed(self) -> str:
+        if self.type == "device":
+            text = "auto, cpu, cuda or cuda:N"
+        elif self.type in ("bool", "str"):
+            text = {"bool": "true or false", "str": "text"}[self.type]
+        else:
+            what = {"int": "an integer", "float": "a number", "floats": "a non-empty list of numbers, each"}[self.type]
+            lo = "" if self.low is None else f"{'>' if self.open_low else '>='} {self.low:g}"
+            hi = "" if self.high is None else f"<= {self.high:g}"
+            text = f"{what} {lo}{' and ' if lo and hi else ''}{hi}".rstrip()
+        return text + (" or null" if self.none else "")
+
+    def _number(self, v: Any, integer: bool) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float) if not integer else int):
+            return False
+        if not math.isfinite(v):
+            return False
+        if self.low is not None and (v <= self.low if self.open_low else v < self.low):
+            return False
+        return self.high is None or v <= self.high
+
+    def accepts(self, v: Any) -> bool:
+        if v is None:
+            return self.none
+        if self.type in ("int", "float"):
+            return self._number(v, self.type == "int")
+        if self.type == "floats":
+            return isinstance(v, (list, tuple)) and len(v) > 0 and all(self._number(x, False) for x in v)
+        if self.type == "bool":
+            return isinstance(v, bool)
+        if self.type == "device":
+            return isinstance(v, str) and _DEVICE.fullmatch(v) is not None
+        return isinstance(v, str)
+
+
 class Method:
     """Base class of a retrieval method; subclasses set the class attributes and override."""
 
@@ -35,11 +88,33 @@ class Method:
     kind: ClassVar[str] = GLOBAL
     mode: ClassVar[str] = "RGB"  # the Pillow mode images are decoded to ("RGB" or "L")
     defaults: ClassVar[dict[str, Any]] = {}
+    # the type and domain of each setting in `defaults` (every built-in declares them all; a
+    # plug-in's setting without one is passed on unchecked)
+    domains: ClassVar[dict[str, Param]] = {}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any] | None) -> None:
+        """UserError (one line naming the method, the key and what is allowed) for a setting
+        the method does not declare or a value outside its domain; None values mean "the
+        default". Called when a manifest loads, when `mining describe` parses its options
+        and when a method is made."""
+        unknown = set(params or {}) - set(cls.defaults)
+        if unknown:
+            raise UserError(f"method {cls.name}: unknown parameter(s) {sorted(unknown)} "
+                            f"(it has: {', '.join(sorted(cls.defaults))})")
+        for key, value in (params or {}).items():
+            dom = cls.domains.get(key)
+            if value is not None and dom is not None and not dom.accepts(value):
+                raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})")
+
+    @classmethod
+    def check_here(cls, params: dict[str, Any] | None) -> None:
+        """UserError (one line) when this machine cannot describe with these settings (e.g.
+        a GPU asked for and none present). `mining describe` calls it when its workers run
+        here (no --scheduler or --slurm); elsewhere the worker finds out at first use."""
 
     def __init__(self, params: dict[str, Any] | None = None, query: bool = False) -> None:
-        unknown = set(params or {}) - set(self.defaults)
-        if unknown:
-            raise UserError(f"method {self.name}: unknown parameter(s) {sorted(unknown)}")
+        self.check_params(params)
         self.params: dict[str, Any] = {**self.defaults, **{k: v for k, v in (params or {}).items() if v is not None}}
         self.query = query  # queries may be described differently (e.g. ASMK multiple assignment)
         self.state: dict[str, np.ndarray] | None = None
@@ -128,6 +203,11 @@ def method_names() -> list[str]:
 def get_method(name: str, params: dict[str, Any] | None = None, query: bool = False) -> Method:
     """Instantiate the method called `name` (a built-in, an installed plug-in, or
     `package.module:Class`)."""
+    return method_class(name)(params, query=query)
+
+
+def method_class(name: str) -> type[Method]:
+    """The class of the method called `name` (imported, not instantiated)."""
     target = registry().get(name, name if ":" in name else None)
     if target is None:
         raise UserError(f"unknown method {name!r}; built-ins: {', '.join(method_names())} (or module:Class)")
@@ -136,7 +216,7 @@ def get_method(name: str, params: dict[str, Any] | None = None, query: bool = Fa
         cls = getattr(importlib.import_module(module), cls_name)
     except (ImportError, AttributeError) as exc:
         raise UserError(f"cannot load method {name!r} from {target} ({exc})") from None
-    return cls(params, query=query)
+    return cls
 
 
 def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Method, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
+from mining.methods.base import GLOBAL, Method, Param, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
 
 # (repeats, kernel, stride, expand ratio, in, out) per stage of EfficientNet-Lite0.
 LITE0_STAGES = [
@@ -154,10 +154,18 @@ def _build_backbone(model_file: str | None, device: str) -> Any:
 
 
 def resolve_device(device: str) -> str:
+    """`auto` → cuda when a CUDA device is available, else cpu; `cuda[:N]` only when that
+    device exists (UserError, one line, otherwise)."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= n:
+            raise UserError(f"method cnn-gem: device={device} but this machine has "
+                            f"{'no CUDA device' if n == 0 else f'{n} CUDA device(s)'} (use device=cpu or auto)")
     return device
 
 
@@ -184,6 +192,17 @@ class CnnGem(Method):
         "model_sha256": None,
         "device": "auto",
     }
+    domains = {
+        "max_side": Param("int", 32, 16384),
+        "scales": Param("floats", 0, 2, open_low=True),
+        "p": Param("float", 0, 100, open_low=True),
+        "whiten": Param("bool"),
+        "whiten_dim": Param("int", 1),
+        "whiten_shrink": Param("float", 0),
+        "model_file": Param("str", none=True),
+        "model_sha256": Param("str", none=True),
+        "device": Param("device"),
+    }
 
     def __init__(self, params: dict[str, Any] | None = None, query: bool = False) -> None:
         super().__init__(params, query)
@@ -194,6 +213,12 @@ class CnnGem(Method):
             if self.params["model_sha256"] is None:
                 self.params["model_sha256"] = file_sha256(mf)
         self._device: str | None = None
+
+    @classmethod
+    def check_here(cls, params: dict[str, Any] | None) -> None:
+        device = str((params or {}).get("device") or cls.defaults["device"])
+        if device.startswith("cuda"):
+            resolve_device(device)
 
     @property
     def learns(self) -> bool:

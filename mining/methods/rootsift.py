@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import Method
+from mining.methods.base import Method, Param
 
 _local = threading.local()  # one SIFT detector per thread (images are described in parallel)
 
@@ -52,6 +52,8 @@ class RootSiftMethod(Method):
     """Shared part of the RootSIFT methods: gray input, learning a vocabulary on candidates."""
 
     mode = "L"
+    domains = {"max_side": Param("int", 32, 16384), "max_features": Param("int", 1),
+               "train_descriptors": Param("int", 1)}
 
     @property
     def learns(self) -> bool:

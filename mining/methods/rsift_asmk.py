@@ -21,6 +21,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
+from mining.methods.base import Param
 from mining.methods.rootsift import RootSiftMethod
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
@@ -100,6 +101,13 @@ class RSiftAsmk(RootSiftMethod):
         "query_assignment": 5,
         "alpha": 3.0,
         "tau": 0.0,
+    }
+    domains = {
+        **RootSiftMethod.domains,
+        "codebook_size": Param("int", 2),
+        "query_assignment": Param("int", 1),
+        "alpha": Param("float", 0),
+        "tau": Param("float", -1, 1),
     }
 
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
+from mining.methods.base import GLOBAL, Param, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
 from mining.methods.rootsift import RootSiftMethod
 
 
@@ -49,6 +49,12 @@ class RSiftVlad(RootSiftMethod):
         "train_descriptors": 300_000,
         "dim": 512,
         "whiten_shrink": 0.1,
+    }
+    domains = {
+        **RootSiftMethod.domains,
+        "vocabulary": Param("int", 1),
+        "dim": Param("int", 1),
+        "whiten_shrink": Param("float", 0),
     }
 
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:

@@ -108,11 +108,10 @@ def _png(fig: Any) -> str:
 
 
 def _thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> str:
-    from PIL import Image
+    from mining.imagedecode import open_upright
 
     try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
+        with open_upright(path, "RGB") as im:
             if box is not None:
                 im = im.crop(tuple(int(round(v)) for v in box))
             im.thumbnail((THUMB, THUMB))

@@ -40,10 +40,11 @@ def inside(root: Path, candidate: Path) -> Path | None:
 
 def render(src: Path, size: int, crop: tuple[float, float, float, float] | None = None) -> bytes:
     """JPEG bytes of `src` (optionally cropped to a bbox) shrunk to fit in size × size."""
-    from PIL import Image, ImageOps
+    from PIL import Image
 
-    with Image.open(src) as im:
-        im = ImageOps.exif_transpose(im).convert("RGB")
+    from mining.imagedecode import open_upright
+
+    with open_upright(src, "RGB") as im:
         if crop is not None:
             x1, y1, x2, y2 = crop
             box = (max(0, int(x1)), max(0, int(y1)), min(im.width, int(round(x2))), min(im.height, int(round(y2))))

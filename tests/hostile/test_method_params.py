@@ -1,0 +1,101 @@
+"""A method setting out of its domain is one line naming the method, the key and what is
+allowed, from `mining describe` and from the manifest, before any image is read (issue 27)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mining import manifest
+from mining.cli import main
+from mining.errors import UserError
+from mining.methods import get_method, method_class, method_names
+
+REPO = Path(__file__).resolve().parents[2]
+
+BAD = [  # (method, KEY=VALUE, words the message must hold)
+    ("cnn-gem", "whiten_dim=-5", [">= 1"]),
+    ("cnn-gem", "whiten_dim=abc", ["an integer"]),
+    ("cnn-gem", "whiten_dim=2.5", ["an integer"]),
+    ("cnn-gem", "whiten_dim=true", ["an integer"]),
+    ("cnn-gem", "scales=[]", ["non-empty list"]),
+    ("cnn-gem", "scales=[1, 0]", ["> 0"]),
+    ("cnn-gem", "scales=1", ["list"]),
+    ("cnn-gem", "max_side=0", [">= 32"]),
+    ("cnn-gem", "p=0", ["> 0"]),
+    ("cnn-gem", "whiten=maybe", ["true or false"]),
+    ("cnn-gem", "whiten_shrink=-1", [">= 0"]),
+    ("cnn-gem", "device=gpu", ["auto, cpu, cuda"]),
+    ("rsift-vlad", "vocabulary=0", [">= 1"]),
+    ("rsift-vlad", "vocabulary=-3", [">= 1"]),
+    ("rsift-vlad", "dim=-1", [">= 1"]),
+    ("rsift-vlad", "max_features=0", [">= 1"]),
+    ("rsift-asmk", "codebook_size=1", [">= 2"]),
+    ("rsift-asmk", "query_assignment=0", [">= 1"]),
+    ("rsift-asmk", "tau=nan", ["<= 1"]),
+]
+
+
+def _describe(tmp_path, method, *extra):
+    (tmp_path / "images").mkdir(exist_ok=True)  # never read: the settings fail first
+    return main(["describe", "--method", method, "--images", str(tmp_path / "images"), "--set", "candidates",
+                 "--out", str(tmp_path / "out"), "--workers", "0", *extra])
+
+
+@pytest.mark.parametrize("method, param, words", BAD, ids=[f"{m}:{p}" for m, p, _ in BAD])
+def test_describe_refuses_a_setting_out_of_its_domain_in_one_line(tmp_path, capsys, method, param, words):
+    rc = _describe(tmp_path, method, "--param", param)
+    err = capsys.readouterr().err.strip()
+    key = param.partition("=")[0]
+    assert rc == 2 and "\n" not in err and "Traceback" not in err, err
+    for w in (method, key, *words):
+        assert w in err, (w, err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dedicated_options_are_checked_too(tmp_path, capsys):
+    assert _describe(tmp_path, "cnn-gem", "--whiten-dim", "-5") == 2
+    assert "whiten_dim" in capsys.readouterr().err
+    assert _describe(tmp_path, "rsift-vlad", "--vocabulary", "0") == 2
+    assert "vocabulary" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method, param, words", BAD, ids=[f"{m}:{p}" for m, p, _ in BAD])
+def test_the_manifest_refuses_a_setting_out_of_its_domain(method, param, words):
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    key, _, raw = param.partition("=")
+    m["describe"]["params"] = {method: {key: yaml.safe_load(raw)}}
+    with pytest.raises(UserError) as exc:
+        manifest.validate(m, "x.yaml")
+    msg = str(exc.value)
+    assert "\n" not in msg and f"describe.params.{method}.{key}" in msg
+    for w in (method, *words):
+        assert w in msg, (w, msg)
+
+
+def test_every_builtin_setting_declares_its_domain_and_its_default_is_in_it():
+    for name in ("cnn-gem", "rsift-asmk", "rsift-vlad"):
+        cls = method_class(name)
+        assert set(cls.domains) == set(cls.defaults), name
+        cls.check_params(cls.defaults)
+    assert {"cnn-gem", "rsift-asmk", "rsift-vlad"} <= set(method_names())
+
+
+def test_good_values_pass():
+    method_class("cnn-gem").check_params({"whiten_dim": 64, "scales": [1, 0.7071], "p": 3, "device": "cpu",
+                                          "max_side": 512, "whiten": False, "model_file": None})
+    method_class("rsift-vlad").check_params({"vocabulary": 8, "dim": 16, "whiten_shrink": 0})
+
+
+def test_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(UserError, match="device=cuda.*no CUDA device"):
+        get_method("cnn-gem", {"device": "cuda"}).device
+    rc = _describe(tmp_path, "cnn-gem", "--param", "device=cuda:1")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "cnn-gem" in err and "no CUDA device" in err, err

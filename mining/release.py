@@ -51,10 +51,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-from mining import __version__, atomic
+from mining import __version__, atomic, card
 from mining.errors import UserError
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
-from mining.publish import md_text
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
@@ -378,12 +377,13 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         "faces": {"blur": bool(blur), "detector": DETECTOR if blur else None, "threshold": threshold,
                   "min_face_px": int(min_face), "margin": margin, "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
+        "sources": card.sources(frame, released, images),
         "code": code_version(),
         "manifest": ({"path": str(manifest), "sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()}
                      if manifest is not None else None),
     }
     atomic.write_json(staging / "stats.json", stats)
-    atomic.write_text(staging / "README.md", dataset_card(stats, cand_stats, evaluation_report))
+    atomic.write_text(staging / "README.md", card.dataset_card(stats, cand_stats, evaluation_report))
     atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: sha[i] for i in released}))
     _swap_in(staging, out)
     return stats
@@ -491,129 +491,3 @@ def write_webdataset(root: Path, rel: Any, table: Any, shard_size: int) -> list[
                     tf.addfile(ti, io.BytesIO(data))
         names.append(name)
     return names
-
-
-# ----------------------------------------------------------------------------- the card
-
-
-def _cell(v: Any) -> str:
-    return md_text(v) if isinstance(v, str) else md_text(str(v))
-
-
-def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
-    """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
-    checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
-    from mining.publish import pct as _pct
-
-    code = stats["code"]
-    lic = stats["licences"]
-    fc = stats["faces"]
-    lines = [
-        "# Distractor set (R1M-style) — dataset card", "",
-        f"{stats['released']} Flickr photographs from YFCC100M, mined as *hard distractors* for instance-level "
-        "landmark retrieval (images that rank high against the landmark queries without showing a landmark), "
-        "in the layout of revisitop's R1M (`jpg/<3 hex>/<key>.jpg`, list in `distractors.txt`).", "",
-        "## Provenance", "",
-        "- Source: YFCC100M (Thomee et al. 2016), photos hosted by Flickr, each under the Creative Commons or "
-        "public-domain licence given in `ATTRIBUTION.md` / `ATTRIBUTION.csv`.",
-    ]
-    if stats.get("manifest"):
-        lines.append(f"- Run manifest: `{_cell(Path(stats['manifest']['path']).name)}` "
-                     f"(sha256 `{stats['manifest']['sha256']}`).")
-    lines.append(f"- Code: {_cell(code['package'])}"
-                 + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
-                                                          else "") if code.get("commit") else "") + ".")
-    lines += ["", "## How it was made (the funnel)", "", "| step | photos |", "|---|---|"]
-    if cand_stats:
-        if "photos_in" in cand_stats:
-            lines.append(f"| YFCC100M metadata rows / photos read | {cand_stats.get('rows_in', '–')} / "
-                         f"{cand_stats['photos_in']} |")
-        for reason, count in (cand_stats.get("excluded") or {}).items():
-            lines.append(f"| excluded: {_cell(reason)} | {count} |")
-        if "photos_out" in cand_stats:
-            lines.append(f"| candidates (geofilter) | {cand_stats['photos_out']} |")
-    lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
-    for reason, count in stats["excluded"].items():
-        lines.append(f"| left out by the release: {_cell(reason)} | {count} |")
-    lines.append(f"| **released** | **{stats['released']}** |")
-    lines += ["", "## Licences", "",
-              f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
-              "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "
-              "keeps every recognised open licence; a licence is recognised only when its URL is exactly one of "
-              "YFCC100M's licence URLs and its name agrees, and images under an unknown licence are never released. "
-              "**NoDerivs images (BY-ND, BY-NC-ND) are never modified: those where a face was found are left out "
-              "of this release; those without a face are released unmodified.**", "",
-              "| licence | selected | released | with faces | blurred |", "|---|---|---|---|---|"]
-    for name, d in lic["per_licence"].items():
-        lines.append(f"| {_cell(name)} | {d['selected']} | {d['released']} | {d['with_faces']} | {d['blurred']} |")
-    if lic.get("unknown"):
-        lines += ["", f"{lic['unknown']} selected photo(s) have an unknown licence (a name and URL that are not "
-                  "exactly one of YFCC100M's licences) and were left out. As found (name, URL: photos):", ""]
-        lines += [f"- {_cell(seen)}: {n}" for seen, n in lic.get("unknown_seen", {}).items()]
-    lines += ["", "## Faces", ""]
-    if fc["blur"]:
-        lines.append(f"Every image was checked for faces with {fc['detector']} (faces of at least "
-                     f"{fc['min_face_px']} px, confidence ≥ {fc['threshold']}); each face box, grown by "
-                     f"{int(fc['margin'] * 100)} % on every side, was Gaussian-blurred (sigma {fc['blur_sigma_of_box']} "
-                     "× the box's longer side) and the image re-encoded with its own JPEG quantization tables "
-                     f"(same size and quality). {stats['with_faces']} of {stats['checked_for_faces']} checked "
-                     f"images had faces; {stats['blurred']} were blurred ({stats['faces_blurred']} faces); "
-                     f"{stats['byte_copies']} released images are byte-identical to the downloaded ones. "
-                     "Face boxes are in `release.parquet`. A detector misses some faces (small, profile, occluded): "
-                     "report any you find.")
-    else:
-        lines.append("Faces were **not** blurred in this release (`--no-blur`).")
-    lines += ["", "## How hard it is", ""]
-    if evaluation:
-        lm = evaluation.get("landmarks") or {}
-        n, pool = evaluation.get("n"), evaluation.get("pool")
-        lines += [f"mAP (%) on {_cell(lm.get('name', 'the landmark dataset'))} with no distractors, {n} random "
-                  f"candidates (mean ± std over seeds {evaluation.get('seeds')}), the {n} mined ones and all {pool} "
-                  "candidates, as computed by `mining evaluate` before the release's licence and face rules "
-                  "(`evaluation.json` of the run).", "",
-                  f"| method | setup | none | random {n} | mined {n} | all {pool} |", "|---|---|---|---|---|---|"]
-        for m in evaluation.get("methods", []):
-            for s in evaluation.get("setups", []):
-                r = evaluation["results"][m][s]
-                rnd = r.get("random")
-                rtxt = "–" if not rnd else _pct(rnd.get("mAP")) + (f" ± {_pct(rnd['mAP_std'])}" if "mAP_std" in rnd
-                                                                   else "")
-                lines.append(f"| {_cell(m)} | {_cell(s)} | {_pct((r.get('none') or {}).get('mAP'))} | {rtxt} | "
-                             f"{_pct((r.get('mined') or {}).get('mAP'))} | {_pct((r.get('all') or {}).get('mAP'))} |")
-    else:
-        lines.append("No evaluation was given to `mining release` (`--evaluation evaluation.json`).")
-    lines += [
-        "", "## How to evaluate with it", "",
-        "Use it as R1M is used with Revisited Oxford and Paris (Radenović et al. 2018): add the images listed in "
-        "`distractors.txt` to the landmark dataset's database, rank them with your method, and compute revisitop's "
-        "mAP (Easy / Medium / Hard) with the distractors counted as negatives. With this project: describe "
-        "`jpg/` with `mining describe --set candidates` and run `mining evaluate` (docs/protocols.md).", "",
-        "## Files", "",
-        "- `jpg/<3 hex>/<key>.jpg`: the images; `distractors.txt`: their paths, hardest first.",
-        "- `release.parquet`: every selected image with its licence, whether it was released (`status`), "
-        "face boxes, `blurred`, sha256.",
-        "- `ATTRIBUTION.md` / `ATTRIBUTION.csv`: title, author, source and licence of every released image.",
-    ]
-    if stats["webdataset_shards"]:
-        lines.append(f"- `webdataset/release-NNNNNN.tar` ({len(stats['webdataset_shards'])} shard(s)): WebDataset "
-                     "(`<key>.jpg` + `<key>.json`), loadable with `datasets.load_dataset(\"webdataset\", "
-                     "data_files=\"webdataset/*.tar\")`.")
-    lines += [
-        "- `SHA256SUMS`: check with `sha256sum -c SHA256SUMS` in this folder.", "",
-        "## How to cite", "",
-        "Cite the images' authors as `ATTRIBUTION.md` says (the licences require it), YFCC100M and the R1M protocol:",
-        "", "```bibtex",
-        "@article{thomee2016yfcc100m, title={{YFCC100M}: The New Data in Multimedia Research}, author={Thomee, "
-        "Bart and Shamma, David A. and Friedland, Gerald and Elizalde, Benjamin and Ni, Karl and Poland, Douglas "
-        "and Borth, Damian and Li, Li-Jia}, journal={Communications of the ACM}, volume={59}, number={2}, "
-        "pages={64--73}, year={2016}}",
-        "@inproceedings{radenovic2018revisiting, title={Revisiting {Oxford} and {Paris}: Large-Scale Image "
-        "Retrieval Benchmarking}, author={Radenovi{\\'c}, Filip and Iscen, Ahmet and Tolias, Giorgos and "
-        "Avrithis, Yannis and Chum, Ond{\\v{r}}ej}, booktitle={CVPR}, year={2018}}",
-        "```", "",
-    ]
-    return "\n".join(lines)
-
-
-__all__ = ["run_release", "licence_code", "Policy", "FaceDetector", "blur_boxes", "reencode_like",
-           "process_image", "sha256sums", "dataset_card"]

@@ -69,7 +69,12 @@ def world(tmp_path_factory):
         pil.save(path, "JPEG", quality=87)
         rows.append({"rank": rank, "photo_id": pid, "path": image_relpath(pid), "url": f"https://x/{pid}.jpg",
                      "license_name": lic, "license_url": url, "user_nsid": f"{pid}@N00",
-                     "user_nickname": "*owner* <b>" if pid == 101 else f"owner {pid}", "score": 10.0 - rank})
+                     "user_nickname": "*owner* <b>" if pid == 101 else f"owner {pid}", "score": 10.0 - rank,
+                     "source": "mirror" if rank % 4 == 0 else "flickr"})
+    (images / "summary.json").write_text(json.dumps({
+        "photos": 40, "alive_full_res": 25, "alive_low_res_only": 5, "gone_everywhere": 10,
+        "sources": {"flickr": {"asked": 40, "served": 25, "failed": {"gone": 15}},
+                    "mirror|x": {"asked": 15, "served": 5, "failed": {"not_found": 10}}}}))
     sel = root / "selected"
     sel.mkdir()
     pq.write_table(pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False), sel / "distractors.parquet")
@@ -192,6 +197,11 @@ def test_card_numbers_match_the_run(world, full):
     assert "<img" not in card and "&lt;img src\\=x onerror\\=alert\\(1\\)&gt;" in card  # escaped metadata
     assert "Attribution License" in card and "sha256 `" in card and "distractor-mining" in card
     assert "@article{thomee2016yfcc100m" in card
+    # where the images came from: the download's figures, per source, escaped, and what was released
+    assert "25 were still available at full resolution, 5 only at low resolution, and 10 were gone" in card
+    assert "| mirror\\|x | 15 | 5 | not\\_found 10 |" in card
+    released_src = {s: int((table.status == "released")[table.source == s].sum()) for s in ("flickr", "mirror")}
+    assert stats["sources"]["released"] == {k: v for k, v in released_src.items() if v}
     attribution = (rel / "ATTRIBUTION.md").read_text()
     assert "faces were blurred" in attribution and "javascript" not in attribution.replace("javascript:", "", 0) \
         or "\\[x\\]" in attribution

@@ -236,3 +236,22 @@ def test_manifest_sources_supersede_host_and_contradictions_are_refused():
     assert section_entries({**d, "host": "http://a.example", "sources": srcs}) == srcs  # the same host: fine
     with pytest.raises(UserError, match="disagree"):
         section_entries({**d, "host": "http://b.example", "sources": srcs})
+
+
+def test_adding_the_mirror_later_asks_it_only_for_what_flickr_lost(tmp_path):
+    """A download made from Flickr alone, rerun with the mirror added: the same plan; the
+    photos Flickr served stay, those it lost (final failures) go to the mirror only."""
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4])
+    out = tmp_path / "out"
+    with FaultServer({2: "not_found", 3: "gone"}, mirror={2: "ok"}) as s:
+        first = download(cand, out, FetchConfig(threads=2), shard_size=2, sources=two(s.url)[:1],
+                         min_ok_fraction=0, **KW)
+        n = len(s.log)
+        second = download(cand, out, FetchConfig(threads=2), shard_size=2, sources=two(s.url), **KW)
+        later = [p for _, p, _ in s.log[n:]]
+    assert first["alive_full_res"] == 2 and first["gone_everywhere"] == 2
+    assert sorted(later) == sorted(f"/{mirror_relpath(yfcc_hash(download_url(i)))}" for i in (2, 3))
+    idx = index(out)
+    assert [idx[i]["source"] for i in (1, 2, 3, 4)] == ["flickr", "mirror", None, "flickr"]
+    assert idx[3]["urls"] == [f"{s.url}/7/3_5ec4e7_b.jpg", f"{s.url}/{mirror_relpath(yfcc_hash(download_url(3)))}"]
+    assert (second["alive_full_res"], second["alive_low_res_only"], second["gone_everywhere"]) == (2, 1, 1)

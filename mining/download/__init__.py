@@ -70,7 +70,8 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
         old = json.loads(plan_file.read_text())
         if old != plan:
             raise UserError(f"{out} holds a download with another plan (shard size {old.get('shard_size')}, "
-                            f"{old.get('photos')} photos, tar {old.get('tar')}); use the same options or a new --out")
+                            f"{old.get('photos')} photos, tar {old.get('tar')}; or one made before images were keyed "
+                            "by photo hash); use the same candidates and options, or a new --out")
     else:
         atomic.write_json(plan_file, plan)
     swept = sweep_debris(out)

@@ -184,13 +184,14 @@ def parse_json(text: str) -> list[dict[str, Any]]:
 def address(src: Source, photo_id: int, key: str, download_url: str | None, flickr_url: str | None,
             local: "LocalFolder | None" = None, other_urls: tuple[str, ...] = ()) -> str | None:
     """Where `src` has this photo (an http(s) URL, or a `file://` URI for a local source);
-    None when it cannot have it (no original secret, no download URL, not in the folder)."""
-    from mining.flickr import mirror_relpath, yfcc_hash
+    None when it cannot have it (no original secret, no download URL, not in the folder).
+    `key`: `mining.layout.image_key(photo_id, download_url)`."""
+    from mining.flickr import mirror_relpath
 
     if src.kind == "flickr":
         return flickr_url
-    if src.kind == "multimedia-commons":
-        return f"{src.host}/{mirror_relpath(yfcc_hash(download_url))}" if download_url else None
+    if src.kind == "multimedia-commons":  # with a download URL, the key is its photo hash
+        return f"{src.host}/{mirror_relpath(key)}" if download_url else None
     assert local is not None
     return local.find(photo_id, key, download_url, other_urls)
 

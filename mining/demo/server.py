@@ -303,7 +303,7 @@ class DemoServer(FlickrServer):
 
     def __init__(self, world: str | Path, port: int = 0, faults: Faults | None = None,
                  rate_limit: float | None = 0.0, burst: float | None = None, host: str = "127.0.0.1",
-                 mirror_faults: Faults | None = None) -> None:
+                 mirror_faults: Faults | None = None, keep_log: bool = False) -> None:
         import pyarrow.parquet as pq
 
         self.root = Path(world)
@@ -322,7 +322,7 @@ class DemoServer(FlickrServer):
             self.meta.get("mirror_faults", DEFAULT_MIRROR_FAULTS))
         self.by_hash = self._hashes()
         super().__init__(port=port, faults=faults if faults is not None else Faults.from_rates(
-            self.meta.get("faults", {})), rate_limit=rate_limit, burst=burst, host=host)
+            self.meta.get("faults", {})), rate_limit=rate_limit, burst=burst, host=host, keep_log=keep_log)
 
     def _hashes(self) -> dict[str, int]:
         """{photo hash: photo id} of the world's photos, from the metadata's download URLs."""

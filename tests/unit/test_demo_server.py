@@ -128,7 +128,7 @@ def test_the_server_is_the_multimedia_commons_mirror_too_with_its_own_faults(wor
     photos = _photos(world)
     hashes = _hash_of(world)
     mirror = Faults(not_found=0.3, small=0.2)
-    with DemoServer(world, port=0, faults=Faults(not_found=0.5), mirror_faults=mirror) as srv, \
+    with DemoServer(world, port=0, faults=Faults(not_found=0.5), mirror_faults=mirror, keep_log=True) as srv, \
             requests.Session() as s:
         seen = {}
         for p in photos:
@@ -148,3 +148,4 @@ def test_the_server_is_the_multimedia_commons_mirror_too_with_its_own_faults(wor
         assert s.get(f"{srv.url}/{mirror_relpath(hashes[photos[0]['photo_id']])}/../x").status_code == 404
         stats = s.get(srv.url + "/_stats").json()
     assert stats["by_kind"]["mirror"]["404"] >= 1
+    assert [p for _, p, _ in srv.stats.log][:1] == [f"/{mirror_relpath(hashes[photos[0]['photo_id']])}"]

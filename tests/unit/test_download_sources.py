@@ -255,3 +255,26 @@ def test_adding_the_mirror_later_asks_it_only_for_what_flickr_lost(tmp_path):
     assert [idx[i]["source"] for i in (1, 2, 3, 4)] == ["flickr", "mirror", None, "flickr"]
     assert idx[3]["urls"] == [f"{s.url}/7/3_5ec4e7_b.jpg", f"{s.url}/{mirror_relpath(yfcc_hash(download_url(3)))}"]
     assert (second["alive_full_res"], second["alive_low_res_only"], second["gone_everywhere"]) == (2, 1, 1)
+
+
+def test_index_is_the_same_bytes_whatever_the_shard_size_and_workers(tmp_path):
+    ids = list(range(1, 13))
+    cand = candidates(tmp_path / "c.parquet", ids)
+    with FaultServer({i: "not_found" for i in (2, 5, 9)} | {7: "small"}, mirror={i: "ok" for i in (2, 5, 7)}) as s:
+        a = download(cand, tmp_path / "a", FetchConfig(threads=4), shard_size=12, sources=two(s.url), **KW)
+        b = download(cand, tmp_path / "b", FetchConfig(threads=2), shard_size=5, sources=two(s.url),
+                     workers=2, processes=True, progress=False)
+    assert (tmp_path / "a" / "index.parquet").read_bytes() == (tmp_path / "b" / "index.parquet").read_bytes()
+    assert a["sources"] == b["sources"] and a["alive_low_res_only"] == 3 and a["gone_everywhere"] == 1
+
+
+def test_the_cli_downloads_from_two_sources_and_prints_what_is_alive(tmp_path, capsys):
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3])
+    with FaultServer({1: "gone", 2: "gone"}, mirror={1: "ok"}) as s:
+        code = main(["download", str(cand), "--out", str(tmp_path / "o"), "--workers", "1", "--no-progress",
+                     "--min-ok-fraction", "0", "--source", f"kind=flickr,host={s.url},threads=2",
+                     "--source", f"kind=multimedia-commons,name=mc,host={s.url},per_host_rps=50"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "alive: 1 full-res, 1 low-res only, 1 gone everywhere" in out
+    assert "flickr: 1/3 served (gone 2); mc: 1/2 served (not_found 1)" in out

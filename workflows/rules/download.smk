@@ -17,6 +17,8 @@ def _download_sources() -> str:
     return _json.dumps(entries, sort_keys=True)
 
 
+_DOWNLOAD_SOURCES = _download_sources()  # now: a manifest whose sources contradict its host fails before any job
+
 
 rule download:
     input:
@@ -31,7 +33,8 @@ rule download:
         serve=(lambda w, input: f"mining demo serve {shlex.quote(str(Path(input.world).parent))} --port {M['demo']['port']} -- ")
         if DEMO
         else "",
-        sources=_download_sources(),
+        # a function: a plain string would have its braces read as wildcards
+        sources=lambda w: _DOWNLOAD_SOURCES,
         args=shlex.join(
             f"--{k.replace('_', '-')}={D[k]}"
             for k in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",

@@ -278,3 +278,27 @@ def test_the_cli_downloads_from_two_sources_and_prints_what_is_alive(tmp_path, c
     assert code == 0
     assert "alive: 1 full-res, 1 low-res only, 1 gone everywhere" in out
     assert "flickr: 1/3 served (gone 2); mc: 1/2 served (not_found 1)" in out
+
+
+def test_a_download_url_naming_another_photo_is_never_used_to_find_this_one(tmp_path):
+    """The mirror is keyed by the download URL's hash: a row whose download URL is another
+    photo's (broken or hostile metadata) must not fetch that photo's image as its own."""
+    cand = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,
+                             "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
+                             "download_url": [download_url(2), download_url(2)]}), cand)
+    with FaultServer({1: "gone", 2: "gone"}, mirror={2: "ok"}) as s:
+        download(cand, tmp_path / "out", FetchConfig(threads=2), shard_size=5, sources=two(s.url),
+                 min_ok_fraction=0, **KW)
+        mirror_asked = [p for _, p, _ in s.log if p.startswith("/data/")]
+    idx = index(tmp_path / "out")
+    assert idx[1]["status"] == "no_download_url" and idx[2]["source"] == "mirror"
+    assert mirror_asked == [f"/{mirror_relpath(yfcc_hash(download_url(2)))}"]
+    # its image key is the photo id's MD5 (as without a download URL), never photo 2's hash
+    assert idx[1]["photo_hash"] == image_key(1) and idx[2]["photo_hash"] == image_key(2, download_url(2))
+    # two photos whose (naming) download URLs are one: refused before any request
+    pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,
+                             "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
+                             "download_url": ["http://x/1_5ec4e7./2_5ec4e7.jpg"] * 2}), cand)
+    with pytest.raises(UserError, match="photos 1, 2 have the same image key"):
+        download(cand, tmp_path / "out2", FetchConfig(), shard_size=5, sources=two("http://127.0.0.1:9"), **KW)

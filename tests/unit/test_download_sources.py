@@ -236,6 +236,11 @@ def test_manifest_sources_supersede_host_and_contradictions_are_refused():
     assert section_entries({**d, "host": "http://a.example", "sources": srcs}) == srcs  # the same host: fine
     with pytest.raises(UserError, match="disagree"):
         section_entries({**d, "host": "http://b.example", "sources": srcs})
+    # a flickr entry without a host takes download.host (the mirror keeps its own default)
+    assert section_entries({**d, "host": "http://b.example", "sources": [{"kind": "flickr"}, srcs[1]]}) == \
+        [{"kind": "flickr", "host": "http://b.example"}, srcs[1]]
+    with pytest.raises(UserError, match="disagree"):
+        section_entries({**d, "host": "http://b.example", "sources": [srcs[1]]})
 
 
 def test_adding_the_mirror_later_asks_it_only_for_what_flickr_lost(tmp_path):

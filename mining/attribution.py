@@ -16,7 +16,7 @@ from mining.errors import UserError
 from mining.publish import csv_text, md_link, md_text, plain
 
 CANDIDATE_COLUMNS = ("photo_id", "server_id", "secret", "secret_original", "extension", "license_name",
-                     "license_url", "user_nsid", "user_nickname", "title", "page_url")
+                     "license_url", "user_nsid", "user_nickname", "title", "page_url", "download_url")
 
 
 def load_candidate_meta(path: Path, photo_ids: np.ndarray) -> Any:

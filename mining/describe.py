@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining import atomic, descriptors, layout
+from mining import atomic, descriptors, imageindex
 from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.landmarks import load_landmarks
@@ -65,27 +65,13 @@ class ImageItem:
 
 
 # ---- image sets ------------------------------------------------------------------------
-def usable_photo_ids(images: Path) -> list[int]:
-    """Photo ids whose latest download status row is `ok`, ascending."""
-    status_dir = images / "status"
-    files = sorted(status_dir.glob("*.parquet"))
-    if not files:
-        raise UserError(f"{images}: no status/*.parquet (expected a `mining download` output folder)")
-    latest: dict[int, str] = {}
-    for f in files:
-        t = pq.read_table(f, columns=["photo_id", "status"])
-        for pid, st in zip(t.column("photo_id").to_pylist(), t.column("status").to_pylist()):
-            latest[int(pid)] = str(st)
-    return sorted(pid for pid, st in latest.items() if st == "ok")
-
-
 def list_items(images: str | Path, image_set: str) -> list[ImageItem]:
     """The images of a set, in store order (qimlist / imlist order, or ascending photo id)."""
     if image_set not in SETS:
         raise UserError(f"--set must be one of {', '.join(SETS)}, not {image_set!r}")
     root = Path(images)
     if image_set == "candidates":
-        return [ImageItem(str(pid), str(root / layout.image_relpath(pid))) for pid in usable_photo_ids(root)]
+        return [ImageItem(str(pid), str(root / rel)) for pid, rel in imageindex.stored(root).items()]
     ds = load_landmarks(root)
     if image_set == "queries":
         return [ImageItem(q, str(ds.image_path(q)), ds.bbox(i)) for i, q in enumerate(ds.qimlist)]
@@ -523,4 +509,4 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
 
 
 __all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "per_method_paths", "shared_groups", "split_params", "list_items", "load_image",
-           "read_failures", "usable_photo_ids"]
+           "read_failures"]

@@ -64,6 +64,17 @@ def read(images_root: str | os.PathLike[str], columns: list[str] | None = None) 
         raise UserError(f"{path} cannot be read as Parquet: {exc}") from None
 
 
+def image_paths(images_root: str | os.PathLike[str], photo_ids: Iterable[int]) -> list[Path]:
+    """The image files of these photo ids (in their order); a photo the index does not hold as
+    `ok` is a one-line UserError (descriptors or scores from another download)."""
+    where = stored(images_root)
+    missing = [int(p) for p in photo_ids if int(p) not in where]
+    if missing:
+        raise UserError(f"{len(missing)} photo(s) are not downloaded images of {images_root} (e.g. {missing[0]}): "
+                        "were these outputs made from another download?")
+    return [Path(images_root) / where[int(p)] for p in photo_ids]
+
+
 def stored(images_root: str | os.PathLike[str], full_res_only: bool = False) -> dict[int, str]:
     """{photo id: path relative to the download folder} of the `ok` images, ascending by id.
 

@@ -24,14 +24,18 @@ from mining.flickr import yfcc_hash
 def image_key(photo_id: int, download_url: str | None = None) -> str:
     """An image's key: YFCC's photo hash (`yfcc_hash` of the download URL, 16-32 hex characters),
     or, for a row without a download URL, the MD5 of the photo id's decimal string (32)."""
-    if download_url:
+    if isinstance(download_url, str) and download_url:
         return yfcc_hash(download_url)
     return hashlib.md5(str(int(photo_id)).encode("ascii")).hexdigest()
 
 
 def image_relpath(photo_id: int, download_url: str | None = None) -> str:
     """Path of a candidate image relative to the download root: `jpg/abc/abc....jpg`."""
-    key = image_key(photo_id, download_url)
+    return key_relpath(image_key(photo_id, download_url))
+
+
+def key_relpath(key: str) -> str:
+    """Path of the image with this key relative to the download root: `jpg/<key[:3]>/<key>.jpg`."""
     return f"jpg/{key[:3]}/{key}.jpg"
 
 

@@ -199,7 +199,7 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
 
     from mining import atomic
     from mining.landmarks import load_landmarks
-    from mining.layout import image_relpath
+    from mining.imageindex import image_paths
     from mining.retrieval import open_method, parse_ids, unit_rows
 
     t0 = time.perf_counter()
@@ -213,7 +213,7 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
     order = np.argsort(pid, kind="stable")
     pid, raw = pid[order], raw[order]
-    hashes, ok = hash_files([Path(images) / image_relpath(int(p)) for p in pid], threads, progress=progress)
+    hashes, ok = hash_files(image_paths(images, pid), threads, progress=progress)
     pairs = close_pairs(raw, hashes, ok, th, normalize=True, progress=progress)
     root = groups_of(pid.size, pairs)
     group = pid[root]

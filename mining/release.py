@@ -43,7 +43,7 @@ import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 from mining import __version__, atomic
 from mining.errors import UserError
-from mining.layout import image_key
 from mining.publish import md_text
 from mining.threads import in_order
 
@@ -396,6 +395,9 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     table = pd.DataFrame({
         "selection_rank": frame["rank"].to_numpy(np.int64),
         "photo_id": frame.photo_id.to_numpy(np.int64),
+        "photo_hash": (frame.photo_hash if "photo_hash" in frame else
+                       frame.path.map(lambda p: PurePosixPath(str(p)).stem)).astype(str).to_numpy(),
+        "source": (frame.source if "source" in frame else pd.Series([None] * len(frame))).to_numpy(object),
         "path": frame.path.astype(str).to_numpy(),
         "license_name": frame.license_name.to_numpy(),
         "license_url": frame.license_url.to_numpy(),
@@ -538,7 +540,7 @@ def write_webdataset(root: Path, rel: Any, table: Any, shard_size: int) -> list[
         name = f"webdataset/release-{start // shard_size:06d}.tar"
         with atomic.atomic_path(root / name) as tmp, tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT) as tf:
             for row in rel.iloc[start:start + shard_size].itertuples(index=False):
-                key = image_key(int(row.photo_id))
+                key = PurePosixPath(row.path).stem  # the image key: YFCC's photo hash
                 r = info.loc[int(row.photo_id)]
                 side = json.dumps({"photo_id": int(row.photo_id), "path": row.path, "license_name": r.license_name,
                                    "license_url": r.license_url, "license_code": r.license_code,

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from mining import atomic
+from mining import atomic, imageindex
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.errors import UserError
-from mining.layout import image_relpath
+from mining.layout import image_key, image_relpath
 from mining.retrieval import rank_order
 from mining.tables import load_decisions
 
@@ -128,11 +128,15 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
                drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
                url_host: str | None = None, near_duplicates: Path | None = None,
                near_duplicates_policy: str = "one_per_group", leak_risk: Path | None = None,
-               leak_risk_policy: str = "refuse", ranking: Ranked | None = None) -> dict:
+               leak_risk_policy: str = "refuse", ranking: Ranked | None = None,
+               require_full_res: bool = False) -> dict:
     """`mining select`: see the module docstring and docs/formats.md ("Selection").
 
     `ranking`: `ranked(...)` of these same arguments, when the caller has it already
-    (`--n auto` measures its curve on it first), so that it is not computed twice."""
+    (`--n auto` measures its curve on it first), so that it is not computed twice.
+    `images_root`: the download folder; only photos its index.parquet holds as `ok` (and, with
+    `require_full_res`, not only from a `low_res` source) are selected, and the set's paths,
+    photo hashes and sources are the index's."""
     import pandas as pd
     import pyarrow as pa
 
@@ -145,19 +149,29 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         leak_risk_policy)
     scores, decisions, fingerprint, pid, order = r.scores, r.decisions, r.fingerprint, r.pid, r.order
     confirmed, unclear, drop, nd_stats, risk_stats = r.confirmed, r.unclear, r.drop, r.near_duplicates, r.leak_risk
-    missing_images = 0
+    missing_images = low_res_skipped = 0
+    index = None
     if images_root is not None:
         if not images_root.is_dir():
             raise UserError(f"--images-root {images_root} is not a folder")
+        index = imageindex.read(images_root, ["photo_id", "photo_hash", "status", "source", "low_res", "path"]
+                                ).to_pandas().set_index("photo_id")
+        index = index[index.status == "ok"]
         chosen = []
         for i in order:
-            if (images_root / image_relpath(int(pid[i]))).is_file():
+            p = int(pid[i])
+            rel = index.path.get(p)
+            if rel is None or not (images_root / rel).is_file():
+                missing_images += 1
+            elif require_full_res and bool(index.low_res.get(p)):
+                low_res_skipped += 1
+            else:
                 chosen.append(i)
                 if len(chosen) == n:
                     break
-            else:
-                missing_images += 1
         order = np.array(chosen, np.int64)
+    elif require_full_res:
+        raise UserError("--require-full-res needs --images-root (the download folder with its index.parquet)")
     available = len(order)
     warning = None
     if n > available:
@@ -167,13 +181,20 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     sel_ids = sel.photo_id.to_numpy(np.int64)
     meta = load_candidate_meta(candidates, sel_ids)
     host = url_host or DEFAULT_HOST
-    paths = [image_relpath(int(p)) for p in sel_ids]
+    if index is not None:
+        picked = index.loc[sel_ids]
+        paths, hashes, sources = list(picked.path), list(picked.photo_hash), list(picked.source)
+    else:  # where `mining download` puts them (its key rule), without knowing whether it did
+        paths = [image_relpath(int(p), url) for p, url in zip(sel_ids, meta.download_url)]
+        hashes, sources = [image_key(int(p), url) for p, url in zip(sel_ids, meta.download_url)], [None] * len(paths)
     urls = [photo_url(host, "b", int(srv), int(p), sec, None, None)
             for p, srv, sec in zip(sel_ids, meta.server_id, meta.secret)]
     method_cols = [c for c in scores.columns if c.startswith("score_")]
     frame = pd.DataFrame({
         "rank": np.arange(1, len(sel) + 1, dtype=np.int64),
         "photo_id": sel_ids,
+        "photo_hash": hashes,
+        "source": pd.array(sources, dtype="string"),
         "path": paths,
         "url": urls,
         "license_name": meta.license_name.to_numpy(),
@@ -201,6 +222,8 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         "dropped": int(np.isin(pid, drop).sum()),
         "drop_unclear": bool(drop_unclear),
         "missing_images": int(missing_images),
+        "low_res_skipped": int(low_res_skipped),
+        "require_full_res": bool(require_full_res),
         "n_requested": int(n),
         "n_selected": int(len(frame)),
         "warning": warning,

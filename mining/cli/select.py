@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--landmarks", type=Path, default=None,
                    help="gnd_<name>.pkl (or its folder): refuse scores made for another landmark dataset")
     p.add_argument("--images-root", type=Path, default=None,
-                   help="download root: skip candidates whose image file is not there")
+                   help="download folder (with its index.parquet): skip candidates whose image is not there; "
+                   "the set's paths, photo hashes and sources come from its index")
+    p.add_argument("--require-full-res", action="store_true",
+                   help="with --images-root: leave out images that only a low_res source (the mirror's ~500 px "
+                   "copies) had")
     p.add_argument("--url-host", default=None, help="image host for the URLs (default live.staticflickr.com)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: near-copies of landmark images are kept only when reviewed "
@@ -77,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
                        drop_unclear=args.drop_unclear, images_root=args.images_root,
                        landmarks=args.landmarks, url_host=args.url_host, near_duplicates=args.near_duplicates,
                        near_duplicates_policy=args.near_duplicates_policy, leak_risk=args.leak_risk,
-                       leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse", ranking=r)
+                       leak_risk_policy="allow" if args.allow_unreviewed_risk else "refuse", ranking=r,
+                       require_full_res=args.require_full_res)
     print(json.dumps({k: stats[k] for k in ("n_selected", "dropped", "warning")}))
     return 0

@@ -12,6 +12,7 @@ benchmarks' bulk rows (tests/helpers/yfcc_rows.py) are made with them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -249,8 +250,21 @@ def format_row(rng: np.random.Generator, rec: PhotoRecord, junk_date: bool = Fal
         acc = ""
     else:
         acc = str(int(rng.integers(1, 6)) if rec.place.group == "sea" else int(rng.integers(11, 17)))
-    return row_fields(rec, RowText(_hex(rng, 32), nsid, NICKS[int(rng.integers(len(NICKS)))], taken, uploaded,
+    _hex(rng, 32)  # drawn as before, so that every other field of the world stays the same
+    return row_fields(rec, RowText(tsv_photo_hash(rec), nsid, NICKS[int(rng.integers(len(NICKS)))], taken, uploaded,
                                    DEVICES[int(rng.integers(len(DEVICES)))], title, desc, chosen, machine, lic, acc))
+
+
+def download_url(rec: PhotoRecord) -> str:
+    """The row's download URL (YFCC's 500 px Flickr URL); YFCC's photo hash is derived from it."""
+    return f"http://farm{rec.farm}.staticflickr.com/{rec.server}/{rec.photo_id}_{rec.secret}.jpg"
+
+
+def tsv_photo_hash(rec: PhotoRecord) -> str:
+    """The demo's 25-field photo hash: the 32-character (zero-padded) MD5 of the download URL,
+    i.e. the mirror's key (`mining.flickr.yfcc_hash`) written with leading zeros. Whether the
+    real file writes it so is unverified (docs/references.md); `mining ingest` counts it."""
+    return hashlib.md5(download_url(rec).encode("utf-8")).hexdigest()
 
 
 def row_fields(rec: PhotoRecord, t: RowText) -> list[str]:
@@ -266,7 +280,7 @@ def row_fields(rec: PhotoRecord, t: RowText) -> list[str]:
         str(t.uploaded), _enc(t.device), _enc(t.title), _enc(t.description),
         ",".join(_enc(tag) for tag in t.tags), t.machine_tags, lon, lat, t.accuracy,
         f"http://www.flickr.com/photos/{t.nsid}/{pid}/",
-        f"http://farm{rec.farm}.staticflickr.com/{rec.server}/{pid}_{rec.secret}.jpg",
+        download_url(rec),
         _enc(lic_name), lic_url, str(rec.server), str(rec.farm), rec.secret, rec.secret_original,
         rec.extension, str(rec.marker),
     ]

@@ -19,6 +19,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
+from mining.flickr import yfcc_hash
 
 from . import metadata as md
 from . import render
@@ -279,7 +280,8 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     cand_tasks: list[Task] = []
     truth: dict[str, list[Any]] = {c: [] for c in ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view",
                                                    "copy_of")}
-    index_rows: dict[str, list[Any]] = {c: [] for c in ("photo_id", "server", "secret", "secret_original", "extension")}
+    index_rows: dict[str, list[Any]] = {c: [] for c in ("photo_id", "server", "farm", "secret", "secret_original",
+                                                        "extension", "photo_hash")}
     img_i = malformed_i = 0
     lm_seen: set[int] = set()
     for line, k in enumerate(order):
@@ -323,8 +325,9 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         truth["place"].append(place.name if place else None)
         truth["view"].append(task.label)
         truth["copy_of"].append(None)
-        for c, v in (("photo_id", pid), ("server", rec.server), ("secret", rec.secret),
-                     ("secret_original", rec.secret_original), ("extension", rec.extension)):
+        for c, v in (("photo_id", pid), ("server", rec.server), ("farm", rec.farm), ("secret", rec.secret),
+                     ("secret_original", rec.secret_original), ("extension", rec.extension),
+                     ("photo_hash", yfcc_hash(md.download_url(rec)))):
             index_rows[c].append(v)
     atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(rows) + "\n")
     planted = _plant_near_duplicates(cand_tasks, truth, qimlist, gnd, imlist, lms, seed)
@@ -342,8 +345,10 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     atomic.write_parquet(root / "truth.parquet", truth_tab, compression="zstd")
     idx_tab = pa.table({"photo_id": pa.array(index_rows["photo_id"], pa.int64()),
                         "server": pa.array(index_rows["server"], pa.int32()),
+                        "farm": pa.array(index_rows["farm"], pa.int32()),
                         "secret": index_rows["secret"], "secret_original": index_rows["secret_original"],
-                        "extension": index_rows["extension"]}).sort_by("photo_id")
+                        "extension": index_rows["extension"],
+                        "photo_hash": pa.array(index_rows["photo_hash"], pa.string())}).sort_by("photo_id")
     atomic.write_parquet(root / "images" / "index.parquet", idx_tab, compression="zstd")
 
     kinds_count = {k: int(sum(1 for x in truth["kind"] if x == k)) for k in ("unrelated", "hard_negative", "landmark")}
@@ -373,21 +378,25 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
 
 
 def as_download_folder(world: str | os.PathLike[str], images: str | os.PathLike[str]) -> None:
-    """The world's candidate images laid out as a `mining download` output (every photo `ok`):
-    what tests and benchmarks describe without running the downloader."""
+    """The world's candidate images laid out as a `mining download` output (every photo `ok`,
+    keyed by its photo hash, with `index.parquet`): what tests and benchmarks describe without
+    running the downloader."""
     import shutil
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mining.layout import image_relpath
+    from mining import imageindex
+    from mining.layout import key_relpath
 
     world, images = Path(world), Path(images)
-    ids = pq.read_table(world / "truth.parquet", columns=["photo_id"]).column("photo_id").to_pylist()
-    for p in ids:
-        dst = images / image_relpath(int(p))
+    t = pq.read_table(world / "images" / "index.parquet", columns=["photo_id", "photo_hash"])
+    rows = []
+    for pid, key in zip(t.column("photo_id").to_pylist(), t.column("photo_hash").to_pylist()):
+        rel = key_relpath(key)
+        dst = images / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
-            shutil.copyfile(world / "images" / f"{p}.jpg", dst)
-    atomic.write_parquet(images / "status" / "shard-00000.parquet",
-                         pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * len(ids)}))
+            shutil.copyfile(world / "images" / f"{pid}.jpg", dst)
+        rows.append({"photo_id": pid, "photo_hash": key, "status": "ok", "source": "world", "low_res": False,
+                     "path": rel})
+    imageindex.write(images, rows)

@@ -11,6 +11,7 @@ import base64
 import csv
 import html
 import io
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -122,11 +123,22 @@ def _thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> 
     return f'<img alt="{html.escape(path.name)}" src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+@functools.lru_cache(maxsize=4)
+def _image_paths(images: Path) -> dict[int, str]:
+    """The download's {photo id: image path} ({} without an index.parquet)."""
+    from mining import imageindex
+
+    try:
+        return imageindex.stored(images)
+    except UserError as exc:
+        log.warning("%s; thumbnails skipped", exc)
+        return {}
+
+
 def _candidate_thumb(inp: Inputs, photo_id: Any) -> str:
     """A candidate's thumbnail from the run's image folder ("missing" without one)."""
-    from mining.layout import image_relpath
-
-    return _thumb(inp.images / image_relpath(int(photo_id))) if inp.images else "<span class=na>missing</span>"
+    rel = _image_paths(inp.images).get(int(photo_id)) if inp.images else None
+    return _thumb(inp.images / rel) if rel else "<span class=na>missing</span>"
 
 
 NA = '<p class="na">not available</p>'
@@ -184,6 +196,27 @@ def funnel(inp: Inputs) -> str:
         ax.set_xscale("symlog")
     ax.set_xlabel("rows / images")
     return _table(rows, ["stage", "step", "count"]) + _png(fig)
+
+
+def availability(inp: Inputs) -> str:
+    """What is still alive: per image source, photos asked / served / final failures by kind;
+    for the run, alive at full resolution, alive only at low resolution, gone everywhere."""
+    summ = _json(inp.images / "summary.json") if inp.images else None
+    if not summ or "sources" not in summ:
+        return NA
+    photos = summ.get("photos") or 0
+    share = (lambda n: f"{n} ({100 * n / photos:.1f} %)") if photos else str
+    run = [["alive at full resolution", share(summ.get("alive_full_res", 0))],
+           ["alive only at low resolution", share(summ.get("alive_low_res_only", 0))],
+           ["gone everywhere", share(summ.get("gone_everywhere", 0))],
+           ["candidates", photos]]
+    rows = [[name, d.get("asked", 0), d.get("served", 0),
+             ", ".join(f"{k} {v}" for k, v in sorted((d.get("failed") or {}).items()) if v) or "none"]
+            for name, d in summ["sources"].items()]
+    return (_table(run, ["photos", "count"])
+            + "<p>Each photo is asked of the next source only after a final failure at the previous one "
+              "(gone, placeholder, too small, corrupt); throttling and time-outs stay on the same source.</p>"
+            + _table(rows, ["source", "asked", "served", "final failures"]))
 
 
 def geotags(inp: Inputs) -> str:
@@ -455,6 +488,7 @@ def settings(inp: Inputs) -> str:
 
 SECTIONS: list[tuple[str, Callable[[Inputs], str]]] = [
     ("Funnel", funnel),
+    ("Images still alive, by source", availability),
     ("Geotags kept and excluded", geotags),
     ("Distractor scores", score_distribution),
     ("Hardest selected distractors per landmark", hardest),

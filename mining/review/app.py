@@ -16,23 +16,32 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from mining import imageindex
 from mining.errors import UserError
 from mining.landmarks import LandmarkDataset, load_landmarks
-from mining.layout import image_key, image_relpath
 from mining.review import db, thumbs
 from mining.review.access import Access, single
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 4096  # a vote is ~60 bytes; anything much larger is refused before parsing
 MAX_PAGE = 500
+_NO_ACCESS_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>mining review: link not valid</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;background:#16181d;color:#e6e8ec;display:flex;justify-content:center;
+padding-top:15vh}main{max-width:34em}code{background:#2a303a;padding:1px 5px;border-radius:4px}</style></head>
+<body><main><h1>This review link is not valid</h1>
+<p>The link is incomplete, mistyped, or from an earlier review set-up (links change when the
+reviewers' tokens are renewed).</p>
+<p>Ask the person running the review for your current link: they find it in the file the server
+named at start-up (<code>review.links.json</code> beside the database). Your votes so far are safe on the server.</p>
+</main></body></html>"""
 MAX_ID = 2**62  # SQLite integers are 64-bit; larger ids are refused as 422, not a 500
 TOKEN_HEADER = "x-review-token"
 TOKEN_COOKIE = "review_token"
@@ -43,6 +52,7 @@ LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 class Settings:
     db_path: Path
     images: Path
+    paths: dict[int, str]  # photo id -> image path under `images` (its index.parquet)
     landmarks: LandmarkDataset | None
     thumbs: Path
     access: Access
@@ -68,6 +78,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     root = Path(images)
     if not root.is_dir():
         raise UserError(f"{root}: image root not found")
+    paths = imageindex.stored(root)
     db.connect(dbp).close()  # exists and opens
     ds = load_landmarks(landmarks) if landmarks else None
     if ds is not None:
@@ -79,7 +90,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         if known and known != ds.fingerprint():
             raise UserError(f"{ds.path}: landmark dataset {ds.fingerprint()} is not the one the queue "
                             f"was scored against ({known})")
-    s = Settings(dbp, root.resolve(), ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), access)
+    s = Settings(dbp, root.resolve(), paths, ds, Path(thumbs_dir) if thumbs_dir else thumbs_dir_for(dbp), access)
     app = FastAPI(title="mining review", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = s
 
@@ -97,6 +108,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                 given = given or auth[7:]
             request.state.reviewer = s.access.reviewer_for(given)
             if request.state.reviewer is None:
+                if "text/html" in request.headers.get("accept", ""):  # a person following a link
+                    return HTMLResponse(_NO_ACCESS_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
                 return JSONResponse({"detail": "missing or wrong token"}, status_code=401)
         else:
             if _hostname(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
@@ -180,6 +193,17 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         except UserError as exc:
             raise user_error(exc) from None
 
+    async def write(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run a database write off the event loop; its errors as HTTP answers."""
+        try:
+            return await run_in_threadpool(work)
+        except db.NotFound:
+            raise HTTPException(404, "unknown item") from None
+        except UserError as exc:
+            raise HTTPException(422, str(exc)) from None
+        except sqlite3.Error as exc:
+            raise _unwritable(exc) from None
+
     @app.post("/api/votes")
     async def api_vote(request: Request) -> dict[str, Any]:
         body = await _json_body(request)
@@ -191,14 +215,23 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
 
         def work() -> dict[str, Any]:
             return db.vote(thread_con(), item, reviewer, value)
-        try:
-            return await run_in_threadpool(work)
-        except db.NotFound:
-            raise HTTPException(404, "unknown item") from None
-        except UserError as exc:
-            raise HTTPException(422, str(exc)) from None
-        except sqlite3.Error as exc:
-            raise _unwritable(exc) from None
+        return await write(work)
+
+    @app.post("/api/votes/bulk")
+    async def api_bulk_vote(request: Request) -> dict[str, Any]:
+        """One decision on several items (the rest of a page), skipping those this reviewer has
+        decided already; one undo retracts it."""
+        body = await _json_body(request)
+        items, value, reviewer = body.get("item_ids"), body.get("vote"), who(request, body.get("reviewer"))
+        if (not isinstance(items, list) or not 1 <= len(items) <= MAX_PAGE
+                or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= MAX_ID for i in items)):
+            raise HTTPException(422, f"item_ids must be a list of 1 to {MAX_PAGE} non-negative integers")
+        if value not in db.VOTES:
+            raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
+
+        def work() -> dict[str, Any]:
+            return db.bulk_vote(thread_con(), items, reviewer, value)
+        return await write(work)
 
     @app.post("/api/undo")
     async def api_undo(request: Request) -> dict[str, Any]:
@@ -212,17 +245,12 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                 return {"undone": None}
             lm, pos = db.position_of(con, done["item_id"]) or ("", 0)
             return {"undone": {**done, "landmark": lm, "position": pos}}
-        try:
-            return await run_in_threadpool(work)
-        except UserError as exc:
-            raise HTTPException(422, str(exc)) from None
-        except sqlite3.Error as exc:
-            raise _unwritable(exc) from None
+        return await write(work)
 
     @app.get("/thumb/{item_id}")
     def thumb(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> Response:
         src, pid = _item_image(con, item_id)
-        return _jpeg(thumbs.cached(s.thumbs, f"items/{image_key(pid)[:3]}/{image_key(pid)}.jpg", src))
+        return _jpeg(thumbs.cached(s.thumbs, f"items/{s.paths[pid].removeprefix('jpg/')}", src))
 
     @app.get("/image/{item_id}")
     def image(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> FileResponse:
@@ -245,7 +273,8 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         pid = db.photo_of(con, item_id)
         if pid is None:
             raise HTTPException(404, "unknown item")
-        src = thumbs.inside(s.images, s.images / image_relpath(pid))
+        rel = s.paths.get(pid)
+        src = thumbs.inside(s.images, s.images / rel) if rel else None
         if src is None:
             raise HTTPException(404, "image not found under the image root")
         return src, pid

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS votes (
     reviewer_id INTEGER NOT NULL REFERENCES reviewers (id),
     vote TEXT NOT NULL CHECK (vote IN ('y', 'n', 'u', 'undo')),
     undoes INTEGER REFERENCES votes (id),
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    batch INTEGER
 );
 CREATE INDEX IF NOT EXISTS votes_by_reviewer ON votes (reviewer_id, id);
 CREATE INDEX IF NOT EXISTS votes_by_item ON votes (item_id, reviewer_id, id);
@@ -80,6 +81,8 @@ def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
         con.execute("PRAGMA synchronous = NORMAL")
         con.execute("PRAGMA foreign_keys = ON")
         con.executescript(SCHEMA)  # IF NOT EXISTS: also upgrades a database from an older version
+        if "batch" not in {r[1] for r in con.execute("PRAGMA table_info(votes)")}:  # before bulk votes
+            con.execute("ALTER TABLE votes ADD COLUMN batch INTEGER")
     except sqlite3.Error as exc:  # a read-only file or folder, a full disk, not a database
         con.close()
         raise UserError(f"{p}: cannot open the review database for writing ({exc}); "
@@ -260,6 +263,38 @@ def vote(con: sqlite3.Connection, item_id: int, reviewer: str, value: str) -> di
     return {"item_id": item_id, "vote": value}
 
 
+def bulk_vote(con: sqlite3.Connection, item_ids: Iterable[int], reviewer: str, value: str) -> dict[str, Any]:
+    """One vote on each of these items that the reviewer has not decided yet (their own votes are
+    never overwritten), as one batch: one `undo` retracts the whole batch."""
+    if value not in VOTES:
+        raise UserError(f"vote must be one of {', '.join(VOTES)}")
+    name = clean_name(reviewer)
+    ids = list(dict.fromkeys(int(i) for i in item_ids))
+    with _Tx(con):
+        rid = reviewer_id(con, name, create=True)
+        known = {int(r[0]) for r in con.execute(
+            f"SELECT id FROM items WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else set()
+        if len(known) != len(ids):
+            raise NotFound(next(i for i in ids if i not in known))
+        decided = {int(r[0]) for r in con.execute(
+            f"SELECT item_id FROM current WHERE reviewer_id = ? AND item_id IN ({','.join('?' * len(ids))})",
+            [rid, *ids])} if ids else set()
+        todo = [i for i in ids if i not in decided]
+        batch = None
+        now = time.time()
+        for item_id in todo:
+            cur = con.execute(
+                "INSERT INTO votes (item_id, reviewer_id, vote, created, batch) VALUES (?, ?, ?, ?, ?)",
+                (item_id, rid, value, now, batch))
+            if batch is None:  # the batch is named by its first vote
+                batch = int(cur.lastrowid)
+                con.execute("UPDATE votes SET batch = ? WHERE id = ?", (batch, batch))
+            con.execute(
+                "INSERT OR REPLACE INTO current (item_id, reviewer_id, vote_id, vote) VALUES (?, ?, ?, ?)",
+                (item_id, rid, cur.lastrowid, value))
+    return {"vote": value, "voted": len(todo), "skipped": len(ids) - len(todo), "batch": batch}
+
+
 def _effective(con: sqlite3.Connection, item_id: int, rid: int) -> tuple[int, str] | None:
     """Latest vote of a reviewer on an item that no undo row retracts."""
     row = con.execute(
@@ -271,31 +306,38 @@ def _effective(con: sqlite3.Connection, item_id: int, rid: int) -> tuple[int, st
 
 
 def undo(con: sqlite3.Connection, reviewer: str) -> dict[str, Any] | None:
-    """Retract the reviewer's most recent standing vote; the one before it (if any) applies again."""
+    """Retract the reviewer's most recent standing vote (a bulk decision: all of its standing
+    votes); the vote before each (if any) applies again. Returns the first item retracted."""
     name = clean_name(reviewer)
+    standing = """SELECT v.id, v.item_id, v.batch FROM votes v
+                   WHERE v.reviewer_id = ? AND v.vote != 'undo'
+                     AND NOT EXISTS (SELECT 1 FROM votes u WHERE u.undoes = v.id)"""
     with _Tx(con):
         rid = reviewer_id(con, name, create=False)
         if rid is None:
             return None
-        row = con.execute(
-            """SELECT v.id, v.item_id FROM votes v
-               WHERE v.reviewer_id = ? AND v.vote != 'undo'
-                 AND NOT EXISTS (SELECT 1 FROM votes u WHERE u.undoes = v.id)
-               ORDER BY v.id DESC LIMIT 1""", (rid,)).fetchone()
+        row = con.execute(standing + " ORDER BY v.id DESC LIMIT 1", (rid,)).fetchone()
         if row is None:
             return None
-        vote_id, item_id = int(row[0]), int(row[1])
-        con.execute(
-            "INSERT INTO votes (item_id, reviewer_id, vote, undoes, created) VALUES (?, ?, 'undo', ?, ?)",
-            (item_id, rid, vote_id, time.time()))
-        eff = _effective(con, item_id, rid)
-        if eff is None:
-            con.execute("DELETE FROM current WHERE item_id = ? AND reviewer_id = ?", (item_id, rid))
-        else:
+        retract = [(int(row[0]), int(row[1]))]
+        if row[2] is not None:
+            retract = [(int(r[0]), int(r[1])) for r in
+                       con.execute(standing + " AND v.batch = ? ORDER BY v.id", (rid, row[2]))]
+        now = time.time()
+        for vote_id, item_id in retract:
             con.execute(
-                "INSERT OR REPLACE INTO current (item_id, reviewer_id, vote_id, vote) VALUES (?, ?, ?, ?)",
-                (item_id, rid, eff[0], eff[1]))
-    return {"item_id": item_id, "vote": eff[1] if eff else None}
+                "INSERT INTO votes (item_id, reviewer_id, vote, undoes, created) VALUES (?, ?, 'undo', ?, ?)",
+                (item_id, rid, vote_id, now))
+            eff = _effective(con, item_id, rid)
+            if eff is None:
+                con.execute("DELETE FROM current WHERE item_id = ? AND reviewer_id = ?", (item_id, rid))
+            else:
+                con.execute(
+                    "INSERT OR REPLACE INTO current (item_id, reviewer_id, vote_id, vote) VALUES (?, ?, ?, ?)",
+                    (item_id, rid, eff[0], eff[1]))
+    first = retract[0][1]
+    eff = _effective(con, first, rid)
+    return {"item_id": first, "vote": eff[1] if eff else None, "count": len(retract)}
 
 
 def replay_current(con: sqlite3.Connection) -> dict[tuple[int, int], str]:

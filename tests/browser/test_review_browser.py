@@ -127,3 +127,66 @@ def test_a_personal_link_names_the_reviewer(tmp_path, browser):
     out = tmp_path / "decisions.parquet"
     assert main(["review", "export", "--db", str(w["db"]), "--out", str(out)]) == 0
     assert [r["voters"] for r in pq.read_table(out).to_pylist()] == [["alice"], ["alice"]]
+
+
+def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
+    """R1M's pace: a landmark's 200 items decided with bulk actions; the votes recorded are
+    exactly the keys pressed; undo takes a bulk decision back whole; the header never covers
+    the cursor; the large view shows the best-matching query beside the candidate."""
+    w = make_world(tmp_path, per_landmark=200)
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    app = create_app(w["db"], w["images"], w["landmarks"])
+    keys = []
+
+    def press(page, key):
+        keys.append(key)
+        page.keyboard.press(key)
+        settle(page)
+
+    with running(app) as url:
+        ctx = browser.new_context(viewport={"width": 900, "height": 700})   # narrow: the header wraps
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/")
+        page.fill("#name-input", "alice")
+        page.press("#name-input", "Enter")
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.input_value("#landmark") == "tower" and page.is_hidden("#done")
+
+        press(page, "Enter")                      # large view: the candidate and its best query
+        assert page.is_visible("#viewer-query") and "tower_001" in page.text_content("#viewer-qcap")
+        page.wait_for_function("document.getElementById('viewer-qimg').naturalWidth > 0")
+        press(page, "Enter")
+        press(page, "y")                          # rank 1 shows the tower
+        press(page, "y")                          # rank 2 shows the bridge: any landmark is a yes
+        for _ in range(6):                        # down a few rows: the cursor stays below the header
+            press(page, "ArrowDown")
+        gap = page.evaluate("""() => document.querySelector('#grid .tile.cursor').getBoundingClientRect().top
+                                     - document.querySelector('header').getBoundingClientRect().bottom""")
+        assert gap >= 0, gap
+        for _ in range(6):
+            press(page, "ArrowUp")
+        assert cursor(page) == 2
+        press(page, "N")                          # the rest of page 1 from the cursor: not the landmark
+        assert page.text_content("#range").startswith("101–200")
+        press(page, "N")                          # all of page 2
+        assert page.is_visible("#done") and "all 200 decided" in page.text_content("#done-text")
+        press(page, "z")                          # one undo: the whole of page 2's bulk decision
+        assert page.is_hidden("#done") and "100 / 200" in page.text_content("#lm-progress")
+        press(page, "N")
+        assert page.is_visible("#done")
+        assert len(keys) < 30
+        press(page, "g")                          # on to the next landmark with undecided items
+        assert page.input_value("#landmark") == "bridge" and cursor(page) == 0
+        assert errors == []
+        ctx.close()
+
+    from mining.review import db
+    con = db.connect(w["db"])
+    votes = dict(con.execute("""SELECT i.rank, c.vote FROM current c JOIN items i ON i.id = c.item_id
+                                WHERE i.landmark = 'tower'"""))
+    assert votes == {r: "y" if r <= 2 else "n" for r in range(1, 201)}      # exactly the keys pressed
+    # the log: 2 votes + 98 + 100 (undone) + 100 bulk rows, 100 undo rows
+    assert con.execute("SELECT COUNT(*) FROM votes WHERE vote = 'undo'").fetchone()[0] == 100
+    assert db.current_votes(con) == db.replay_current(con)

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw
 
+from mining import imageindex
 from mining.layout import image_relpath
 
 LANDMARKS = ("tower", "bridge")
@@ -34,17 +35,19 @@ def make_world(root: Path, per_landmark: int = 6) -> dict[str, Path]:
     gnd = {"imlist": [f"db_{li}" for li in range(len(LANDMARKS))], "qimlist": qimlist,
            "gnd": [{"bbx": [10, 10, 100, 80], "easy": [i // 2], "hard": [], "junk": []} for i in range(len(qimlist))]}
     (lms / "gnd_test.pkl").write_bytes(pickle.dumps(gnd))
-    rows, truth = [], []
+    rows, truth, index = [], [], []
     for li, lm in enumerate(LANDMARKS):
         for r in range(per_landmark):
             pid = 10_000 + li * 1000 + r
             _image(images / image_relpath(pid), pid)
+            index.append({"photo_id": pid, "status": "ok", "path": image_relpath(pid)})
             rows.append({"landmark": lm, "photo_id": pid, "rank": r + 1, "score": 10.0 - r,
                          "total_score": 20.0 - r, "best_query": f"{lm}_001"})
             # rank 1 of each landmark shows the landmark itself, rank 2 shows the OTHER one.
             kind, shown = ("landmark", lm) if r == 0 else (
                 ("landmark", LANDMARKS[1 - li]) if r == 1 else ("hard" if r % 2 else "easy", None))
             truth.append({"photo_id": pid, "kind": kind, "landmark": shown})
+    imageindex.write(images, index)
     queue = root / "review_queue.parquet"
     pq.write_table(pa.Table.from_pylist(rows), queue)
     pq.write_table(pa.Table.from_pylist(truth), root / "truth.parquet")

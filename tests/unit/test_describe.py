@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from mining import layout
+from mining import imageindex, layout
 from mining.cli import main
 from mining.describe import describe, describe_many, list_items, load_image, read_failures
 from mining.descriptors import iter_similarities, open_store
@@ -34,16 +34,11 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("world")
     images = root / "images"
     ids = list(range(1000, 1014))
-    status = []
     for pid in ids:
         _save(scene(pid), images / layout.image_relpath(pid))
-        status.append((pid, "ok"))
     (images / layout.image_relpath(1005)).write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")  # corrupt, status ok
-    status += [(1003, "http_error"), (1003, "ok"), (1007, "ok"), (1007, "placeholder")]  # latest row wins
-    t = pa.table({"photo_id": pa.array([p for p, _ in status], pa.int64()), "status": [s for _, s in status]})
-    (images / "status").mkdir()
-    pq.write_table(t.slice(0, 10), images / "status" / "shard-00000.parquet")
-    pq.write_table(t.slice(10), images / "status" / "shard-00001.parquet")
+    imageindex.write(images, [{"photo_id": pid, "status": "placeholder" if pid == 1007 else "ok",
+                               "path": layout.image_relpath(pid)} for pid in ids])
 
     lm = root / "landmarks"
     imlist = [f"db_{i}" for i in range(5)]
@@ -61,7 +56,7 @@ def world(tmp_path_factory):
     return images, lm
 
 
-def test_candidates_are_the_latest_ok_downloads(world):
+def test_candidates_are_the_indexs_ok_downloads(world):
     images, _ = world
     items = list_items(images, "candidates")
     got = [i.id for i in items]
@@ -251,7 +246,7 @@ def test_landmark_sets_need_the_candidates_model(world, tmp_path):
     images, lm = world
     with pytest.raises(UserError, match="--model"):
         describe("rsift-asmk", lm, "database", tmp_path / "d", progress=False)
-    with pytest.raises(UserError, match="no status"):
+    with pytest.raises(UserError, match="no index.parquet"):
         describe("rsift-vlad", lm, "candidates", tmp_path / "x", progress=False)
 
 

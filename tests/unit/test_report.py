@@ -13,6 +13,7 @@ from PIL import Image
 from mining.cli import main
 from mining.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
+from mining import imageindex
 from mining.layout import image_relpath
 from test_evaluate_experiment import build_world, run_inputs
 
@@ -40,6 +41,8 @@ def make_run(tmp_path):
         _jpg(ds.image_path(name), (200, 30, 30))
     for p in selected[:5]:
         _jpg(run / "images" / image_relpath(int(p)), (20, 20, 200))
+    imageindex.write(run / "images", [{"photo_id": int(p), "status": "ok", "path": image_relpath(int(p))}
+                                      for p in selected[:5]])
     # closest landmark of every scored candidate (what score writes)
     sc = pq.read_table(run / "scores" / "scores.parquet").to_pandas()
     sc["closest_landmark"] = np.where(np.arange(len(sc)) % 2, "lm0", "lm1")
@@ -54,7 +57,11 @@ def make_run(tmp_path):
     (run / "candidates").mkdir()
     (run / "candidates" / "stats.json").write_text(json.dumps({"rows_in": 990, "rows_out": 300, "excluded": {"country:GBR": 600, "area:las_vegas": 90}}))
     pq.write_table(meta.slice(0, 300), run / "candidates" / "candidates.parquet")
-    (run / "images" / "summary.json").write_text(json.dumps({"counts": {"ok": 280, "not_found": 15, "placeholder": 5}}))
+    (run / "images" / "summary.json").write_text(json.dumps({
+        "photos": 300, "counts": {"ok": 280, "not_found": 15, "placeholder": 5},
+        "alive_full_res": 250, "alive_low_res_only": 30, "gone_everywhere": 20,
+        "sources": {"flickr": {"asked": 300, "served": 250, "failed": {"not_found": 40, "gone": 10}},
+                    "mirror": {"asked": 50, "served": 30, "failed": {"not_found": 15, "unavailable_placeholder": 5}}}}))
     (run / "neardup").mkdir()  # two selected images as one near-duplicate group, one copying a query
     g = [int(p) for p in selected[:3]]
     pq.write_table(pa.table({"photo_id": g, "group": [g[0], g[0], g[2]], "group_size": [2, 2, 1],
@@ -92,7 +99,9 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert len([k for k, _ in imgs if k == "jpeg"]) >= 2 + 5  # query crops + downloaded thumbnails
     assert "<h3>lm0</h3><p>2 queries: lm0_000, lm0_003</p>" in doc  # the grouping: landmark → queries
     assert all(len(base64.b64decode(b)) > 100 for _, b in imgs)
-    for text in ("country:GBR", "status: not_found", "decided landmark", "candidates described (gem)",
+    for text in ("alive only at low resolution</td><td>30 (10.0 %)", "gone everywhere</td><td>20 (6.7 %)",
+                 "<td>mirror</td><td>50</td><td>30</td><td>not_found 15, unavailable_placeholder 5</td>",
+                 "country:GBR", "status: not_found", "decided landmark", "candidates described (gem)",
                  "mined 40", "without sift", "test-run", "12.5"):
         assert text in doc, text
     ev = json.loads((run / "evaluation" / "evaluation.json").read_text())
@@ -119,7 +128,7 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    assert doc.count("not available") == 8  # incl. near-duplicates, leak risk and N chosen
+    assert doc.count("not available") == 9  # incl. availability, near-duplicates, leak risk and N chosen
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 

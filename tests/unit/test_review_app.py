@@ -50,9 +50,30 @@ def test_landmarks_items_vote_resume_undo(client):
     assert client.get("/api/resume", params={"landmark": "tower", "reviewer": "ann"}).json()["position"] == 1
     assert client.get("/api/landmarks", params={"reviewer": "ann"}).json()["mine"] == 1
     u = client.post("/api/undo", json={"reviewer": "ann"}).json()["undone"]
-    assert u == {"item_id": first["id"], "vote": None, "landmark": "tower", "position": 0}
+    assert u == {"item_id": first["id"], "vote": None, "count": 1, "landmark": "tower", "position": 0}
     assert client.post("/api/undo", json={"reviewer": "ann"}).json() == {"undone": None}
     assert client.get("/api/items", params={"landmark": "nope"}).status_code == 404
+
+
+def test_bulk_decision_on_the_rest_of_a_page(client):
+    items = client.get("/api/items", params={"landmark": "tower", "reviewer": "cy"}).json()["items"]
+    ids = [i["id"] for i in items]
+    assert client.post("/api/votes", json={"item_id": ids[0], "vote": "y", "reviewer": "cy"}).status_code == 200
+    r = client.post("/api/votes/bulk", json={"item_ids": ids, "vote": "n", "reviewer": "cy"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["voted"], r.json()["skipped"]) == (len(ids) - 1, 1)
+    votes = [i["vote"] for i in client.get("/api/items", params={"landmark": "tower", "reviewer": "cy"}).json()["items"]]
+    assert votes == ["y"] + ["n"] * (len(ids) - 1)
+    u = client.post("/api/undo", json={"reviewer": "cy"}).json()["undone"]
+    assert u["count"] == len(ids) - 1 and u["position"] == 1
+    votes = [i["vote"] for i in client.get("/api/items", params={"landmark": "tower", "reviewer": "cy"}).json()["items"]]
+    assert votes == ["y"] + [None] * (len(ids) - 1)
+    for bad in ({"item_ids": [], "vote": "n"}, {"item_ids": "1,2", "vote": "n"}, {"item_ids": [True], "vote": "n"},
+                {"item_ids": [-1], "vote": "n"}, {"item_ids": ids, "vote": "maybe"},
+                {"item_ids": list(range(501)), "vote": "n"}):
+        assert client.post("/api/votes/bulk", json={**bad, "reviewer": "cy"}).status_code == 422, bad
+    assert client.post("/api/votes/bulk", json={"item_ids": [ids[0], 999999], "vote": "n",
+                                                "reviewer": "cy"}).status_code == 404
 
 
 @pytest.mark.parametrize("body,headers,status", [
@@ -166,6 +187,10 @@ def test_token_is_required_on_every_request(world):
     for path in ("/", "/api/landmarks", "/thumb/1", "/image/1", "/query/0", "/static/app.js"):
         assert c.get(path).status_code == 401, path
         assert c.get(path, headers={"x-review-token": "wrong-token!"}).status_code == 401
+    # a person following a stale or mistyped link reads a page, not JSON; nothing of the app leaks
+    stale = c.get("/", params={"token": "old-token"}, headers={"accept": "text/html,application/xhtml+xml"})
+    assert stale.status_code == 401 and stale.headers["content-type"].startswith("text/html")
+    assert "This review link is not valid" in stale.text and "s3cret" not in stale.text and "/api/" not in stale.text
     before = snapshot(world["db"])
     assert c.post("/api/votes", json={"item_id": 1, "vote": "y", "reviewer": "a"}).status_code == 401
     assert snapshot(world["db"]) == before

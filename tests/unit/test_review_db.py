@@ -73,15 +73,47 @@ def test_votes_undo_walks_back_through_the_log(world):
     db.vote(con, a, "ann", "u")          # changes her mind on a
     db.vote(con, a, "bob", "n")
     assert db.current_votes(con) == {(a, 1): "u", (b, 1): "n", (a, 2): "n"}
-    assert db.undo(con, "ann") == {"item_id": a, "vote": "y"}      # her earlier y applies again
-    assert db.undo(con, "ann") == {"item_id": b, "vote": None}
-    assert db.undo(con, "ann") == {"item_id": a, "vote": None}
+    assert db.undo(con, "ann") == {"item_id": a, "vote": "y", "count": 1}      # her earlier y applies again
+    assert db.undo(con, "ann") == {"item_id": b, "vote": None, "count": 1}
+    assert db.undo(con, "ann") == {"item_id": a, "vote": None, "count": 1}
     assert db.undo(con, "ann") is None
     assert db.undo(con, "nobody") is None
     assert db.current_votes(con) == {(a, 2): "n"}
     # Append-only: 4 votes + 3 undos, and the cache equals a replay of the log.
     assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 7
     assert db.current_votes(con) == db.replay_current(con)
+
+
+def test_a_bulk_decision_skips_own_votes_and_is_undone_as_one(world):
+    w, con = world
+    ids = [item_id(con, "tower", r) for r in (1, 2, 3, 4, 5)]
+    db.vote(con, ids[1], "ann", "y")               # her own vote stays, whatever the bulk says
+    db.vote(con, ids[2], "bob", "y")               # another reviewer's vote does not count as hers
+    r = db.bulk_vote(con, ids, "ann", "n")
+    assert (r["voted"], r["skipped"]) == (4, 1) and r["batch"] is not None
+    assert {i: v for (i, rid), v in db.current_votes(con).items() if rid == 1} == {
+        ids[0]: "n", ids[1]: "y", ids[2]: "n", ids[3]: "n", ids[4]: "n"}
+    assert db.bulk_vote(con, ids, "ann", "u")["voted"] == 0   # nothing left undecided: an empty batch
+    undone = db.undo(con, "ann")                   # the whole batch, in one step
+    assert undone == {"item_id": ids[0], "vote": None, "count": 4}
+    assert {i: v for (i, rid), v in db.current_votes(con).items() if rid == 1} == {ids[1]: "y"}
+    assert db.undo(con, "ann") == {"item_id": ids[1], "vote": None, "count": 1}
+    assert db.current_votes(con) == db.replay_current(con) == {(ids[2], 2): "y"}
+    with pytest.raises(db.NotFound):
+        db.bulk_vote(con, [ids[0], 10**9], "ann", "n")
+    assert con.execute("SELECT COUNT(*) FROM votes WHERE vote != 'undo'").fetchone()[0] == 6
+
+
+def test_a_database_from_before_bulk_votes_gains_the_batch_column(tmp_path):
+    import sqlite3
+
+    p = tmp_path / "old.sqlite"
+    old = sqlite3.connect(p)
+    old.executescript(db.SCHEMA.replace(",\n    batch INTEGER", ""))
+    old.close()
+    assert "batch" not in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
+    db.connect(p).close()
+    assert "batch" in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
 
 
 def test_vote_validation(world):

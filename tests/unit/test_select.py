@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from selection import expected, hostile_selection, make_inputs, select, write_decisions
 
+from mining import imageindex
 from mining.layout import image_relpath
 
 
@@ -64,13 +65,42 @@ def test_empty_decisions_and_images_root(tmp_path):
     scores_dir, ids, score = make_inputs(tmp_path, n=8)
     dec = write_decisions(tmp_path / "d.parquet", [])
     root = tmp_path / "images"
-    keep = expected(ids, score, set(), 8)[1::2]
+    ranked_ids = expected(ids, score, set(), 8)
+    keep = ranked_ids[1::2]
     for p in keep:
         (root / image_relpath(p)).parent.mkdir(parents=True, exist_ok=True)
         (root / image_relpath(p)).write_bytes(b"jpg")
+    # the index says where each image is; the download's keys, not recomputed by select
+    imageindex.write(root, [{"photo_id": p, "photo_hash": f"h{p}", "status": "ok", "source": "flickr",
+                             "low_res": False, "path": image_relpath(p)} for p in ranked_ids])
     assert select(tmp_path, scores_dir, dec, tmp_path / "o", "--n", "3", "--images-root", str(root)) == 0
-    assert pq.read_table(tmp_path / "o" / "distractors.parquet").column("photo_id").to_pylist() == keep[:3]
+    out = pq.read_table(tmp_path / "o" / "distractors.parquet").to_pandas()
+    assert out.photo_id.tolist() == keep[:3]
+    assert out.photo_hash.tolist() == [f"h{p}" for p in keep[:3]] and set(out.source) == {"flickr"}
     assert json.loads((tmp_path / "o" / "stats.json").read_text())["missing_images"] == 3
+
+
+def test_require_full_res_leaves_out_low_res_images(tmp_path):
+    scores_dir, ids, score = make_inputs(tmp_path, n=8)
+    dec = write_decisions(tmp_path / "d.parquet", [])
+    root = tmp_path / "images"
+    ranked_ids = expected(ids, score, set(), 8)
+    low = set(ranked_ids[:2])  # the two best were only on the mirror, at ~500 px
+    rows = []
+    for p in ranked_ids:
+        (root / image_relpath(p)).parent.mkdir(parents=True, exist_ok=True)
+        (root / image_relpath(p)).write_bytes(b"jpg")
+        rows.append({"photo_id": p, "photo_hash": image_relpath(p)[8:-4], "status": "ok", "low_res": p in low,
+                     "source": "multimedia-commons" if p in low else "flickr", "path": image_relpath(p)})
+    imageindex.write(root, rows)
+    assert select(tmp_path, scores_dir, dec, tmp_path / "a", "--n", "3", "--images-root", str(root)) == 0
+    assert pq.read_table(tmp_path / "a" / "distractors.parquet").column("photo_id").to_pylist() == ranked_ids[:3]
+    assert select(tmp_path, scores_dir, dec, tmp_path / "f", "--n", "3", "--images-root", str(root),
+                  "--require-full-res") == 0
+    t = pq.read_table(tmp_path / "f" / "distractors.parquet").to_pandas()
+    assert t.photo_id.tolist() == ranked_ids[2:5] and set(t.source) == {"flickr"}
+    stats = json.loads((tmp_path / "f" / "stats.json").read_text())
+    assert stats["low_res_skipped"] == 2 and stats["require_full_res"] is True
 
 
 def test_refusals(tmp_path, capsys):

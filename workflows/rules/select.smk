@@ -13,6 +13,7 @@ rule select:
         else [],
         neardup=L.neardup_table,
         leakrisk=L.leakrisk_table,
+        images=L.images_summary,
     output:
         txt=L.distractors_txt,
         table=L.distractors_table,
@@ -30,6 +31,8 @@ rule select:
         unclear="--drop-unclear" if M.select["drop_unclear"] else "",
         near_duplicates=M.select["near_duplicates"],
         risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
+        images=subpath(input.images, parent=True),
+        full_res="--require-full-res" if M.select["require_full_res"] else "",
     log:
         L.log("select"),
     benchmark:
@@ -44,4 +47,5 @@ rule select:
         "mining select --scores {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
         "--landmarks {input.gnd:q} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
         "--near-duplicates-policy {params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
+        "--images-root {params.images:q} {params.full_res} "
         "--out {params.out:q} > {log:q} 2>&1"

@@ -8,6 +8,12 @@
   const st = { name: localStorage.getItem("mining-review-name") || "", landmarks: [], lm: null,
                offset: 0, total: 0, items: [], cursor: 0 };
 
+  // The sticky header's real height (it wraps on narrow windows): the cursor's tile scrolls to
+  // just below it, never under it.
+  const header = document.querySelector("header");
+  new ResizeObserver(() => document.documentElement.style.setProperty("--header-h", header.offsetHeight + "px"))
+    .observe(header);
+
   // The token (if any) arrives once in the URL; the server answers with a cookie, so hide it.
   if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname);
 
@@ -50,6 +56,7 @@
     $("all-progress").textContent = `all: ${data.mine} / ${data.total} (${pct.toFixed(1)}%)`;
     $("all-bar").style.width = pct + "%";
     showLandmarkProgress();
+    showDone();
     return data;
   }
 
@@ -60,20 +67,30 @@
     $("lm-bar").style.width = (lm.total ? 100 * lm.mine / lm.total : 0) + "%";
   }
 
+  function queryImg(qu) {
+    const img = document.createElement("img");
+    img.src = `/query/${qu.index}`; img.alt = qu.name; img.title = qu.name; img.loading = "lazy";
+    img.addEventListener("click", () => openViewer(`/query/${qu.index}?full=1`, `query ${qu.name}`));
+    return img;
+  }
+
   function showQueries() {
     const box = $("queries"); box.innerHTML = "";
     const lm = st.landmarks.find((x) => x.landmark === st.lm);
-    if (!lm || !lm.queries.length) { box.innerHTML = '<p class="hint">no query images</p>'; return; }
-    for (const qu of lm.queries) {
-      const img = document.createElement("img");
-      img.src = `/query/${qu.index}`; img.alt = qu.name; img.title = qu.name; img.loading = "lazy";
-      img.addEventListener("click", () => openViewer(`/query/${qu.index}?full=1`, `query ${qu.name}`));
-      box.appendChild(img);
+    if (!lm || !lm.queries.length) box.innerHTML = '<p class="hint">no query images</p>';
+    else for (const qu of lm.queries) box.appendChild(queryImg(qu));
+    // every other landmark's queries: "any benchmark landmark" is answerable without leaving the page
+    const others = $("other-queries"); others.innerHTML = "";
+    for (const o of st.landmarks) {
+      if (o.landmark === st.lm || !o.queries.length) continue;
+      const h = document.createElement("h3"); h.textContent = o.landmark; others.appendChild(h);
+      for (const qu of o.queries) others.appendChild(queryImg(qu));
     }
+    $("other-box").hidden = !others.children.length;
   }
 
   async function selectLandmark(name, position) {
-    st.lm = name; $("landmark").value = name;
+    st.lm = name; $("landmark").value = name; $("done").hidden = true;
     if (position === undefined) {
       position = (await api("/api/resume?" + q({ landmark: name, reviewer: st.name }))).position;
     }
@@ -181,6 +198,44 @@
     } catch (e) { toast("vote not saved: " + e.message); }
   }
 
+  // The rest of the page, from the cursor on: one decision for every item not decided yet (your
+  // own votes stay), one undo takes it back. Then on to the next page, or the next landmark.
+  async function castBulk(v) {
+    const rest = st.items.slice(st.cursor).filter((it) => !it.vote);
+    if (!rest.length) { await afterPage(); return; }
+    try {
+      const r = await api("/api/votes/bulk", { body: { item_ids: rest.map((it) => it.id), vote: v, reviewer: st.name } });
+      for (const it of rest) it.vote = v;
+      st.items.forEach((_, i) => paintTile(i));
+      bump(st.lm, r.voted);
+      toast(`${r.voted} marked "${{ y: "landmark", n: "not landmark", u: "unclear" }[v]}" — z undoes them all`);
+      await afterPage();
+    } catch (e) { toast("bulk decision not saved: " + e.message); }
+  }
+
+  async function afterPage() {
+    const end = st.offset + st.items.length;
+    if (end < st.total) { await loadPage(end, end); return; }
+    showDone();
+  }
+
+  // "Landmark done → next": shown when this reviewer has decided every item of the landmark.
+  function showDone() {
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    const done = lm && lm.mine >= lm.total;
+    const next = st.landmarks.find((x) => x.mine < x.total && x.landmark !== st.lm);
+    $("done").hidden = !done;
+    if (!done) return;
+    $("done-text").textContent = next ? `${lm.landmark}: all ${lm.total} decided.` : `All ${st.landmarks.length} landmarks decided. Thank you!`;
+    $("done-next").hidden = !next;
+    if (next) { $("done-next").textContent = `next: ${next.landmark} ▶`; $("done-next").dataset.landmark = next.landmark; }
+  }
+  $("done-next").addEventListener("click", () => enqueue(() => nextOpen()));
+  function nextOpen() {
+    const next = st.landmarks.find((x) => x.mine < x.total && x.landmark !== st.lm);
+    if (next) return selectLandmark(next.landmark);
+  }
+
   function bump(landmark, d) {
     const lm = st.landmarks.find((x) => x.landmark === landmark);
     if (lm) { lm.mine += d; }
@@ -192,6 +247,7 @@
     const opt = [...$("landmark").options].find((o) => o.value === landmark);
     if (opt && lm) opt.textContent = `${lm.landmark}  (${lm.mine}/${lm.total})${lm.mine >= lm.total ? " ✓" : ""}`;
     showLandmarkProgress();
+    showDone();
   }
 
   async function undo() {
@@ -206,14 +262,27 @@
   }
 
   // ---------------------------------------------------------------- large view
-  function openViewer(src, caption) {
-    $("viewer-img").src = src; $("viewer-cap").textContent = caption; $("viewer").hidden = false;
+  function openViewer(src, caption, query) {
+    $("viewer-img").src = src; $("viewer-cap").textContent = caption;
+    const qbox = $("viewer-query"); qbox.hidden = !query;
+    if (query) { $("viewer-qimg").src = `/query/${query.index}?full=1`; $("viewer-qcap").textContent = query.caption; }
+    $("viewer").hidden = false;
+  }
+  // The query this candidate matched best (any landmark's), else this landmark's first.
+  function bestQuery(it) {
+    for (const lm of st.landmarks) {
+      const hit = lm.queries.find((x) => x.name === it.best_query);
+      if (hit) return { index: hit.index, caption: `best-matching query: ${hit.name} (${lm.landmark})` };
+    }
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    return lm && lm.queries.length ? { index: lm.queries[0].index, caption: `query: ${lm.queries[0].name}` } : null;
   }
   function openLarge() {
     const it = st.items[st.cursor];
     if (!it) return;
     const vote = it.vote ? ` · your vote: ${it.vote}` : "";
-    openViewer(`/image/${it.id}`, `#${it.rank} · photo ${it.photo_id}${vote} — y / n / u to decide, Enter to close`);
+    openViewer(`/image/${it.id}`, `candidate #${it.rank} · photo ${it.photo_id}${vote} — y / n / u to decide, Enter to close`,
+               bestQuery(it));
   }
   const closeOverlays = () => { $("viewer").hidden = true; $("help").hidden = true; };
   $("viewer").addEventListener("click", closeOverlays);
@@ -229,6 +298,8 @@
     const k = e.key;
     let handled = true;
     if (k === "y" || k === "n" || k === "u") enqueue(() => castVote(k));
+    else if (k === "N") enqueue(() => castBulk("n"));
+    else if (k === "g") enqueue(() => nextOpen());
     else if (k === "z") enqueue(undo);
     else if (k === "ArrowRight") enqueue(() => move(1));
     else if (k === "ArrowLeft") enqueue(() => move(-1));

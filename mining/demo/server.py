@@ -325,9 +325,15 @@ class DemoServer(FlickrServer):
             self.meta.get("faults", {})), rate_limit=rate_limit, burst=burst, host=host, keep_log=keep_log)
 
     def _hashes(self) -> dict[str, int]:
-        """{photo hash: photo id} of the world's photos, from the metadata's download URLs."""
+        """{photo hash: photo id} of the world's photos: its images/index.parquet's photo_hash, or
+        (a world built before that column) the hashes of the metadata's download URLs."""
+        import pyarrow.parquet as pq
+
         from mining.flickr import yfcc_hash
 
+        tab = pq.read_table(self.root / "images" / "index.parquet")
+        if "photo_hash" in tab.column_names:
+            return {h: int(p) for p, h in zip(tab.column("photo_id").to_pylist(), tab.column("photo_hash").to_pylist())}
         out: dict[str, int] = {}
         meta = self.root / "metadata" / "yfcc100m_dataset"
         if not meta.is_file():

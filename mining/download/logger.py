@@ -116,7 +116,8 @@ def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar
     """DIR/index.parquet (`mining.imageindex`): one row per candidate photo, from the latest
     status rows (a photo no run has settled yet: status `not_tried`). Deterministic: no times."""
     from mining import imageindex
-    from mining.download.writer import key_relpath, tar_path
+    from mining.download.writer import tar_path
+    from mining.layout import key_relpath
 
     n_shards = (len(ids) + shard_size - 1) // shard_size
     recorded = {r["photo_id"]: (i, r) for i, r in latest_rows(out, n_shards)}

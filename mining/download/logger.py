@@ -99,6 +99,9 @@ def judge(status: pa.Table, ok: int, results: list[dict], host: str, min_ok_frac
             "rerunning resumes")
 
 
+_INDEXED = ["photo_id", "status", "source", "low_res", "tried", "width", "height", "sha256"]  # what the index takes
+
+
 def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
     """(shard index, status row) of every photo recorded in DIR (each status file holds the
     latest row of each of its photos)."""
@@ -108,7 +111,7 @@ def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
     for i in range(n_shards):
         sp = status_path(out, i)
         if sp.exists():
-            found.extend((i, r) for r in pq.read_table(sp).to_pylist())
+            found.extend((i, r) for r in pq.read_table(sp, columns=_INDEXED).to_pylist())
     return found
 
 

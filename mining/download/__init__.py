@@ -1,4 +1,6 @@
-"""`mining download`: candidates → verified 1024 px images + a status Parquet per shard.
+"""`mining download`: candidates → verified 1024 px images + a status Parquet per shard +
+`index.parquet`, each photo asked of the sources in order (`sources`: Flickr, the Multimedia
+Commons mirror, local folders) until one serves it.
 
 Split like img2dataset: reader (plan shards, skip done work), downloader (one shard),
 writer (atomic files / tars, status), distributor (Dask), ratelimit (cluster-wide
@@ -70,7 +72,8 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
         old = json.loads(plan_file.read_text())
         if old != plan:
             raise UserError(f"{out} holds a download with another plan (shard size {old.get('shard_size')}, "
-                            f"{old.get('photos')} photos, tar {old.get('tar')}); use the same options or a new --out")
+                            f"{old.get('photos')} photos, tar {old.get('tar')}; or one made before images were keyed "
+                            "by photo hash); use the same candidates and options, or a new --out")
     else:
         atomic.write_json(plan_file, plan)
     swept = sweep_debris(out)

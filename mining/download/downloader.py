@@ -315,6 +315,7 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
             return row
         tried = list(done)
         row = _empty_row(pid, done[-1]["url"] if done else None, done[-1]["status"] if done else "error")
+        requests, seconds = 0, 0.0  # over all the sources asked: the row reports the photo's totals
         for k in range(len(done), len(sources)):
             src, url = sources[k], addr[k]
             data = None
@@ -326,6 +327,8 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
                 with slots[k]:
                     row, data = fetch(pools, pid, url, cfgs[k], polite[k])
             tried.append({"source": src.name, "url": url, "status": row["status"]})
+            requests, seconds = requests + row["attempts"], seconds + row["elapsed"]
+            row.update(attempts=requests, elapsed=round(seconds, 4))
             if data is not None:
                 sink.put(key, data)
                 row.update(photo_hash=key, source=src.name, low_res=src.low_res, tried=tried)

@@ -99,6 +99,9 @@ def judge(status: pa.Table, ok: int, results: list[dict], host: str, min_ok_frac
             "rerunning resumes")
 
 
+_INDEXED = ["photo_id", "status", "source", "low_res", "tried", "width", "height", "sha256"]  # what the index takes
+
+
 def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
     """(shard index, status row) of every photo recorded in DIR (each status file holds the
     latest row of each of its photos)."""
@@ -108,7 +111,7 @@ def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
     for i in range(n_shards):
         sp = status_path(out, i)
         if sp.exists():
-            found.extend((i, r) for r in pq.read_table(sp).to_pylist())
+            found.extend((i, r) for r in pq.read_table(sp, columns=_INDEXED).to_pylist())
     return found
 
 
@@ -116,7 +119,8 @@ def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar
     """DIR/index.parquet (`mining.imageindex`): one row per candidate photo, from the latest
     status rows (a photo no run has settled yet: status `not_tried`). Deterministic: no times."""
     from mining import imageindex
-    from mining.download.writer import key_relpath, tar_path
+    from mining.download.writer import tar_path
+    from mining.layout import key_relpath
 
     n_shards = (len(ids) + shard_size - 1) // shard_size
     recorded = {r["photo_id"]: (i, r) for i, r in latest_rows(out, n_shards)}
@@ -141,26 +145,33 @@ def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar
 
 def per_source(status: pa.Table, sources: tuple = ()) -> tuple[dict, dict]:
     """Per source (by name, in the sources' order): photos asked, served, failures by status;
-    and the run's `alive_full_res`, `alive_low_res_only`, `gone_everywhere` counts."""
+    and the run's `alive_full_res`, `alive_low_res_only`, `gone_everywhere` counts (columnar:
+    millions of rows)."""
     names = [s.name for s in sources]
     table: dict[str, dict] = {}
-    alive = {"alive_full_res": 0, "alive_low_res_only": 0, "gone_everywhere": 0}
-    for r in status.to_pylist():
-        for t in tried_of(r):
-            name = t["source"] or "?"
-            d = table.setdefault(name, {"asked": 0, "served": 0, "failed": {}})
-            d["asked"] += 1
-            if t["status"] == "ok":
-                d["served"] += 1
+    if "tried" in status.column_names and status.num_rows:
+        flat = pc.list_flatten(status.column("tried"))
+        pairs = pa.table({"source": pc.fill_null(pc.struct_field(flat, "source"), "?"),
+                          "status": pc.struct_field(flat, "status")})
+        for r in pairs.group_by(["source", "status"]).aggregate([([], "count_all")]).to_pylist():
+            d = table.setdefault(r["source"], {"asked": 0, "served": 0, "failed": {}})
+            d["asked"] += r["count_all"]
+            if r["status"] == "ok":
+                d["served"] += r["count_all"]
             else:
-                d["failed"][t["status"]] = d["failed"].get(t["status"], 0) + 1
-        if r["status"] == "ok":
-            alive["alive_low_res_only" if r.get("low_res") else "alive_full_res"] += 1
-        elif r["status"] not in TRANSIENT:
-            alive["gone_everywhere"] += 1
+                d["failed"][r["status"]] = r["count_all"]
+    st = status.column("status")
+    ok = pc.equal(st, "ok")
+    low = pc.fill_null(status.column("low_res"), False) if "low_res" in status.column_names else \
+        pa.array([False] * status.num_rows)
+    final_fail = pc.invert(pc.or_(ok, pc.is_in(st, value_set=pa.array(sorted(TRANSIENT)))))
+    alive = {"alive_full_res": pc.sum(pc.and_(ok, pc.invert(low))).as_py() or 0,
+             "alive_low_res_only": pc.sum(pc.and_(ok, low)).as_py() or 0,
+             "gone_everywhere": pc.sum(final_fail).as_py() or 0}
     order = names + sorted(n for n in table if n not in names)
-    return {n: {**table.get(n, {"asked": 0, "served": 0, "failed": {}}),
-                "failed": dict(sorted(table.get(n, {"failed": {}})["failed"].items()))} for n in order}, alive
+    empty = {"asked": 0, "served": 0, "failed": {}}
+    return {n: {**table.get(n, empty), "failed": dict(sorted(table.get(n, empty)["failed"].items()))}
+            for n in order}, alive
 
 
 def summarize(out: Path, results: list[dict], seconds: float, planned: int, dashboard: str | None,

@@ -105,8 +105,12 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
         if pid in seen:
             continue
         seen.add(pid)
-        pid, durl = int(pid), durl or None
-        key = image_key(pid, durl)
+        pid = int(pid)
+        # the image key and the mirror's and local copies' addresses come from the download URL's
+        # hash: only a URL that names this photo (`/<id>_<secret>.`, YFCC's form) is used; another
+        # (broken or hostile metadata) counts as none, so it can never pick another photo's image
+        named = durl if durl and f"/{pid}_{sec}." in durl else None
+        key = image_key(pid, named)
         flickr = {s.size + (s.host or ""): (None if s.size == "o" and not seco else
                                             photo_url(s.host, s.size, int(srv), pid, sec, seco, ext))
                   for s in sources if s.kind == "flickr"}
@@ -114,9 +118,24 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
                   if locals_ else ())
         ids.append(pid)
         keys.append(key)
-        urls.append(tuple(address(s, pid, key, durl, flickr.get(s.size + (s.host or "")), locals_.get(i), others)
+        urls.append(tuple(address(s, pid, key, named, flickr.get(s.size + (s.host or "")), locals_.get(i), others)
                           for i, s in enumerate(sources)))
+    if len(set(keys)) != len(keys):  # two photos, one image file: refused rather than overwritten
+        from collections import Counter
+
+        key, n = Counter(keys).most_common(1)[0]
+        clash = [p for p, k in zip(ids, keys) if k == key]
+        raise UserError(f"photos {', '.join(map(str, clash[:5]))} have the same image key {key} (the same download "
+                        "URL); the candidates are not from `mining ingest`")
     return ids, keys, urls
+
+
+def build_urls(table: pa.Table, host: str, size: str) -> tuple[list[int], list[str | None]]:
+    """Photo ids and their URLs at one flickr source (`build_jobs` with that source)."""
+    from mining.download.sources import Source
+
+    ids, _keys, urls = build_jobs(table, [Source(kind="flickr", name="flickr", host=host.rstrip("/"), size=size)])
+    return ids, [u[0] for u in urls]
 
 
 def check_out_dir(out: str | os.PathLike[str]) -> Path:

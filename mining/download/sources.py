@@ -107,17 +107,20 @@ def check_entries(entries: Any, where: str) -> list[dict[str, Any]]:
 
 def section_entries(section: dict[str, Any], where: str = "manifest") -> list[dict[str, Any]]:
     """The source entries of a download section: `sources`, or the one flickr source that
-    `host`/`size` describe. With `sources`, a `host` other than the default must be the host
-    of one of its flickr sources (two contradicting answers are refused, not guessed at)."""
+    `host`/`size` describe. With `sources`, a flickr entry without a host takes `host`, and a
+    `host` other than the default must be the host of one of its flickr sources (two
+    contradicting answers are refused, not guessed at)."""
     if "sources" not in section or section["sources"] is None:
         return [{"kind": "flickr", "host": section.get("host") or kind_defaults()["flickr"]["host"]}]
     entries = check_entries(section["sources"], where)
     host = section.get("host")
-    if host and host != section_defaults()["host"]:
-        flickr_hosts = {e.get("host", kind_defaults()["flickr"]["host"]) for e in entries if e["kind"] == "flickr"}
-        if host not in flickr_hosts:
-            raise UserError(f"{where}: download.host {host!r} and download.sources disagree (no flickr source has "
-                            "that host); `sources` supersedes `host`: set the host in the source entry")
+    if not host:
+        return entries
+    # a flickr entry without a host takes the section's (as per_host_rps, threads, ...)
+    entries = [{**e, "host": e.get("host", host)} if e["kind"] == "flickr" else e for e in entries]
+    if host != section_defaults()["host"] and host not in {e["host"] for e in entries if e["kind"] == "flickr"}:
+        raise UserError(f"{where}: download.host {host!r} and download.sources disagree (no flickr source has "
+                        "that host); `sources` supersedes `host`: set the host in the source entry")
     return entries
 
 
@@ -184,13 +187,14 @@ def parse_json(text: str) -> list[dict[str, Any]]:
 def address(src: Source, photo_id: int, key: str, download_url: str | None, flickr_url: str | None,
             local: "LocalFolder | None" = None, other_urls: tuple[str, ...] = ()) -> str | None:
     """Where `src` has this photo (an http(s) URL, or a `file://` URI for a local source);
-    None when it cannot have it (no original secret, no download URL, not in the folder)."""
-    from mining.flickr import mirror_relpath, yfcc_hash
+    None when it cannot have it (no original secret, no download URL, not in the folder).
+    `key`: `mining.layout.image_key(photo_id, download_url)`."""
+    from mining.flickr import mirror_relpath
 
     if src.kind == "flickr":
         return flickr_url
-    if src.kind == "multimedia-commons":
-        return f"{src.host}/{mirror_relpath(yfcc_hash(download_url))}" if download_url else None
+    if src.kind == "multimedia-commons":  # with a download URL, the key is its photo hash
+        return f"{src.host}/{mirror_relpath(key)}" if download_url else None
     assert local is not None
     return local.find(photo_id, key, download_url, other_urls)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from mining import atomic
-from mining.layout import image_key
+from mining.layout import image_key, key_relpath
 
 # one entry per source a photo went to, in order: its name, the address asked, the outcome
 TRIED = pa.list_(pa.struct([("source", pa.string()), ("url", pa.string()), ("status", pa.string())]))
@@ -44,11 +44,6 @@ STATUS_SCHEMA = pa.schema(
 
 def tar_path(out: Path, index: int) -> Path:
     return out / "tar" / f"shard-{index:05d}.tar"
-
-
-def key_relpath(key: str) -> str:
-    """`jpg/<3 hex>/<key>.jpg` (mining.layout.image_relpath's layout, from a key already made)."""
-    return f"jpg/{key[:3]}/{key}.jpg"
 
 
 def image_exists(out: Path, key: str | int, tar_index: int | None = None) -> bool:

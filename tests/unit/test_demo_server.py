@@ -107,3 +107,45 @@ def test_rate_limit_answers_429_and_stats_show_the_rate(world):
     assert codes[:5] == [200] * 5 and 429 in codes
     assert stats["rate_limited"] == codes.count(429)
     assert stats["max_requests_per_second"]["127.0.0.1"] >= 6
+
+
+def _hash_of(world: Path) -> dict[int, str]:
+    """{photo id: photo hash} from the world's metadata download URLs (what ingest reads)."""
+    from mining.flickr import yfcc_hash
+
+    out = {}
+    for line in (world / "metadata" / "yfcc100m_dataset").read_text().splitlines():
+        f = line.split("\t")
+        if len(f) == 25 and f[1].isdigit():
+            out[int(f[1])] = yfcc_hash(f[16])
+    return out
+
+
+def test_the_server_is_the_multimedia_commons_mirror_too_with_its_own_faults(world):
+    from mining.demo.server import MIRROR_SMALL_SIDE
+    from mining.flickr import mirror_relpath
+
+    photos = _photos(world)
+    hashes = _hash_of(world)
+    mirror = Faults(not_found=0.3, small=0.2)
+    with DemoServer(world, port=0, faults=Faults(not_found=0.5), mirror_faults=mirror, keep_log=True) as srv, \
+            requests.Session() as s:
+        seen = {}
+        for p in photos:
+            pid = p["photo_id"]
+            fault = srv.mirror_fault_of(pid)
+            assert fault == fault_for(5, pid, mirror, salt="mirror:")  # deterministic per (seed, photo)
+            r = s.get(f"{srv.url}/{mirror_relpath(hashes[pid])}")
+            if fault == "not_found":
+                assert r.status_code == 404
+            else:
+                side = max(Image.open(io.BytesIO(r.content)).size)
+                assert r.status_code == 200 and side == (MIRROR_SMALL_SIDE if fault == "small" else 500)
+            seen[(srv.fault_of(pid) == "not_found", fault == "not_found")] = True
+        # gone on Flickr but on the mirror, gone on both, and alive on Flickr but not on the mirror
+        assert {(True, False), (True, True), (False, True)} <= set(seen)
+        assert s.get(f"{srv.url}/data/images/000/000/000000000000000000.jpg").status_code == 404
+        assert s.get(f"{srv.url}/{mirror_relpath(hashes[photos[0]['photo_id']])}/../x").status_code == 404
+        stats = s.get(srv.url + "/_stats").json()
+    assert stats["by_kind"]["mirror"]["404"] >= 1
+    assert [p for _, p, _ in srv.stats.log][:1] == [f"/{mirror_relpath(hashes[photos[0]['photo_id']])}"]

@@ -392,6 +392,9 @@ def test_a_hopeless_download_stops_before_the_remaining_shards(tmp_path):
         download(cand, tmp_path / "out", cfg, host=host, give_up_after=20, **kw)
     done = len(list((tmp_path / "out" / "status").glob("shard-*.parquet")))
     assert 2 <= done < 20
+    # index.parquet is written by every run, a failed one too: the photos not reached are not_tried
+    statuses = pq.read_table(tmp_path / "out" / "index.parquet").column("status").to_pylist()
+    assert len(statuses) == 200 and statuses.count("error") == 10 * done and statuses.count("not_tried") == 200 - 10 * done
     # with the checks off the same download runs to its end and reports its errors
     summary = download(cand, tmp_path / "out", cfg, host=host, give_up_after=20, min_ok_fraction=0, **kw)
     assert summary["counts"]["error"] == 200 and summary["failure"] is None

@@ -236,3 +236,74 @@ def test_manifest_sources_supersede_host_and_contradictions_are_refused():
     assert section_entries({**d, "host": "http://a.example", "sources": srcs}) == srcs  # the same host: fine
     with pytest.raises(UserError, match="disagree"):
         section_entries({**d, "host": "http://b.example", "sources": srcs})
+    # a flickr entry without a host takes download.host (the mirror keeps its own default)
+    assert section_entries({**d, "host": "http://b.example", "sources": [{"kind": "flickr"}, srcs[1]]}) == \
+        [{"kind": "flickr", "host": "http://b.example"}, srcs[1]]
+    with pytest.raises(UserError, match="disagree"):
+        section_entries({**d, "host": "http://b.example", "sources": [srcs[1]]})
+
+
+def test_adding_the_mirror_later_asks_it_only_for_what_flickr_lost(tmp_path):
+    """A download made from Flickr alone, rerun with the mirror added: the same plan; the
+    photos Flickr served stay, those it lost (final failures) go to the mirror only."""
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4])
+    out = tmp_path / "out"
+    with FaultServer({2: "not_found", 3: "gone"}, mirror={2: "ok"}) as s:
+        first = download(cand, out, FetchConfig(threads=2), shard_size=2, sources=two(s.url)[:1],
+                         min_ok_fraction=0, **KW)
+        n = len(s.log)
+        second = download(cand, out, FetchConfig(threads=2), shard_size=2, sources=two(s.url), **KW)
+        later = [p for _, p, _ in s.log[n:]]
+    assert first["alive_full_res"] == 2 and first["gone_everywhere"] == 2
+    assert sorted(later) == sorted(f"/{mirror_relpath(yfcc_hash(download_url(i)))}" for i in (2, 3))
+    idx = index(out)
+    assert [idx[i]["source"] for i in (1, 2, 3, 4)] == ["flickr", "mirror", None, "flickr"]
+    assert idx[3]["urls"] == [f"{s.url}/7/3_5ec4e7_b.jpg", f"{s.url}/{mirror_relpath(yfcc_hash(download_url(3)))}"]
+    assert (second["alive_full_res"], second["alive_low_res_only"], second["gone_everywhere"]) == (2, 1, 1)
+
+
+def test_index_is_the_same_bytes_whatever_the_shard_size_and_workers(tmp_path):
+    ids = list(range(1, 13))
+    cand = candidates(tmp_path / "c.parquet", ids)
+    with FaultServer({i: "not_found" for i in (2, 5, 9)} | {7: "small"}, mirror={i: "ok" for i in (2, 5, 7)}) as s:
+        a = download(cand, tmp_path / "a", FetchConfig(threads=4), shard_size=12, sources=two(s.url), **KW)
+        b = download(cand, tmp_path / "b", FetchConfig(threads=2), shard_size=5, sources=two(s.url),
+                     workers=2, processes=True, progress=False)
+    assert (tmp_path / "a" / "index.parquet").read_bytes() == (tmp_path / "b" / "index.parquet").read_bytes()
+    assert a["sources"] == b["sources"] and a["alive_low_res_only"] == 3 and a["gone_everywhere"] == 1
+
+
+def test_the_cli_downloads_from_two_sources_and_prints_what_is_alive(tmp_path, capsys):
+    cand = candidates(tmp_path / "c.parquet", [1, 2, 3])
+    with FaultServer({1: "gone", 2: "gone"}, mirror={1: "ok"}) as s:
+        code = main(["download", str(cand), "--out", str(tmp_path / "o"), "--workers", "1", "--no-progress",
+                     "--min-ok-fraction", "0", "--source", f"kind=flickr,host={s.url},threads=2",
+                     "--source", f"kind=multimedia-commons,name=mc,host={s.url},per_host_rps=50"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "alive: 1 full-res, 1 low-res only, 1 gone everywhere" in out
+    assert "flickr: 1/3 served (gone 2); mc: 1/2 served (not_found 1)" in out
+
+
+def test_a_download_url_naming_another_photo_is_never_used_to_find_this_one(tmp_path):
+    """The mirror is keyed by the download URL's hash: a row whose download URL is another
+    photo's (broken or hostile metadata) must not fetch that photo's image as its own."""
+    cand = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,
+                             "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
+                             "download_url": [download_url(2), download_url(2)]}), cand)
+    with FaultServer({1: "gone", 2: "gone"}, mirror={2: "ok"}) as s:
+        download(cand, tmp_path / "out", FetchConfig(threads=2), shard_size=5, sources=two(s.url),
+                 min_ok_fraction=0, **KW)
+        mirror_asked = [p for _, p, _ in s.log if p.startswith("/data/")]
+    idx = index(tmp_path / "out")
+    assert idx[1]["status"] == "no_download_url" and idx[2]["source"] == "mirror"
+    assert mirror_asked == [f"/{mirror_relpath(yfcc_hash(download_url(2)))}"]
+    # its image key is the photo id's MD5 (as without a download URL), never photo 2's hash
+    assert idx[1]["photo_hash"] == image_key(1) and idx[2]["photo_hash"] == image_key(2, download_url(2))
+    # two photos whose (naming) download URLs are one: refused before any request
+    pq.write_table(pa.table({"photo_id": [1, 2], "server_id": [7, 7], "secret": ["5ec4e7"] * 2,
+                             "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
+                             "download_url": ["http://x/1_5ec4e7./2_5ec4e7.jpg"] * 2}), cand)
+    with pytest.raises(UserError, match="photos 1, 2 have the same image key"):
+        download(cand, tmp_path / "out2", FetchConfig(), shard_size=5, sources=two("http://127.0.0.1:9"), **KW)

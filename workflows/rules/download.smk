@@ -1,5 +1,23 @@
-# Candidates → verified 1024 px images (Dask fan-out; resumable per shard).
+# Candidates → verified 1024 px images (Dask fan-out; resumable per shard), from the manifest's
+# sources tried in order (download.sources, or the one flickr source of download.host).
+import json as _json
+
+from mining.download.sources import section_entries as _section_entries
+
 D = M.download
+
+
+def _download_sources() -> str:
+    """The sources as JSON for --sources-json (one shell word via :q; manifest values are
+    hostile). On the demo world every networked source is its server: `{host}`, which
+    `mining demo serve ... --` replaces with the server's address."""
+    entries = _section_entries(D, str(M.path))
+    if DEMO:
+        entries = [e if e["kind"] == "local" else {**e, "host": "{host}"} for e in entries]
+    return _json.dumps(entries, sort_keys=True)
+
+
+_DOWNLOAD_SOURCES = _download_sources()  # now: a manifest whose sources contradict its host fails before any job
 
 
 rule download:
@@ -15,12 +33,14 @@ rule download:
         serve=(lambda w, input: f"mining demo serve {shlex.quote(str(Path(input.world).parent))} --port {M['demo']['port']} -- ")
         if DEMO
         else "",
-        host=lambda w: "{host}" if DEMO else D["host"],
-        args=(
-            f"--size {D['size']} --per-host-rps {D['per_host_rps']} --shard-size {D['shard_size']} "
-            f"--min-size {D['min_size']} --timeout {D['timeout']} --min-ok-fraction {D['min_ok_fraction']}"
-            + (" --tar" if D["tar"] else "")
-        ),
+        # a function: a plain string would have its braces read as wildcards
+        sources=lambda w: _DOWNLOAD_SOURCES,
+        args=shlex.join(
+            f"--{k.replace('_', '-')}={D[k]}"
+            for k in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",
+                      "retries", "max_throttle_wait", "min_ok_fraction")
+        )
+        + (" --tar" if D["tar"] else ""),
         dask=lambda w, threads: dask_args(threads),
     log:
         L.log("download"),
@@ -33,5 +53,5 @@ rule download:
     conda:
         ENV
     shell:
-        "{params.serve}mining download --candidates {input.candidates:q} --out {params.out:q} --host {params.host:q} "
-        "{params.args} {params.dask} > {log:q} 2>&1"
+        "{params.serve}mining download --candidates {input.candidates:q} --out {params.out:q} "
+        "--sources-json {params.sources:q} {params.args} {params.dask} > {log:q} 2>&1"

@@ -187,6 +187,7 @@ class SelectSection(TypedDict):
     drop_unclear: bool
     near_duplicates: Literal["one_per_group", "keep"]
     leak_risk: Literal["refuse", "allow"]
+    require_full_res: bool
 
 
 class EvaluateSection(TypedDict):

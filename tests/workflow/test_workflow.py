@@ -181,6 +181,55 @@ def test_demo_end_to_end_outputs_exist_and_agree(demo_run):
         assert "Traceback" not in log.read_text(), log
 
 
+# A Flickr answer that sends the photo on to the next source (the rest are retried on Flickr)
+FLICKR_FINAL = {"not_found", "gone", "forbidden", "placeholder", "truncated", "wrong_type", "small"}
+
+
+def test_demo_availability_matches_the_worlds_truth(demo_run):
+    """Two sources on the demo: what the world's server has (its faults, a pure function of the
+    world seed and photo) decides, photo by photo, which source served it, and the figures in
+    summary.json, the report and the dataset card are those counts."""
+    from PIL import Image
+
+    from mining.demo.server import DemoServer
+    from mining.layout import key_relpath
+
+    root = demo_run / "results/demo"
+    index = pd.read_parquet(root / "images/index.parquet").set_index("photo_id")
+    candidates = pd.read_parquet(root / "candidates/candidates.parquet", columns=["photo_id"]).photo_id
+    assert sorted(index.index) == sorted(candidates)
+    want = {}
+    with DemoServer(root / "world") as srv:  # only its per-photo answers are read
+        for pid in candidates:
+            with Image.open(root / "world/images" / f"{pid}.jpg") as im:
+                big = max(im.size) >= 1024  # download.min_size
+            if srv.fault_of(pid) not in FLICKR_FINAL and big:
+                want[pid] = ("flickr", False)
+            elif srv.mirror_fault_of(pid) is None:
+                want[pid] = ("multimedia-commons", True)
+            else:
+                want[pid] = (None, None)
+    got = {pid: (None, None) if pd.isna(r.source) else (r.source, bool(r.low_res)) for pid, r in index.iterrows()}
+    assert got == want
+    ok = index[index.status == "ok"]
+    assert all(ok.path == [key_relpath(h) for h in ok.photo_hash])      # keyed by YFCC's photo hash
+    summary = json.loads((root / "images/summary.json").read_text())
+    full = sum(1 for s, low in want.values() if s and not low)
+    low = sum(1 for s, low in want.values() if s and low)
+    gone = sum(1 for s, _ in want.values() if s is None)
+    assert (summary["alive_full_res"], summary["alive_low_res_only"], summary["gone_everywhere"]) == (full, low, gone)
+    assert low > 0 and gone > 0 and full > 0                                # the demo exercises all three
+    assert summary["sources"]["flickr"]["asked"] == len(candidates)
+    assert summary["sources"]["multimedia-commons"]["asked"] == low + gone
+    html = (root / "report.html").read_text()
+    assert f"alive only at low resolution</td><td>{low} (" in html
+    card = (root / "release/README.md").read_text()
+    assert f"{full} were still available at full resolution, {low} only at low resolution" in card
+    # select.require_full_res (the default): no mirror copy in the set
+    chosen = pd.read_parquet(root / "selected/distractors.parquet")
+    assert set(chosen.source) == {"flickr"} and list(chosen.photo_hash) == list(index.loc[chosen.photo_id].photo_hash)
+
+
 def _wait_for(path_glob: str, root: Path, proc: subprocess.Popen, timeout: float) -> bool:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:

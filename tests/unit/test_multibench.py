@@ -1,0 +1,140 @@
+"""Several benchmarks in one run (R1M: ROxford and RParis): one pool of candidates scored
+against every benchmark's queries; the score of two benchmarks is exactly the sum of the two
+one-benchmark scores on the same descriptors, and the review queue is every landmark's."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from mining.cli import main
+from mining.descriptors import write_global_shard, write_store_info
+from mining.errors import UserError
+
+
+def write_store(folder, method, part, ids, vectors):
+    write_store_info(folder, {"method": method, "kind": "global", "set": part, "dim": vectors.shape[1]})
+    half = len(ids) // 2
+    write_global_shard(folder, "00000", ids[:half], vectors[:half])
+    write_global_shard(folder, "00001", ids[half:], vectors[half:])
+
+
+def city(root, name, rng, n_db):
+    """A gnd file whose query and landmark names are the same in every city (tower, bridge),
+    so that only namespacing tells them apart."""
+    imlist = [f"db{i}" for i in range(n_db)]
+    qimlist = ["tower_001", "tower_002", "bridge_001"]
+    pick = lambda k: sorted(rng.choice(n_db, size=k, replace=False).tolist())  # noqa: E731
+    a, b = pick(4), pick(5)
+    gnd = [{"bbx": [0, 0, 1, 1], "easy": a[:3], "hard": a[3:], "junk": []},
+           {"bbx": [0, 0, 1, 1], "easy": a[:2], "hard": [], "junk": []},
+           {"bbx": [0, 0, 1, 1], "easy": b[:2], "hard": b[2:], "junk": []}]
+    (root / name).mkdir(parents=True)
+    path = root / name / f"gnd_{name}.pkl"
+    path.write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
+    return path, qimlist, imlist
+
+
+def two_cities(tmp_path, n_cand=70, dim=16):
+    """Two benchmarks and two methods, described the two-benchmark way (candidates once,
+    DESC/<method>/benchmarks/<name>/{queries,database}); one-benchmark views of the very
+    same stores (links) for each city alone. Float vectors, not dyadic: the products round."""
+    rng = np.random.default_rng(5)
+    gnds = {"oxf": city(tmp_path / "gnd", "oxf", rng, 14), "par": city(tmp_path / "gnd", "par", rng, 11)}
+    cand_ids = [str(i) for i in rng.choice(10**8, n_cand, replace=False)]
+    desc = tmp_path / "desc"
+    for method in ("cnn", "gem"):
+        ids = cand_ids if method == "cnn" else cand_ids[:-4]  # gem lacks 4 candidates
+        write_store(desc / method / "candidates", method, "candidates", ids,
+                    rng.standard_normal((len(ids), dim)).astype(np.float16))
+        for name, (_, qimlist, imlist) in gnds.items():
+            base = desc / method / "benchmarks" / name
+            write_store(base / "queries", method, "queries", qimlist,
+                        rng.standard_normal((len(qimlist), dim)).astype(np.float16))
+            write_store(base / "database", method, "database", imlist,
+                        rng.standard_normal((len(imlist), dim)).astype(np.float16))
+            alone = tmp_path / f"desc_{name}" / method
+            alone.mkdir(parents=True)
+            for part in ("queries", "database"):
+                (alone / part).symlink_to(base / part, target_is_directory=True)
+            (alone / "candidates").symlink_to(desc / method / "candidates", target_is_directory=True)
+    return gnds, desc
+
+
+def score(tmp_path, out, landmarks, descs, top=4):
+    assert main(["score", "--landmarks", *map(str, landmarks), "--descriptors", *map(str, descs),
+                 "--out", str(out), "--review-top", str(top), "--chunk", "8", "--no-progress"]) == 0
+    return (pq.read_table(out / "scores.parquet").to_pandas(), pq.read_table(out / "review_queue.parquet").to_pandas(),
+            json.loads((out / "stats.json").read_text()))
+
+
+def test_two_benchmark_score_is_exactly_the_sum_of_the_one_benchmark_scores(tmp_path):
+    gnds, desc = two_cities(tmp_path)
+    methods = ["cnn", "gem"]
+    alone = {name: score(tmp_path, tmp_path / f"s_{name}", [gnds[name][0]],
+                         [tmp_path / f"desc_{name}" / m for m in methods]) for name in gnds}
+    both, queue, stats = score(tmp_path, tmp_path / "s_both", [gnds["oxf"][0], f"par={gnds['par'][0]}"],
+                               [desc / m for m in methods])
+    ox, pa_ = alone["oxf"][0], alone["par"][0]
+    assert both.photo_id.tolist() == ox.photo_id.tolist() == pa_.photo_id.tolist()
+    assert (ox.score > 0).any() and (pa_.score > 0).any()
+    # exactly: bit for bit, not approximately
+    assert both.score.tolist() == (ox.score + pa_.score).tolist()
+    assert both.benchmark_score_oxf.tolist() == ox.score.tolist()
+    assert both.benchmark_score_par.tolist() == pa_.score.tolist()
+    for m in methods:
+        np.testing.assert_array_equal(both[f"score_{m}"].to_numpy(), (ox[f"score_{m}"] + pa_[f"score_{m}"]).to_numpy())
+    assert both.methods_missing.tolist() == ox.methods_missing.tolist()  # a method lacking one counts once
+    assert both.columns.tolist() == ["photo_id", "score", "score_cnn", "score_gem", "benchmark_score_oxf",
+                                     "benchmark_score_par", "closest_landmark", "methods_missing"]
+    # the review queue: every landmark of both, namespaced; each one's rows those of its city alone
+    assert stats["landmarks"] == ["oxf/tower", "oxf/bridge", "par/tower", "par/bridge"]
+    assert set(both.closest_landmark.dropna()) <= set(stats["landmarks"])
+    for name, (_, q_alone, _) in alone.items():
+        mine = queue[queue.landmark.str.startswith(f"{name}/")].reset_index(drop=True)
+        assert not mine.empty
+        want = q_alone.copy()
+        want["landmark"] = name + "/" + want.landmark
+        want["best_query"] = name + "/" + want.best_query
+        cols = [c for c in want.columns if c != "total_score"]  # the queue shows the run's total
+        assert mine[cols].to_dict("records") == want[cols].to_dict("records")
+        assert mine.total_score.tolist() == both.set_index("photo_id").score[mine.photo_id].tolist()
+    assert [b["name"] for b in stats["benchmarks"]] == ["oxf", "par"]
+    assert stats["landmark_queries"]["par/tower"] == ["par/tower_001", "par/tower_002"]
+    assert set(stats["methods"]) == {"oxf/cnn", "oxf/gem", "par/cnn", "par/gem"}
+    assert stats["landmarks_fingerprint"] not in (alone["oxf"][2]["landmarks_fingerprint"],
+                                                  alone["par"][2]["landmarks_fingerprint"])
+
+
+def test_benchmarks_named_alike_or_the_same_ground_truth_twice_are_refused(tmp_path, capsys):
+    gnds, desc = two_cities(tmp_path, n_cand=10)
+    out = tmp_path / "o"
+    args = ["--descriptors", str(desc / "cnn"), "--out", str(out), "--no-progress"]
+    assert main(["score", "--landmarks", f"x={gnds['oxf'][0]}", f"x={gnds['par'][0]}", *args]) == 2
+    assert "two benchmarks are named 'x'" in capsys.readouterr().err
+    assert main(["score", "--landmarks", str(gnds["oxf"][0]), f"again={gnds['oxf'][0]}", *args]) == 2
+    assert "have the same ground truth" in capsys.readouterr().err
+    # a benchmark without its own stores: one line naming the folder
+    assert main(["score", "--landmarks", str(gnds["oxf"][0]), f"rome={gnds['par'][0]}", *args]) == 2
+    assert "benchmarks/rome" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_parse_and_namespace():
+    from mining import benchmarks as B
+
+    assert B.parse_arg("data/roxford5k/gnd_roxford5k.pkl") == B.Benchmark("roxford5k", "data/roxford5k/gnd_roxford5k.pkl")
+    assert B.parse_arg("ox=data/gnd_roxford5k.pkl") == B.Benchmark("ox", "data/gnd_roxford5k.pkl")
+    assert B.qualify("roxford5k", "all_souls", True) == "roxford5k/all_souls"
+    assert B.qualify("roxford5k", "all_souls", False) == "all_souls"
+    with pytest.raises(UserError, match="benchmark name"):
+        B.make("gnd_x.pkl", "bad name")
+    assert B.from_manifest("data/a/gnd_a.pkl") == [B.Benchmark("a", "data/a/gnd_a.pkl")]
+    assert B.from_manifest([{"gnd": "a/gnd_roxford5k.pkl"}, {"gnd": "b/gnd_x.pkl", "name": "rparis6k"}]) == [
+        B.Benchmark("roxford5k", "a/gnd_roxford5k.pkl"), B.Benchmark("rparis6k", "b/gnd_x.pkl")]
+    with pytest.raises(UserError, match="two benchmarks are named 'a'"):
+        B.from_manifest([{"gnd": "x/gnd_a.pkl"}, {"gnd": "y/gnd_a.pkl"}])

@@ -19,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
 from mining.errors import UserError
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-NAME_WORDS = "1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
 STORES = "benchmarks"  # DESC/<method>/benchmarks/<name>/{queries,database} with several
 
 
@@ -35,6 +34,19 @@ class Benchmark:
 
     name: str
     gnd: str
+
+
+@lru_cache(maxsize=1)
+def _name_rule() -> tuple[re.Pattern[str], str]:
+    """The benchmark name's pattern and its words: the manifest schema's `benchmark_name`."""
+    from mining.manifest import schema
+
+    rule = schema()["$defs"]["benchmark_name"]
+    return re.compile(rule["pattern"]), rule["errorMessage"]
+
+
+def valid_name(name: str) -> bool:
+    return bool(_name_rule()[0].match(name))
 
 
 def default_name(gnd: str | Path) -> str:
@@ -50,8 +62,8 @@ def default_name(gnd: str | Path) -> str:
 def make(gnd: str | Path, name: str | None = None) -> Benchmark:
     """A benchmark with its name checked (given, or the file's)."""
     name = default_name(gnd) if name is None else name
-    if not NAME.match(name):
-        raise UserError(f"benchmark name {name!r} (of {gnd}) must be {NAME_WORDS}")
+    if not valid_name(name):
+        raise UserError(f"benchmark name {name!r} (of {gnd}): {_name_rule()[1]}")
     return Benchmark(name, str(gnd))
 
 
@@ -59,7 +71,7 @@ def parse_arg(text: str | Path) -> Benchmark:
     """A `--landmarks` value: `NAME=PATH` or `PATH` (the name is the file's)."""
     text = str(text)
     head, sep, tail = text.partition("=")
-    if sep and NAME.match(head) and tail and not Path(text).exists():
+    if sep and valid_name(head) and tail and not Path(text).exists():
         return make(tail, head)
     return make(text)
 

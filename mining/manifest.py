@@ -54,7 +54,19 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     check(data, schema(), Locator(source, lines))
     check_methods(data["methods"], Locator(source, lines))
     check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
+    check_benchmarks(data["landmarks"], Locator(source, lines))
     return data
+
+
+def check_benchmarks(landmarks: Any, where: Locator) -> None:
+    """Two benchmarks of a `landmarks:` list never share a name (given or the gnd file's)."""
+    from mining.benchmarks import from_manifest
+
+    if isinstance(landmarks, list):
+        try:
+            from_manifest(landmarks)
+        except UserError as exc:
+            raise where.error(("landmarks",), str(exc)) from None
 
 
 def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], where: Locator) -> None:
@@ -120,6 +132,7 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
 class DemoSection(TypedDict):
     preset: Literal["micro", "tiny", "small", "medium"]
     seed: int
+    benchmarks: int
     port: int
     faults: dict[str, float]
 
@@ -162,6 +175,7 @@ class SelectSection(TypedDict):
     drop_unclear: bool
     near_duplicates: Literal["one_per_group", "keep"]
     leak_risk: Literal["refuse", "allow"]
+    require_full_res: bool
 
 
 class EvaluateSection(TypedDict):
@@ -213,6 +227,13 @@ class Manifest(dict):
     @property
     def methods(self) -> list[str]:
         return cast(list[str], self["methods"])
+
+    def benchmarks(self, demo_gnds: Any = ()) -> list[Any]:
+        """The run's benchmarks (`mining.benchmarks.Benchmark`, in manifest order); for
+        `landmarks: demo`, the demo world's (name, gnd path) pairs `demo_gnds` (the layout's)."""
+        from mining.benchmarks import from_manifest
+
+        return from_manifest(self["landmarks"], demo_gnds)
 
     @property
     def demo(self) -> DemoSection | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -138,3 +139,42 @@ def test_parse_and_namespace():
         B.Benchmark("roxford5k", "a/gnd_roxford5k.pkl"), B.Benchmark("rparis6k", "b/gnd_x.pkl")]
     with pytest.raises(UserError, match="two benchmarks are named 'a'"):
         B.from_manifest([{"gnd": "x/gnd_a.pkl"}, {"gnd": "y/gnd_a.pkl"}])
+
+
+def test_landmarks_check_takes_several_benchmarks(tmp_path, capsys):
+    gnds, _ = two_cities(tmp_path, n_cand=4)
+    a, b = (str(gnds[n][0]) for n in ("oxf", "par"))
+    assert main(["landmarks", "check", "--no-images", "--json", a, b]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [x["name"] for x in doc["benchmarks"]] == ["oxf", "par"]
+    assert [x["name"] for x in doc["landmarks"]] == ["oxf/tower", "oxf/bridge", "par/tower", "par/bridge"]
+    assert doc["queries"] == 6 and doc["database"] == 25
+    assert main(["landmarks", "check", "--no-images", a, f"oxf={b}"]) == 2
+    assert "two benchmarks are named 'oxf'" in capsys.readouterr().err
+    assert main(["landmarks", "check", "--no-images", a, f"copy={a}"]) == 2
+    assert "same ground truth" in capsys.readouterr().err
+    # one file: the report as before (no benchmark names)
+    assert main(["landmarks", "check", "--no-images", "--json", a]) == 0
+    assert [x["name"] for x in json.loads(capsys.readouterr().out)["landmarks"]] == ["tower", "bridge"]
+
+
+def test_manifest_takes_a_list_of_benchmarks(tmp_path):
+    from mining.manifest import load
+
+    text = (Path(__file__).resolve().parents[2] / "manifests" / "r1m.yaml").read_text()
+    m = load(_write(tmp_path / "r1m.yaml", text))
+    assert [(b.name, b.gnd) for b in m.benchmarks()] == [
+        ("roxford5k", "data/roxford5k/gnd_roxford5k.pkl"), ("rparis6k", "data/rparis6k/gnd_rparis6k.pkl")]
+    head, _, tail = text.partition("\nlandmarks:")
+    rest = tail.split("\n\n", 1)[1]
+    for bad, words in (("[{gnd: a/gnd_x.pkl}, {gnd: b/gnd_x.pkl}]", "two benchmarks are named 'x'"),
+                       ("[{gnd: a/gnd_x.pkl, name: 'no way'}]", "a benchmark name is"),
+                       ("[{gnd: a/gnd_x.pkl, nme: y}]", "unknown key 'nme'"),
+                       ("[]", "landmarks")):
+        with pytest.raises(UserError, match=words):
+            load(_write(tmp_path / "bad.yaml", f"{head}\nlandmarks: {bad}\n\n{rest}"))
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path

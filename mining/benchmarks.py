@@ -114,9 +114,18 @@ def qualify(bench: str, name: str, several: bool) -> str:
     return f"{bench}/{name}" if several else name
 
 
+SCORE_COLUMN = "benchmark_score_"
+
+
 def score_column(bench: str) -> str:
-    """scores.parquet's column of one benchmark's part of the score (runs with several)."""
-    return f"benchmark_score_{bench}"
+    """scores.parquet's (and distractors.parquet's) column of one benchmark's part of the
+    score (runs with several benchmarks)."""
+    return SCORE_COLUMN + bench
+
+
+def is_score_column(column: str) -> str | None:
+    """The benchmark whose part of the score `column` is; None for another column."""
+    return column[len(SCORE_COLUMN):] if column.startswith(SCORE_COLUMN) else None
 
 
 def store_dir(method_dir: str | Path, bench: str | None) -> Path:

@@ -109,6 +109,11 @@ def from_manifest(value: Any, demo_gnds: Sequence[tuple[str, str]] = ()) -> list
     return out
 
 
+def demo_names(cities: int) -> list[str]:
+    """The demo world's benchmark names: `demo` for its one city, else city1, city2, ..."""
+    return ["demo"] if cities == 1 else [f"city{k + 1}" for k in range(cities)]
+
+
 def qualify(bench: str, name: str, several: bool) -> str:
     """A landmark's (or query's) name in the run's files: `<benchmark>/<name>` with several."""
     return f"{bench}/{name}" if several else name
@@ -162,3 +167,38 @@ def run_fingerprint(landmarks: Any) -> str:
     """`fingerprint` of what a stage was given (`as_list`'s forms)."""
     benchmarks = as_list(landmarks)
     return fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, load_all(benchmarks))])
+
+
+class Combined:
+    """Several benchmarks' queries as one dataset, for what shows a query by its index in the
+    run's query list (the review app's query crops): names `<benchmark>/<name>`, each image
+    in its own benchmark's jpg/ (`locate`), the run's fingerprint."""
+
+    def __init__(self, benchmarks: Sequence[Benchmark], datasets: Sequence[Any]):
+        self.benchmarks, self.datasets = list(benchmarks), list(datasets)
+        self.path = Path(" + ".join(b.gnd for b in benchmarks))
+        self.qimlist = [qualify(b.name, q, True) for b, ds in zip(benchmarks, datasets) for q in ds.qimlist]
+        self._where = [(ds, j) for ds in datasets for j in range(len(ds.qimlist))]
+        self._bench = [b.name for b, ds in zip(benchmarks, datasets) for _ in ds.qimlist]
+
+    def locate(self, i: int) -> tuple[Any, int]:
+        """(the benchmark's LandmarkDataset, the query's index there) of run query i."""
+        return self._where[i]
+
+    def query_landmark(self, i: int) -> str:
+        ds, j = self._where[i]
+        return qualify(self._bench[i], ds.query_landmark(j), True)
+
+    @property
+    def landmarks(self) -> list[str]:
+        return [qualify(b.name, lm, True) for b, ds in zip(self.benchmarks, self.datasets) for lm in ds.landmarks]
+
+    def fingerprint(self) -> str:
+        return fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(self.benchmarks, self.datasets)])
+
+
+def dataset_view(landmarks: Any) -> Any:
+    """One benchmark's LandmarkDataset, or several benchmarks' `Combined` view."""
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    return datasets[0] if len(datasets) == 1 else Combined(benchmarks, datasets)

@@ -128,6 +128,11 @@ class RunLayout:
     def world_gnd(self) -> str:
         return f"{self.world_landmarks}/gnd_demo.pkl"
 
+    def world_city_gnd(self, name: str) -> str:
+        """The ground truth of one city of the demo world: gnd_demo.pkl for its only one, else
+        landmarks/<name>/gnd_<name>.pkl (`mining.benchmarks.demo_names`)."""
+        return self.world_gnd if name == "demo" else f"{self.world_landmarks}/{name}/gnd_{name}.pkl"
+
     @property
     def world_truth(self) -> str:
         return f"{self.world}/truth.parquet"

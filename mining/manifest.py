@@ -55,6 +55,7 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     check_methods(data["methods"], Locator(source, lines))
     check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
     check_benchmarks(data["landmarks"], Locator(source, lines))
+    check_several(data, Locator(source, lines))
     return data
 
 
@@ -67,6 +68,15 @@ def check_benchmarks(landmarks: Any, where: Locator) -> None:
             from_manifest(landmarks)
         except UserError as exc:
             raise where.error(("landmarks",), str(exc)) from None
+
+
+def check_several(data: dict[str, Any], where: Locator) -> None:
+    """Settings that one benchmark allows and several do not: `select: {n: auto}` measures
+    one benchmark's mAP-vs-N curve."""
+    several = (isinstance(data["landmarks"], list) and len(data["landmarks"]) > 1) or (
+        data["landmarks"] == "demo" and data.get("demo", {}).get("benchmarks", 1) > 1)
+    if several and data["select"]["n"] == "auto":
+        raise where.error(("select", "n"), "n: auto measures one benchmark's curve; with several benchmarks give a number")
 
 
 def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], where: Locator) -> None:

@@ -178,3 +178,41 @@ def test_manifest_takes_a_list_of_benchmarks(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def test_evaluation_per_benchmark_is_each_ones_alone_plus_the_score_share(tmp_path):
+    """One selected set evaluated on each benchmark: each part equals the one-benchmark
+    evaluation of that set; the shares of the score sum to one."""
+    import shutil
+
+    import pyarrow as pa
+
+    gnds, desc = two_cities(tmp_path, n_cand=40)
+    both, _, _ = score(tmp_path, tmp_path / "s_both", [gnds["oxf"][0], gnds["par"][0]], [desc / "cnn", desc / "gem"])
+    top = both.sort_values(["score", "photo_id"], ascending=[False, True]).photo_id.head(10).to_numpy()
+    (tmp_path / "sel").mkdir()
+    pq.write_table(pa.table({"photo_id": pa.array(top, pa.int64())}), tmp_path / "sel" / "distractors.parquet")
+    args = ["--scores", str(tmp_path / "s_both"), "--selected", str(tmp_path / "sel"), "--random-seeds", "0", "1",
+            "--bootstrap-samples", "50", "--no-progress"]
+    assert main(["evaluate", "--landmarks", str(gnds["oxf"][0]), str(gnds["par"][0]), "--descriptors",
+                 str(desc / "cnn"), str(desc / "gem"), "--out", str(tmp_path / "ev"), *args]) == 0
+    report = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert list(report["per_benchmark"]) == ["oxf", "par"] and report["n"] == 10
+    share = report["score_share"]["selected"]
+    assert share["oxf"] + share["par"] == pytest.approx(1.0) and 0 < share["oxf"] < 1
+    want = both.set_index("photo_id").loc[top]
+    assert share["par"] == pytest.approx(want.benchmark_score_par.sum() / want.score.sum())
+    # each benchmark's part: the one-benchmark evaluation of the same set on the same stores
+    alone_scores = tmp_path / "s_alone"
+    alone_scores.mkdir()
+    shutil.copy(tmp_path / "s_both" / "scores.parquet", alone_scores)  # no stats.json: no fingerprint to match
+    args[1] = str(alone_scores)
+    for name in ("oxf", "par"):
+        assert main(["evaluate", "--landmarks", str(gnds[name][0]), "--descriptors",
+                     *(str(tmp_path / f"desc_{name}" / m) for m in ("cnn", "gem")),
+                     "--out", str(tmp_path / f"ev_{name}"), *args]) == 0
+        alone = json.loads((tmp_path / f"ev_{name}" / "evaluation.json").read_text())
+        for key in ("methods", "results", "ablation", "ci", "landmarks"):
+            assert report["per_benchmark"][name][key] == alone[key], (name, key)
+    text = (tmp_path / "ev" / "evaluation.md").read_text()
+    assert "| oxf |" in text and "## Evaluation: oxf" in text and "## Evaluation: par" in text

@@ -169,6 +169,24 @@ def run_fingerprint(landmarks: Any) -> str:
     return fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, load_all(benchmarks))])
 
 
+def run_benchmarks(m: Any, layout: Any = None) -> list[tuple[str, Path]]:
+    """(name, gnd) of each benchmark of a loaded manifest that has several; [] with one (the
+    demo world's cities need the run's `layout`, a RunLayout)."""
+    demo = [(c, layout.world_city_gnd(c)) for c in demo_names(m.demo["benchmarks"])] if m.demo and layout else []
+    found = m.benchmarks(demo)
+    return [(b.name, Path(b.gnd)) for b in found] if len(found) > 1 else []
+
+
+def prefixed_datasets(several: Sequence[tuple[str, Path]], single: Path | None) -> list[tuple[str, Any]]:
+    """(name prefix, LandmarkDataset) of each benchmark: ("<name>/", its dataset) for each of
+    `several` whose file exists, else ("", `single`'s dataset) when given."""
+    from mining.landmarks import load_landmarks
+
+    if several:
+        return [(f"{name}/", load_landmarks(gnd)) for name, gnd in several if Path(gnd).exists()]
+    return [("", load_landmarks(single))] if single else []
+
+
 class Combined:
     """Several benchmarks' queries as one dataset, for what shows a query by its index in the
     run's query list (the review app's query crops): names `<benchmark>/<name>`, each image

@@ -77,7 +77,8 @@ def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
-    stores = open_method(Path(descriptors), global_for="the leak risk needs")
+    stores = open_method(Path(descriptors), global_for="the leak risk needs",  # the candidates (any benchmark's view)
+                         benchmark=benchmarks[0].name if several else None)
     queue = read_table(Path(scores_dir) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
     vec: dict[tuple[str, str], np.ndarray] = {}

@@ -208,7 +208,8 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
-    stores = open_method(Path(descriptors), global_for="near-duplicates need")
+    stores = open_method(Path(descriptors), global_for="near-duplicates need",  # the candidates (any benchmark's view)
+                         benchmark=benchmarks[0].name if several else None)
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
     # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'

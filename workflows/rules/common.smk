@@ -55,11 +55,23 @@ def landmark_gnds():
     return [b.gnd for b in BENCHMARKS]
 
 
-def landmarks_arg():
-    """`--landmarks` of the stages that read the ground truth: the file, or NAME=GND for each benchmark."""
+def landmarks_arg(gnds):
+    """`--landmarks` of the stages that read the ground truth, from the rule's input files
+    (landmark_gnds(), in order): the file, or NAME=GND for each benchmark."""
+    gnds = list(gnds)
     if not MULTI:
-        return shlex.quote(landmarks_gnd())
-    return " ".join(shlex.quote(f"{b.name}={b.gnd}") for b in BENCHMARKS)
+        return shlex.quote(gnds[0])
+    return " ".join(shlex.quote(f"{b.name}={g}") for b, g in zip(BENCHMARKS, gnds, strict=True))
+
+
+def landmark_gnd(wildcards):
+    """The ground truth whose queries or database a describe job describes."""
+    return GND_OF[wildcards.bench] if MULTI else landmarks_gnd()
+
+
+def landmark_out(wildcards):
+    """DESC/{method}/... of a shared describe job's landmark set (mining describe fills in {method})."""
+    return L.store("{method}", wildcards.set, wildcards.bench if MULTI else None).rsplit("/", 1)[0]
 
 
 def stores_of(methods):

@@ -22,16 +22,6 @@ if MULTI:
         bench="|".join(_re.escape(b) for b in BENCH_NAMES),
 
 
-def landmark_gnd(wildcards):
-    """The ground truth whose queries or database a describe job describes."""
-    return GND_OF[wildcards.bench] if MULTI else landmarks_gnd()
-
-
-def landmark_out(wildcards):
-    """DESC/{method}/... of a shared describe job's landmark set (mining describe fills in {method})."""
-    return L.store("{method}", wildcards.set, wildcards.bench if MULTI else None)[: -len("/store.json")]
-
-
 rule describe_candidates:
     input:
         L.images_summary,
@@ -75,9 +65,9 @@ rule describe_landmarks:
         out=subpath(output[0], parent=True),
         shard=M.describe["shard_size"],
     log:
-        L.log("describe/{method}_" + LM_TAG),
+        L.log(f"describe/{{method}}_{LM_TAG}"),
     benchmark:
-        L.bench("describe/{method}_" + LM_TAG)
+        L.bench(f"describe/{{method}}_{LM_TAG}")
     threads: res("describe_landmarks")["threads"]
     resources:
         mem_mb=res("describe_landmarks")["mem_mb"],
@@ -137,9 +127,9 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             out=landmark_out,
             shard=M.describe["shard_size"],
         log:
-            L.log(f"describe/{_tag}_" + LM_TAG),
+            L.log(f"describe/{_tag}_{LM_TAG}"),
         benchmark:
-            L.bench(f"describe/{_tag}_" + LM_TAG)
+            L.bench(f"describe/{_tag}_{LM_TAG}")
         threads: res("describe_landmarks")["threads"]
         resources:
             mem_mb=res("describe_landmarks")["mem_mb"],

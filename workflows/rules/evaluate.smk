@@ -21,7 +21,7 @@ rule evaluate:
         n_arg="" if (E["n"] or M.select["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
         seeds=" ".join(str(s) for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("evaluate"),
     benchmark:

@@ -19,6 +19,6 @@ rule landmarks_check:
     conda:
         ENV
     params:
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input),
     shell:
         "mining landmarks check {params.landmarks} --json > {output:q} 2> {log:q}"

@@ -15,7 +15,7 @@ rule neardup:
         images=subpath(input.images, parent=True),
         desc=lambda w, input: method_dirs(input.stores)[0],
         out=subpath(output.table, parent=True),
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("neardup"),
     benchmark:
@@ -45,7 +45,7 @@ rule leakrisk:
         desc=lambda w, input: method_dirs(input.stores)[0],
         scores=subpath(input.queue, parent=True),
         out=subpath(output.table, parent=True),
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("leakrisk"),
     benchmark:

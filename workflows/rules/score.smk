@@ -13,7 +13,7 @@ rule score:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
         top=M.score["review_top"],
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("score"),
     benchmark:

@@ -33,7 +33,7 @@ rule select:
         risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
         images=subpath(input.images, parent=True),
         full_res="--require-full-res" if M.select["require_full_res"] else "",
-        landmarks=landmarks_arg(),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("select"),
     benchmark:

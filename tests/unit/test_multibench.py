@@ -216,3 +216,49 @@ def test_evaluation_per_benchmark_is_each_ones_alone_plus_the_score_share(tmp_pa
             assert report["per_benchmark"][name][key] == alone[key], (name, key)
     text = (tmp_path / "ev" / "evaluation.md").read_text()
     assert "| oxf |" in text and "## Evaluation: oxf" in text and "## Evaluation: par" in text
+
+
+def test_review_app_shows_every_benchmarks_query_crops(tmp_path):
+    """The review app given several benchmarks: a namespaced landmark lists its own
+    benchmark's queries, and a query index of the second benchmark serves that one's image."""
+    from fastapi.testclient import TestClient
+    from review_world import make_world
+
+    from mining.review.app import create_app
+
+    a, b = make_world(tmp_path / "a"), make_world(tmp_path / "b")
+    gnd_b = b["landmarks"] / "gnd_test.pkl"
+    data = pickle.loads(gnd_b.read_bytes())
+    for g in data["gnd"]:
+        g["bbx"] = [0, 0, 60, 45]  # another ground truth (and another crop) than a's
+    gnd_b.write_bytes(pickle.dumps(data))
+    queue = pq.read_table(a["queue"]).to_pandas()
+    half = len(queue) // 2
+    queue.loc[:half, "landmark"] = "oxf/" + queue.landmark[:half + 1]
+    queue.loc[half + 1:, "landmark"] = "par/" + queue.landmark[half + 1:]
+    queue["best_query"] = queue.landmark + "_001"
+    queue.to_parquet(tmp_path / "queue.parquet")
+    assert main(["review", "import", str(tmp_path / "queue.parquet"), "--db", str(a["db"])]) == 0
+    app = create_app(a["db"], a["images"], [f"oxf={a['landmarks']}", f"par={b['landmarks']}"])
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    listed = {lm["landmark"]: lm["queries"] for lm in client.get("/api/landmarks").json()["landmarks"]}
+    assert listed["par/bridge"] == [{"index": 6, "name": "par/bridge_001"}, {"index": 7, "name": "par/bridge_002"}]
+    assert [q["name"] for q in listed["oxf/tower"]] == ["oxf/tower_001", "oxf/tower_002"]
+    from io import BytesIO
+
+    from PIL import Image
+
+    sizes = [Image.open(BytesIO(client.get(f"/query/{i}").content)).size for i in (0, 4)]
+    assert sizes == [(90, 70), (60, 45)]  # each benchmark's own image and bbox
+    assert client.get("/query/8").status_code == 404
+
+
+def test_review_gate_names_every_benchmark(tmp_path):
+    from mining.review.gate import next_steps
+
+    (tmp_path / "queue.parquet").touch()
+    (tmp_path / "review.sqlite").touch()
+    text = next_steps(tmp_path / "queue.parquet", tmp_path / "review.sqlite", tmp_path / "images",
+                      ["roxford5k=data/roxford5k/gnd_roxford5k.pkl", "rparis6k=data/rparis6k/gnd_rparis6k.pkl"],
+                      tmp_path / "decisions.parquet")
+    assert "--landmarks roxford5k=data/roxford5k/gnd_roxford5k.pkl rparis6k=data/rparis6k/gnd_rparis6k.pkl" in text

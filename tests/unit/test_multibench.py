@@ -262,3 +262,25 @@ def test_review_gate_names_every_benchmark(tmp_path):
                       ["roxford5k=data/roxford5k/gnd_roxford5k.pkl", "rparis6k=data/rparis6k/gnd_rparis6k.pkl"],
                       tmp_path / "decisions.parquet")
     assert "--landmarks roxford5k=data/roxford5k/gnd_roxford5k.pkl rparis6k=data/rparis6k/gnd_rparis6k.pkl" in text
+
+
+def test_leak_risk_of_two_benchmarks_is_the_riskier_of_each_alone(tmp_path):
+    gnds, desc = two_cities(tmp_path, n_cand=30)
+    score(tmp_path, tmp_path / "s_both", [gnds["oxf"][0], gnds["par"][0]], [desc / "cnn"])
+    assert main(["leakrisk", "--landmarks", str(gnds["oxf"][0]), str(gnds["par"][0]), "--descriptors", str(desc / "cnn"),
+                 "--scores", str(tmp_path / "s_both"), "--out", str(tmp_path / "r_both")]) == 0
+    both = pq.read_table(tmp_path / "r_both" / "leakrisk.parquet").to_pandas().set_index("photo_id")
+    alone = {}
+    for name in ("oxf", "par"):
+        score(tmp_path, tmp_path / f"s_{name}", [gnds[name][0]], [tmp_path / f"desc_{name}" / "cnn"])
+        assert main(["leakrisk", "--landmarks", str(gnds[name][0]), "--descriptors", str(tmp_path / f"desc_{name}" / "cnn"),
+                     "--scores", str(tmp_path / f"s_{name}"), "--out", str(tmp_path / f"r_{name}")]) == 0
+        alone[name] = pq.read_table(tmp_path / f"r_{name}" / "leakrisk.parquet").to_pandas().set_index("photo_id")
+    ox, pa_ = alone["oxf"], alone["par"]
+    np.testing.assert_allclose(both.risk, np.maximum(ox.risk, pa_.risk), atol=1e-6)
+    want = np.where(ox.risk >= pa_.risk, "oxf/" + ox.landmark, "par/" + pa_.landmark)
+    clear = (ox.risk - pa_.risk).abs() > 1e-5  # not a near tie
+    assert (both.landmark[clear] == want[clear.to_numpy()]).all()
+    stats = json.loads((tmp_path / "r_both" / "stats.json").read_text())
+    assert set(stats["thresholds"]) == {"oxf/tower", "oxf/bridge", "par/tower", "par/bridge"}
+    assert stats["thresholds"]["par/tower"] == json.loads((tmp_path / "r_par" / "stats.json").read_text())["thresholds"]["tower"]

@@ -54,6 +54,7 @@ class Inputs:
 def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     """The workflow's run layout (RUN/metadata, RUN/candidates, ...); explicit paths win."""
     found: dict[str, Path | None] = {}
+    several: list[tuple[str, Path]] = []
     if run is not None:
         r = Path(run)
         if not r.is_dir():
@@ -67,6 +68,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "leakrisk": lay.leakrisk,
         }
         found = {k: Path(v) for k, v in found.items()}
+        world = _json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
+        several = [(b["name"], Path(lay.world) / b["gnd"]) for b in (world or {}).get("benchmarks", [])]
     manifest = overrides.get("manifest")
     if manifest is not None:
         from mining import manifest as manifests
@@ -83,7 +86,7 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
         if v is not None:
             found[k] = Path(v)
     inp = Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
-    if manifest is not None and several:
+    if several:
         inp.extra["benchmarks"] = several
     return inp
 

@@ -29,7 +29,11 @@ def score_share(names: Sequence[str], scores_dir: Path, selected_dir: Path) -> d
                         f"with one --landmarks NAME=GND each)")
     scores = pq.read_table(path, columns=["photo_id", *cols]).to_pandas().set_index("photo_id")
     selected = pq.read_table(Path(selected_dir) / "distractors.parquet", columns=["photo_id"]).column(0)
-    chosen = scores.loc[np.asarray(selected.to_numpy(), np.int64)]
+    ids = np.asarray(selected.to_numpy(), np.int64)
+    unknown = ids[~np.isin(ids, scores.index.to_numpy())]
+    if unknown.size:
+        raise UserError(f"{selected_dir}/distractors.parquet: photo {int(unknown[0])} was not scored ({path})")
+    chosen = scores.loc[ids]
 
     def shares(frame: Any) -> dict[str, float | None]:
         parts = {n: float(frame[c].sum()) for n, c in zip(names, cols)}

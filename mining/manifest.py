@@ -75,6 +75,8 @@ def check_several(data: dict[str, Any], where: Locator) -> None:
     one benchmark's mAP-vs-N curve."""
     several = (isinstance(data["landmarks"], list) and len(data["landmarks"]) > 1) or (
         data["landmarks"] == "demo" and data.get("demo", {}).get("benchmarks", 1) > 1)
+    if data.get("demo", {}).get("benchmarks", 1) > 1 and data["landmarks"] != "demo":
+        raise where.error(("demo", "benchmarks"), "the demo world's cities are mined with `landmarks: demo`")
     if several and data["select"]["n"] == "auto":
         raise where.error(("select", "n"), "n: auto measures one benchmark's curve; with several benchmarks give a number")
 

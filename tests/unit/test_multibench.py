@@ -284,3 +284,19 @@ def test_leak_risk_of_two_benchmarks_is_the_riskier_of_each_alone(tmp_path):
     stats = json.loads((tmp_path / "r_both" / "stats.json").read_text())
     assert set(stats["thresholds"]) == {"oxf/tower", "oxf/bridge", "par/tower", "par/bridge"}
     assert stats["thresholds"]["par/tower"] == json.loads((tmp_path / "r_par" / "stats.json").read_text())["thresholds"]["tower"]
+
+
+def test_manifest_refuses_what_several_benchmarks_cannot_do(tmp_path):
+    import yaml
+
+    from mining.manifest import load
+
+    base = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "demo-two.yaml").read_text())
+    for edit, words in ((lambda m: m["select"].update(n="auto"), "n: auto measures one benchmark's curve"),
+                        (lambda m: m.update(landmarks="data/gnd_x.pkl"), "landmarks: demo")):
+        m = json.loads(json.dumps(base))
+        edit(m)
+        with pytest.raises(UserError, match=words):
+            load(_write(tmp_path / "m.yaml", yaml.safe_dump(m)))
+    assert [b.name for b in load(_write(tmp_path / "ok.yaml", yaml.safe_dump(base))).benchmarks(
+        [("city1", "w/city1/gnd_city1.pkl"), ("city2", "w/city2/gnd_city2.pkl")])] == ["city1", "city2"]

@@ -60,11 +60,20 @@ def default_name(gnd: str | Path) -> str:
 
 
 def make(gnd: str | Path, name: str | None = None) -> Benchmark:
-    """A benchmark with its name checked (given, or the file's)."""
-    name = default_name(gnd) if name is None else name
-    if not valid_name(name):
-        raise UserError(f"benchmark name {name!r} (of {gnd}): {_name_rule()[1]}")
-    return Benchmark(name, str(gnd))
+    """A benchmark, its name given or the file's (checked by `check_names` when it is used:
+    with several benchmarks)."""
+    return Benchmark(default_name(gnd) if name is None else name, str(gnd))
+
+
+def check_names(benchmarks: Sequence[Benchmark]) -> None:
+    """Several benchmarks: every name a valid name (it becomes a folder and a prefix), no two alike.
+    One benchmark's name is never used (its files are named as before), so any file name goes."""
+    if len(benchmarks) < 2:
+        return
+    for b in benchmarks:
+        if not valid_name(b.name):
+            raise UserError(f"benchmark name {b.name!r} (of {b.gnd}): {_name_rule()[1]}")
+    check_unique(benchmarks)
 
 
 def parse_arg(text: str | Path) -> Benchmark:
@@ -83,7 +92,7 @@ def as_list(landmarks: Any) -> list[Benchmark]:
     out = [b if isinstance(b, Benchmark) else parse_arg(b) for b in items]
     if not out:
         raise UserError("give at least one landmark ground truth (--landmarks)")
-    check_unique(out)
+    check_names(out)
     return out
 
 
@@ -105,7 +114,7 @@ def from_manifest(value: Any, demo_gnds: Sequence[tuple[str, str]] = ()) -> list
     if isinstance(value, str):
         return [make(value)]
     out = [make(item["gnd"], item.get("name")) for item in value]
-    check_unique(out)
+    check_names(out)
     return out
 
 

@@ -132,8 +132,9 @@ def test_parse_and_namespace():
     assert B.parse_arg("ox=data/gnd_roxford5k.pkl") == B.Benchmark("ox", "data/gnd_roxford5k.pkl")
     assert B.qualify("roxford5k", "all_souls", True) == "roxford5k/all_souls"
     assert B.qualify("roxford5k", "all_souls", False) == "all_souls"
-    with pytest.raises(UserError, match="benchmark name"):
-        B.make("gnd_x.pkl", "bad name")
+    with pytest.raises(UserError, match="benchmark name 'bad name'"):
+        B.as_list(["a/gnd_a.pkl", "b/gnd_bad name.pkl"])  # several: each name becomes a folder and a prefix
+    assert B.as_list(["data/gnd_my city.pkl"])[0].name == "my city"  # one benchmark: its name is never used
     assert B.from_manifest("data/a/gnd_a.pkl") == [B.Benchmark("a", "data/a/gnd_a.pkl")]
     assert B.from_manifest([{"gnd": "a/gnd_roxford5k.pkl"}, {"gnd": "b/gnd_x.pkl", "name": "rparis6k"}]) == [
         B.Benchmark("roxford5k", "a/gnd_roxford5k.pkl"), B.Benchmark("rparis6k", "b/gnd_x.pkl")]

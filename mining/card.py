@@ -118,7 +118,12 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     else:
         lines.append("Faces were **not** blurred in this release (`--no-blur`).")
     lines += ["", "## How hard it is", ""]
-    if evaluation:
+    share = ((evaluation or {}).get("score_share") or {}).get("selected")
+    if share:  # several benchmarks: one set, evaluated on each
+        lines += ["One set for " + ", ".join(_cell(k) for k in share) + "; share of its score each contributes (%): "
+                  + ", ".join(f"{_cell(k)} {_pct(v)}" for k, v in share.items()) + ".", ""]
+    reports = list(evaluation["per_benchmark"].values()) if share else [evaluation] if evaluation else []
+    for evaluation in reports:
         lm = evaluation.get("landmarks") or {}
         n, pool = evaluation.get("n"), evaluation.get("pool")
         lines += [f"mAP (%) on {_cell(lm.get('name', 'the landmark dataset'))} with no distractors, {n} random "
@@ -134,7 +139,8 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
                                                                    else "")
                 lines.append(f"| {_cell(m)} | {_cell(s)} | {_pct((r.get('none') or {}).get('mAP'))} | {rtxt} | "
                              f"{_pct((r.get('mined') or {}).get('mAP'))} | {_pct((r.get('all') or {}).get('mAP'))} |")
-    else:
+        lines += [""] if share else []
+    if not reports:
         lines.append("No evaluation was given to `mining release` (`--evaluation evaluation.json`).")
     lines += [
         "", "## How to evaluate with it", "",

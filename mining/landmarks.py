@@ -105,6 +105,11 @@ class LandmarkDataset:
         """Easy ∪ Hard database indices of query i (the score's P_q); `ok` in the original protocol's files."""
         return sorted(_positive_set(self.gnd[i]))
 
+    def locate(self, i: int) -> tuple["LandmarkDataset", int]:
+        """(dataset, index) holding query i: itself (`mining.benchmarks.Combined` maps a run's
+        query onto its benchmark's)."""
+        return self, i
+
     def bbox(self, i: int) -> tuple[float, float, float, float]:
         x1, y1, x2, y2 = (float(v) for v in self.gnd[i]["bbx"])
         return x1, y1, x2, y2

@@ -128,6 +128,11 @@ class RunLayout:
     def world_gnd(self) -> str:
         return f"{self.world_landmarks}/gnd_demo.pkl"
 
+    def world_city_gnd(self, name: str) -> str:
+        """The ground truth of one city of the demo world: gnd_demo.pkl for its only one, else
+        landmarks/<name>/gnd_<name>.pkl (`mining.benchmarks.demo_names`)."""
+        return self.world_gnd if name == "demo" else f"{self.world_landmarks}/{name}/gnd_{name}.pkl"
+
     @property
     def world_truth(self) -> str:
         return f"{self.world}/truth.parquet"
@@ -156,9 +161,13 @@ class RunLayout:
     def images_index(self) -> str:
         return f"{self.images}/index.parquet"
 
-    def store(self, method: str, set_name: str) -> str:
-        """One method's descriptor store for one set (its store.json)."""
-        return f"{self.descriptors}/{method}/{set_name}/store.json"
+    def store(self, method: str, set_name: str, benchmark: str | None = None) -> str:
+        """One method's descriptor store for one set (its store.json); `benchmark`: that
+        benchmark's queries or database in a run with several (`mining.benchmarks.store_dir`)."""
+        from mining.benchmarks import STORES
+
+        where = method if benchmark is None else f"{method}/{STORES}/{benchmark}"
+        return f"{self.descriptors}/{where}/{set_name}/store.json"
 
     @property
     def neardup_table(self) -> str:

@@ -63,25 +63,34 @@ def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray)
     return out
 
 
-def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path) -> dict[str, Any]:
-    """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json."""
+def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path) -> dict[str, Any]:
+    """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
+    `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
+    landmark and image names are `<benchmark>/<name>`)."""
     import pyarrow as pa
 
     from mining import atomic
-    from mining.landmarks import load_landmarks
+    from mining.benchmarks import as_list, fingerprint, load_all, qualify
     from mining.retrieval import open_method, parse_ids, unit_rows
     from mining.tables import read_table
 
-    dataset = load_landmarks(landmarks)
-    stores = open_method(Path(descriptors), global_for="the leak risk needs")
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    several = len(benchmarks) > 1
+    stores = open_method(Path(descriptors), global_for="the leak risk needs",  # the candidates (any benchmark's view)
+                         benchmark=benchmarks[0].name if several else None)
     queue = read_table(Path(scores_dir) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
     vec: dict[tuple[str, str], np.ndarray] = {}
-    for part in ("queries", "database"):
-        ids, payload = getattr(stores, part).load_all()
-        for i, v in zip(ids, unit_rows(payload) if len(ids) else []):
-            vec[(part, i)] = v
-    items = [(s, n, lm) for s, n, lm in landmark_images(dataset) if (s, n) in vec]
+    items = []
+    for b, dataset in zip(benchmarks, datasets):
+        mine = open_method(Path(descriptors), global_for="the leak risk needs", benchmark=b.name if several else None)
+        for part in ("queries", "database"):
+            ids, payload = getattr(mine, part).load_all()
+            for i, v in zip(ids, unit_rows(payload) if len(ids) else []):
+                vec[(part, qualify(b.name, i, several))] = v
+        items += [(s, qualify(b.name, n, several), qualify(b.name, lm, several)) for s, n, lm in landmark_images(dataset)]
+    items = [(s, n, lm) for s, n, lm in items if (s, n) in vec]
     if not items:
         raise UserError(f"{descriptors}: no landmark image has a descriptor")
     lm_vecs = np.stack([vec[(s, n)] for s, n, _ in items])
@@ -122,7 +131,7 @@ def run_leakrisk(landmarks: Path, descriptors: Path, scores_dir: Path, out: Path
         "high_risk_outside_queue": int(outside.sum()),
         "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
                                     "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
-        "landmarks_fingerprint": dataset.fingerprint(),
+        "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
     }
     atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
     atomic.write_json(Path(out) / "stats.json", stats)

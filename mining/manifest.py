@@ -54,7 +54,31 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     check(data, schema(), Locator(source, lines))
     check_methods(data["methods"], Locator(source, lines))
     check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
+    check_benchmarks(data["landmarks"], Locator(source, lines))
+    check_several(data, Locator(source, lines))
     return data
+
+
+def check_benchmarks(landmarks: Any, where: Locator) -> None:
+    """Two benchmarks of a `landmarks:` list never share a name (given or the gnd file's)."""
+    from mining.benchmarks import from_manifest
+
+    if isinstance(landmarks, list):
+        try:
+            from_manifest(landmarks)
+        except UserError as exc:
+            raise where.error(("landmarks",), str(exc)) from None
+
+
+def check_several(data: dict[str, Any], where: Locator) -> None:
+    """Settings that one benchmark allows and several do not: `select: {n: auto}` measures
+    one benchmark's mAP-vs-N curve."""
+    several = (isinstance(data["landmarks"], list) and len(data["landmarks"]) > 1) or (
+        data["landmarks"] == "demo" and data.get("demo", {}).get("benchmarks", 1) > 1)
+    if data.get("demo", {}).get("benchmarks", 1) > 1 and data["landmarks"] != "demo":
+        raise where.error(("demo", "benchmarks"), "the demo world's cities are mined with `landmarks: demo`")
+    if several and data["select"]["n"] == "auto":
+        raise where.error(("select", "n"), "n: auto measures one benchmark's curve; with several benchmarks give a number")
 
 
 def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], where: Locator) -> None:
@@ -125,6 +149,7 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
 class DemoSection(TypedDict):
     preset: Literal["micro", "tiny", "small", "medium"]
     seed: int
+    benchmarks: int
     port: int
     faults: dict[str, float]
 
@@ -239,6 +264,13 @@ class Manifest(dict):
     @property
     def methods(self) -> list[str]:
         return cast(list[str], self["methods"])
+
+    def benchmarks(self, demo_gnds: Any = ()) -> list[Any]:
+        """The run's benchmarks (`mining.benchmarks.Benchmark`, in manifest order); for
+        `landmarks: demo`, the demo world's (name, gnd path) pairs `demo_gnds` (the layout's)."""
+        from mining.benchmarks import from_manifest
+
+        return from_manifest(self["landmarks"], demo_gnds)
 
     @property
     def demo(self) -> DemoSection | None:

@@ -190,21 +190,26 @@ def database_landmarks(dataset: Any) -> list[str | None]:
     return out
 
 
-def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
+def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
                 threads: int = 4, progress: bool = False) -> dict[str, Any]:
-    """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json."""
+    """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
+    `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
+    landmark and image names are `<benchmark>/<name>`)."""
     import time
 
     import pyarrow as pa
 
     from mining import atomic
-    from mining.landmarks import load_landmarks
+    from mining.benchmarks import as_list, fingerprint, load_all, qualify
     from mining.imageindex import image_paths
     from mining.retrieval import open_method, parse_ids, unit_rows
 
     t0 = time.perf_counter()
-    dataset = load_landmarks(landmarks)
-    stores = open_method(Path(descriptors), global_for="near-duplicates need")
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    several = len(benchmarks) > 1
+    stores = open_method(Path(descriptors), global_for="near-duplicates need",  # the candidates (any benchmark's view)
+                         benchmark=benchmarks[0].name if several else None)
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
     # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'
@@ -220,16 +225,19 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
     size = np.bincount(root, minlength=pid.size)[root]
 
     # candidates vs landmark images: queries (crop descriptors) and database images
-    names, owners, vecs = [], [], []
-    db_owner = database_landmarks(dataset)
-    for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
-                         ("database", dict(zip(dataset.imlist, db_owner)))):
-        ids, payload = getattr(stores, part).load_all()
-        names += list(ids)
-        owners += [lookup.get(i) for i in ids]
-        vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, raw.shape[1]), np.float32))
+    names, owners, vecs, paths = [], [], [], []
+    for b, dataset in zip(benchmarks, datasets):
+        mine = open_method(Path(descriptors), global_for="near-duplicates need", benchmark=b.name if several else None)
+        db_owner = database_landmarks(dataset)
+        for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
+                             ("database", dict(zip(dataset.imlist, db_owner)))):
+            ids, payload = getattr(mine, part).load_all()
+            names += [qualify(b.name, i, several) for i in ids]
+            owners += [None if lookup.get(i) is None else qualify(b.name, lookup[i], several) for i in ids]
+            paths += [dataset.image_path(i) for i in ids]
+            vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, raw.shape[1]), np.float32))
     lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
-    lm_hash, lm_ok = hash_files([dataset.image_path(n) for n in names], threads, LANDMARK_TRIMS, progress=progress,
+    lm_hash, lm_ok = hash_files(paths, threads, LANDMARK_TRIMS, progress=progress,
                                 desc="neardup: hashing landmark images")
     copy_of = np.full(pid.size, None, dtype=object)
     probable = np.full(pid.size, None, dtype=object)
@@ -271,8 +279,9 @@ def run_neardup(images: Path, landmarks: Path, descriptors: Path, out: Path, th:
         "groups": int(np.unique(group[multi]).size), "candidates_in_groups": int(multi.sum()),
         "redundant": int(multi.sum() - np.unique(group[multi]).size),
         "copies_of_landmark_images": int(sum(c is not None for c in copy_of)),
-        "probable_landmark": {lm: int(sum(p == lm for p in probable)) for lm in dataset.landmarks},
-        "landmarks_fingerprint": dataset.fingerprint(),
+        "probable_landmark": {qualify(b.name, lm, several): int(sum(p == qualify(b.name, lm, several) for p in probable))
+                              for b, dataset in zip(benchmarks, datasets) for lm in dataset.landmarks},
+        "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     atomic.write_parquet(Path(out) / "neardup.parquet", table)

@@ -94,18 +94,23 @@ class MethodStores:
         return parse_ids(self.candidates.ids(), f"{self.path}/candidates")
 
 
-def open_method(method_dir: str | Path, global_for: str | None = None) -> MethodStores:
+def open_method(method_dir: str | Path, global_for: str | None = None, benchmark: str | None = None) -> MethodStores:
     """Open DESC/<method>/{queries,database,candidates}; all three must be one method's.
-    `global_for` (e.g. "near-duplicates need"): refuse a method without global descriptors."""
+    `global_for` (e.g. "near-duplicates need"): refuse a method without global descriptors.
+    `benchmark`: one benchmark of a run that has several, whose queries and database are in
+    DESC/<method>/benchmarks/<benchmark>/ (`mining.benchmarks.store_dir`)."""
+    from mining.benchmarks import store_dir
     from mining.descriptors import GLOBAL, open_store
 
     method_dir = Path(method_dir)
     stores = {}
     for part in PARTS:
-        if not (method_dir / part).is_dir():
-            raise UserError(f"{method_dir}: missing {part}/ descriptor store "
-                            "(expected DESC/<method>/{queries,database,candidates})")
-        stores[part] = open_store(method_dir / part)
+        folder = method_dir if part == "candidates" else store_dir(method_dir, benchmark)
+        if not (folder / part).is_dir():
+            expected = ("DESC/<method>/{queries,database,candidates}" if benchmark is None else
+                        f"DESC/<method>/candidates and DESC/<method>/benchmarks/{benchmark}/{{queries,database}}")
+            raise UserError(f"{folder}: missing {part}/ descriptor store (expected {expected})")
+        stores[part] = open_store(folder / part)
     name = stores["candidates"].method
     for part, st in stores.items():
         if st.method != name:

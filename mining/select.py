@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mining import atomic, imageindex
+from mining.benchmarks import is_score_column
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
@@ -50,15 +51,17 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
     return scores, stats
 
 
-def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Path | None) -> str | None:
-    """Refuse a scores dir / decisions file made for another landmark dataset."""
+def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Any) -> str | None:
+    """Refuse a scores dir / decisions file made for another landmark dataset (or another set
+    of benchmarks: `landmarks` as `mining.benchmarks.as_list` takes them)."""
     scores_fp = stats.get("landmarks_fingerprint")
-    if landmarks is not None:
-        from mining.landmarks import load_landmarks
+    if landmarks is not None and landmarks != []:
+        from mining.benchmarks import run_fingerprint
 
-        fp = load_landmarks(landmarks).fingerprint()
+        fp = run_fingerprint(landmarks)
         if fp != scores_fp:
-            raise UserError(f"scores were made for landmark dataset {scores_fp}, but {landmarks} is {fp}")
+            shown = " ".join(map(str, landmarks)) if isinstance(landmarks, (list, tuple)) else landmarks
+            raise UserError(f"scores were made for landmark dataset {scores_fp}, but {shown} is {fp}")
     if decisions_fp is not None and decisions_fp != scores_fp:
         raise UserError(f"decisions were made for landmark dataset {decisions_fp}, but the scores for {scores_fp}")
     return scores_fp
@@ -190,6 +193,7 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     urls = [photo_url(host, "b", int(srv), int(p), sec, None, None)
             for p, srv, sec in zip(sel_ids, meta.server_id, meta.secret)]
     method_cols = [c for c in scores.columns if c.startswith("score_")]
+    method_cols += [c for c in scores.columns if is_score_column(c)]  # each benchmark's part (several)
     frame = pd.DataFrame({
         "rank": np.arange(1, len(sel) + 1, dtype=np.int64),
         "photo_id": sel_ids,

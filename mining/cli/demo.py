@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--preset", default="tiny", choices=["micro", "tiny", "small", "medium"],
                    help="size: tiny ≈ 300 candidates (CI), small ≈ 5,000, medium ≈ 50,000 (micro: unit tests)")
     b.add_argument("--seed", type=int, default=0, help="world seed (same preset + seed → same bytes)")
+    b.add_argument("--benchmarks", type=int, default=1, metavar="K",
+                   help="cities, each a landmark benchmark of its own (landmarks/city<k>/gnd_city<k>.pkl), with one "
+                        "pool of candidates for all (default 1: landmarks/gnd_demo.pkl)")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--workers", type=int, default=1,
                    help="render processes (0 = all CPUs); the output does not depend on it")
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         from mining.demo.world import build_world
 
         workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
-        world = build_world(args.out, args.preset, args.seed, workers=workers, resume=not args.no_resume)
+        world = build_world(args.out, args.preset, args.seed, workers=workers, resume=not args.no_resume,
+                            cities=args.benchmarks)
         c = world["counts"]
         print(f"demo world '{args.preset}' (seed {args.seed}) in {args.out}: {c['landmarks']} landmarks, "
               f"{c['queries']} queries, {c['database']} database images, {c['candidate_images']} candidate images, "

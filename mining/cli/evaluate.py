@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pipe = p.add_argument_group("pipeline evaluation (required unless --protocol)")
-    pipe.add_argument("--landmarks", type=Path, help="gnd_<name>.pkl (or its folder)")
+    pipe.add_argument("--landmarks", nargs="+", metavar="[NAME=]GND",
+                      help="gnd_<name>.pkl (or its folder); several benchmarks: one each, as `mining score` was "
+                           "given them (the set is evaluated on each)")
     pipe.add_argument("--descriptors", nargs="+", type=Path, metavar="DESC/METHOD",
                       help="method folders holding queries/, database/ and candidates/ stores")
     pipe.add_argument("--scores", type=Path, help="`mining score` output folder (scores.parquet)")
@@ -116,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
     report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
                           n=args.n, seeds=args.random_seeds, setups=args.setups, progress=not args.no_progress,
                           boot=boot)
-    print(f"evaluated {len(report['methods'])} method(s) with N = {report['n']}: {args.out / 'evaluation.md'}")
+    per = report.get("per_benchmark") or {"": report}
+    methods = len(next(iter(per.values()))["methods"])
+    where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
+    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / 'evaluation.md'}")
     return 0
 
 

@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "file is broken; warnings alone exit 0."
         ),
     )
-    c.add_argument("gnd", type=Path, metavar="GND", help="gnd_<name>.pkl (or .mat, or the folder holding the .pkl)")
+    c.add_argument("gnd", nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or .mat, or the folder holding the .pkl); several benchmarks of one run: "
+                        "each is checked, and together (distinct names, no ground truth twice); NAME defaults to <name>")
     c.add_argument("--json", action="store_true",
                    help='print {"landmarks": [{"name", "queries"}], "queries", "database", "problems"} as JSON')
     c.add_argument("--no-images", action="store_true", help="do not look for the images on disk")
@@ -36,7 +38,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_check(args: argparse.Namespace) -> int:
     from mining.landmarks import check_dataset
 
-    report = check_dataset(args.gnd, images=not args.no_images)
-    print(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) if args.json else report.text(args.gnd))
-    report.raise_errors(args.gnd)
+    if len(args.gnd) > 1:
+        return check_several(args)
+    gnd = Path(args.gnd[0])
+    report = check_dataset(gnd, images=not args.no_images)
+    print(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) if args.json else report.text(gnd))
+    report.raise_errors(gnd)
+    return 0
+
+
+def check_several(args: argparse.Namespace) -> int:
+    """Several benchmarks: each one's report (its landmarks and problems named
+    `<benchmark>/...`), then the union's own checks; exit 2 on the first error."""
+    from mining.benchmarks import as_list, load_all, qualify
+    from mining.landmarks import check_dataset
+
+    benchmarks = as_list(args.gnd)  # distinct names
+    reports = [check_dataset(b.gnd, images=not args.no_images) for b in benchmarks]
+    doc = {"benchmarks": [{"name": b.name, "gnd": b.gnd, **r.as_dict()} for b, r in zip(benchmarks, reports)],
+           "landmarks": [{"name": qualify(b.name, lm["name"], True), "queries": [qualify(b.name, q, True) for q in lm["queries"]]}
+                         for b, r in zip(benchmarks, reports) for lm in r.landmarks],
+           "queries": sum(r.queries for r in reports), "database": sum(r.database for r in reports)}
+    print(json.dumps(doc, indent=1, ensure_ascii=False) if args.json else
+          "\n".join(f"[{b.name}] {r.text(b.gnd)}" for b, r in zip(benchmarks, reports)))
+    for b, r in zip(benchmarks, reports):
+        r.raise_errors(Path(b.gnd))
+    load_all(benchmarks)  # the same ground truth under two names is refused
     return 0

@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "leaves out high-risk candidates nobody reviewed (see mining/leakrisk.py)."
         ),
     )
-    p.add_argument("--landmarks", required=True, type=Path, help="gnd_<name>.pkl (or its folder)")
+    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or its folder); several benchmarks: one each (their stores in "
+                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
     p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--scores", required=True, type=Path, help="`mining score` output folder (review_queue.parquet)")

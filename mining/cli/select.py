@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --n auto: the revisited setups the rule must hold for (default: all three)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--drop-unclear", action="store_true", help="also drop candidates reviewers marked unclear")
-    p.add_argument("--landmarks", type=Path, default=None,
-                   help="gnd_<name>.pkl (or its folder): refuse scores made for another landmark dataset")
+    p.add_argument("--landmarks", nargs="+", default=None, metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or its folder): refuse scores made for another landmark dataset; "
+                        "several benchmarks: one each, as `mining score` was given them")
     p.add_argument("--images-root", type=Path, default=None,
                    help="download folder (with its index.parquet): skip candidates whose image is not there; "
                    "the set's paths, photo hashes and sources come from its index")
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if n == "auto":
         if not args.landmarks:
             raise UserError("--n auto needs --landmarks and --descriptors")
+        if len(args.landmarks) > 1:
+            raise UserError("--n auto measures one benchmark's curve; with several benchmarks give --n")
         from mining.evaluate.choose_n import check_args, run_choose_n
         from mining.select import ranked
 
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         r = ranked(scores, args.decisions, args.landmarks, args.drop_unclear, args.near_duplicates,
                    args.near_duplicates_policy, args.leak_risk,
                    "allow" if args.allow_unreviewed_risk else "refuse")
-        n = run_choose_n(args.landmarks, args.descriptors, r.pid[r.order], args.out,
+        n = run_choose_n(args.landmarks[0], args.descriptors, r.pid[r.order], args.out,
                          tolerance=args.auto_tolerance, setups=args.setups)["n"]
     elif not n.isdigit():
         raise UserError(f"--n must be a positive integer or auto, not {n!r}")

@@ -35,11 +35,13 @@ def _thumb(path: Path, label: str, bbox: tuple[float, float, float, float] | Non
     return tile
 
 
-def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: int = 11) -> np.ndarray:
-    """Build the sheet image (BGR) from a built world folder."""
+def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: int = 11,
+                  gnd: str = "landmarks/gnd_demo.pkl") -> np.ndarray:
+    """Build the sheet image (BGR) from a built world folder (`gnd`: the city shown, of a world with several)."""
     import pyarrow.parquet as pq
 
-    ds = load_landmarks(root / "landmarks" / "gnd_demo.pkl")
+    ds = load_landmarks(root / gnd)
+    prefix = "" if gnd == "landmarks/gnd_demo.pkl" else f"{Path(gnd).parent.name}/"  # truth's names with several
     truth = pq.read_table(root / "truth.parquet").to_pylist()
     rows = []
     for lm in ds.landmarks[:max_rows]:
@@ -48,7 +50,7 @@ def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: 
         tiles = [_thumb(ds.image_path(ds.qimlist[qi]), f"query: {lm}"[:30], ds.bbox(qi))]
         tiles += [_thumb(ds.image_path(ds.imlist[j]), "easy") for j in g["easy"][:per_label]]
         tiles += [_thumb(ds.image_path(ds.imlist[j]), "hard") for j in g["hard"][:per_label]]
-        family = next((t["family"] for t in truth if t["landmark"] == lm), None)
+        family = next((t["family"] for t in truth if t["landmark"] == prefix + lm), None)
         negs = [t["photo_id"] for t in truth if t["kind"] == "hard_negative" and t["family"] == family][:negatives]
         tiles += [_thumb(root / "images" / f"{pid}.jpg", "hard neg") for pid in negs]
         while len(tiles) < 1 + 2 * per_label + negatives:
@@ -57,8 +59,8 @@ def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: 
     return np.vstack(rows)
 
 
-def write_preview(root: Path, out: Path) -> None:
-    ok, buf = cv2.imencode(".png", contact_sheet(Path(root)), [cv2.IMWRITE_PNG_COMPRESSION, 6])
+def write_preview(root: Path, out: Path, gnd: str = "landmarks/gnd_demo.pkl") -> None:
+    ok, buf = cv2.imencode(".png", contact_sheet(Path(root), gnd=gnd), [cv2.IMWRITE_PNG_COMPRESSION, 6])
     if not ok:  # pragma: no cover
         raise RuntimeError("PNG encoding failed")
     atomic.write_bytes(out, buf.tobytes())

@@ -49,6 +49,9 @@ _TAG = {"facade": 1, "view": 2, "negfacade": 3, "scene": 4, "meta": 5, "plan": 6
 # BURST_COPIES near-copies of it: the same scene re-shot seconds apart) and re-uploads (a
 # candidate that is a cropped, re-encoded copy of a landmark query or database image).
 BURSTS_PER, BURST_COPIES, REUPLOADS_PER = 60, 2, 100  # one burst per 60 candidates, one re-upload per 100
+# A world with several cities (benchmarks): city k's landmark buildings are subjects k·CITY_STRIDE + i
+# (below the database negatives' 10,000) and its render keys start at k·KEY_STRIDE.
+CITY_STRIDE, KEY_STRIDE, MAX_CITIES = 1000, 10_000_000, 4
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -138,7 +141,8 @@ def _run_task(args: tuple[int, str, Task, bool]) -> tuple[str, Any, str, bool]:
 
 
 def _plant_near_duplicates(tasks: list[Task], truth: dict[str, list[Any]], qimlist: list[str], gnd: list[dict],
-                           imlist: list[str], lms: list[Landmark], seed: int) -> dict[str, int]:
+                           imlist: list[str], lms: list[Landmark], seed: int, rel: str = "landmarks",
+                           prefix: str = "") -> dict[str, int]:
     """Turn some candidates (full-size, outside the excluded regions, not landmark views)
     into planted near-copies, in place: bursts copy another candidate (truth `copy_of` =
     "photo:<id>", same kind); re-uploads copy a landmark query or Easy database image (kind
@@ -168,20 +172,28 @@ def _plant_near_duplicates(tasks: list[Task], truth: dict[str, list[Any]], qimli
         q = qimlist.index(f"{lm.name}_q1")
         name = qimlist[q] if r % 2 == 0 else imlist[gnd[q]["easy"][r // 2 % len(gnd[q]["easy"])]]
         i = next(slots)
-        copy(i, "reupload", f"landmarks/jpg/{name}.jpg")
-        truth["kind"][i], truth["landmark"][i], truth["family"][i] = "landmark", lm.name, lm.family
-        truth["view"][i], truth["copy_of"][i] = "reupload", name
+        copy(i, "reupload", f"{rel}/jpg/{name}.jpg")
+        truth["kind"][i], truth["landmark"][i], truth["family"][i] = "landmark", prefix + lm.name, lm.family
+        truth["view"][i], truth["copy_of"][i] = "reupload", prefix + name
     return {"bursts": n_burst, "burst_copies": n_burst * BURST_COPIES, "reuploads": n_re}
 
 
-def _landmarks(cfg: dict[str, int], seed: int) -> list[Landmark]:
-    rng = _rng(seed, _TAG["plan"], 0)
+def _city_keys(city: int) -> tuple[int, ...]:
+    """Extra RNG keys of city k of a world with several (none for the first: its city is the
+    one-city world's, byte for byte)."""
+    return (city,) if city else ()
+
+
+def _landmarks(cfg: dict[str, int], seed: int, city: int = 0) -> list[Landmark]:
+    """A city's landmarks; city k's indices (the rendered buildings) start at k·CITY_STRIDE."""
+    rng = _rng(seed, _TAG["plan"], 0, *_city_keys(city))
     order = rng.permutation(len(_NAMES))
     out = []
     for i in range(cfg["landmarks"]):
         fam = render.FAMILIES[i % len(render.FAMILIES)]
         nouns = _NOUNS[fam]
-        out.append(Landmark(f"{_NAMES[int(order[i])]}_{nouns[int(rng.integers(len(nouns)))]}", fam, i))
+        out.append(Landmark(f"{_NAMES[int(order[i])]}_{nouns[int(rng.integers(len(nouns)))]}", fam,
+                            city * CITY_STRIDE + i))
     return out
 
 
@@ -206,43 +218,34 @@ def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, d
     return results
 
 
-def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0, workers: int = 1,
-                resume: bool = True) -> dict[str, Any]:
-    """Write the whole world under `out`; returns the world.json content."""
-    import pyarrow as pa
-
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
-    if seed < 0:
-        raise UserError("--seed must be a non-negative integer")
-    cfg = PRESETS[preset]
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    lms = _landmarks(cfg, seed)
-
-    # ---- landmark dataset: queries, labelled views, database negatives
-    prng = _rng(seed, _TAG["plan"], 1)
-    key = iter(range(10**9))
+def _build_city(cfg: dict[str, int], seed: int, city: int, root: Path, rel: str, city_name: str,
+                workers: int) -> tuple[list[str], list[dict], list[str], list[Landmark]]:
+    """One city's landmark dataset (queries, labelled views, database negatives) under ROOT/REL:
+    its images in REL/jpg/ and REL/gnd_<name>.pkl. Returns (qimlist, gnd, imlist, landmarks)."""
+    lms = _landmarks(cfg, seed, city)
+    prng = _rng(seed, _TAG["plan"], 1, *_city_keys(city))
+    key = iter(range(city * KEY_STRIDE, 10**9))
     lm_tasks: list[Task] = []
     db_entries: list[tuple[str, str, str | None]] = []  # (name, label, landmark)
     counters = {lm.name: iter(prng.permutation(900_000)[:200] + 1) for lm in lms}
     for lm in lms:
         for q in range(cfg["queries"]):
-            lm_tasks.append(Task(f"landmarks/jpg/{lm.name}_q{q + 1}.jpg", "landmark", "query", lm.index, lm.family, next(key)))
+            lm_tasks.append(Task(f"{rel}/jpg/{lm.name}_q{q + 1}.jpg", "landmark", "query", lm.index, lm.family, next(key)))
         for label in ("easy", "hard", "junk"):
             for _ in range(cfg[label]):
                 name = f"{lm.name}_{int(next(counters[lm.name])):06d}"
-                lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "landmark", label, lm.index, lm.family, next(key)))
+                lm_tasks.append(Task(f"{rel}/jpg/{name}.jpg", "landmark", label, lm.index, lm.family, next(key)))
                 db_entries.append((name, label, lm.name))
     neg_ids = prng.permutation(900_000)[: cfg["db_negatives"]] + 1
     for j, nid in enumerate(neg_ids):
         name = f"other_{int(nid):06d}"
         if j % 2 == 0:
             fam = render.FAMILIES[j // 2 % 3]
-            lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "facade", "easy", 10_000 + j, fam, next(key)))
+            subject = 10_000 + city * CITY_STRIDE + j  # another city's negatives are other buildings
+            lm_tasks.append(Task(f"{rel}/jpg/{name}.jpg", "facade", "easy", subject, fam, next(key)))
         else:
             kind = render.SCENES[j // 2 % len(render.SCENES)]
-            lm_tasks.append(Task(f"landmarks/jpg/{name}.jpg", "scene", kind, 0, kind, next(key)))
+            lm_tasks.append(Task(f"{rel}/jpg/{name}.jpg", "scene", kind, 0, kind, next(key)))
         db_entries.append((name, "negative", None))
     results = _map(lm_tasks, seed, root, workers, resume=False, desc="landmarks")
     imlist = sorted(name for name, _, _ in db_entries)
@@ -253,12 +256,39 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
                     for lab in ("easy", "hard", "junk")}
         for q in range(cfg["queries"]):
             name = f"{lm.name}_q{q + 1}"
-            bbox = results[f"landmarks/jpg/{name}.jpg"][0]
+            bbox = results[f"{rel}/jpg/{name}.jpg"][0]
             qimlist.append(name)
             gnd.append({"bbx": [round(float(v), 1) for v in bbox], "easy": by_label["easy"], "hard": by_label["hard"],
                         "junk": by_label["junk"], "landmark": lm.name})
-    atomic.write_bytes(root / "landmarks" / "gnd_demo.pkl",
+    atomic.write_bytes(root / rel / f"gnd_{city_name}.pkl",
                        pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}, protocol=4))
+    return qimlist, gnd, imlist, lms
+
+
+def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0, workers: int = 1,
+                resume: bool = True, cities: int = 1) -> dict[str, Any]:
+    """Write the whole world under `out`; returns the world.json content. `cities` > 1: as many
+    landmark benchmarks (landmarks/<name>/gnd_<name>.pkl, `mining.benchmarks.demo_names`; the
+    first is the one-city world's city) and one pool of candidates showing any of them."""
+    import pyarrow as pa
+
+    from mining.benchmarks import demo_names, qualify
+
+    if preset not in PRESETS:
+        raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
+    if seed < 0:
+        raise UserError("--seed must be a non-negative integer")
+    if not 1 <= cities <= MAX_CITIES:
+        raise UserError(f"--benchmarks must be 1 to {MAX_CITIES}")
+    cfg = PRESETS[preset]
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    names = demo_names(cities)
+    several = cities > 1
+    rels = ["landmarks/" + n if several else "landmarks" for n in names]
+    built = [_build_city(cfg, seed, k, root, rels[k], names[k], workers) for k in range(cities)]
+    lms = [lm for _, _, _, city_lms in built for lm in city_lms]  # a candidate may show any city's landmark
+    lm_label = {lm.index: qualify(names[k], lm.name, several) for k, b in enumerate(built) for lm in b[3]}
 
     # ---- candidates: metadata rows, their images, the truth
     mrng = _rng(seed, _TAG["meta"], 0)
@@ -306,7 +336,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
             lm_seen.add(lm.index)
             label = "easy" if rrng.random() < 0.6 else "hard"
             task = Task(f"images/{pid}.jpg", "landmark", label, lm.index, lm.family, 1_000_000 + img_i)
-            lname, fam = lm.name, lm.family
+            lname, fam = lm_label[lm.index], lm.family
         elif kind == "hard_negative":
             fam = render.FAMILIES[int(rrng.integers(3))]
             task = Task(f"images/{pid}.jpg", "facade", "easy", 100_000 + img_i, fam, 1_000_000 + img_i)
@@ -330,7 +360,8 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
                      ("photo_hash", yfcc_hash(md.download_url(rec)))):
             index_rows[c].append(v)
     atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(rows) + "\n")
-    planted = _plant_near_duplicates(cand_tasks, truth, qimlist, gnd, imlist, lms, seed)
+    # re-uploads copy the first city's landmark images
+    planted = _plant_near_duplicates(cand_tasks, truth, *built[0], seed, rels[0], f"{names[0]}/" if several else "")
     # Sort candidate tasks by kind so façade caches hit inside each worker; copies after their sources.
     cand_tasks.sort(key=lambda t: (t.kind, t.subject, t.out))
     _map([t for t in cand_tasks if t.kind != "copy"], seed, root, workers, resume=resume, desc="candidates")
@@ -356,7 +387,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         "version": 1, "preset": preset, "seed": seed,
         "image_size": [render.VIEW_W, render.VIEW_H], "min_size": 1024,
         "counts": {
-            "landmarks": len(lms), "queries": len(qimlist), "database": len(imlist),
+            "landmarks": len(lms), "queries": sum(len(b[0]) for b in built), "database": sum(len(b[2]) for b in built),
             "metadata_rows": len(rows), "malformed_rows": n_malformed, "photos_without_geotag": n_nogeo,
             "videos": n_video, "candidate_images": n_img, "candidate_kinds": kinds_count,
             "in_excluded_region": int(sum(truth["in_excluded_region"])),
@@ -366,13 +397,16 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         "malformed_kinds": [defect for _, defect in md.MALFORMED_KINDS],
         "exclusion": md.EXCLUSION,
         "faults": DEFAULT_FAULTS,
-        "landmarks": [{"name": lm.name, "family": lm.family} for lm in lms],
+        "landmarks": [{"name": lm_label[lm.index], "family": lm.family} for lm in lms],
         "files": {"landmarks": "landmarks/gnd_demo.pkl", "metadata": "metadata/yfcc100m_dataset",
                   "images": "images", "truth": "truth.parquet", "preview": "preview.png"},
     }
     from .preview import write_preview
 
-    write_preview(root, root / "preview.png")
+    if several:  # each city's landmark dataset (`mining.benchmarks.demo_names`)
+        world["benchmarks"] = [{"name": n, "gnd": f"{r}/gnd_{n}.pkl"} for n, r in zip(names, rels)]
+        world["files"]["landmarks"] = world["benchmarks"][0]["gnd"]
+    write_preview(root, root / "preview.png", world["files"]["landmarks"])
     atomic.write_json(root / "world.json", world)
     return world
 

@@ -243,12 +243,14 @@ def reduce_method(
     return MethodData(name, sims_db, q_present, thresholds, cand_ids, list(rankings), hist, hist_off, classes.sizes)
 
 
-def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], progress: bool = False) -> MethodData:
-    """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings."""
+def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], progress: bool = False,
+                benchmark: str | None = None) -> MethodData:
+    """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings
+    (`benchmark`: that benchmark's queries and database, in a run with several)."""
     from mining.progress import bar
     from mining.retrieval import open_method
 
-    stores = open_method(method_dir)
+    stores = open_method(method_dir, benchmark=benchmark)
     landmark = stores.landmark_similarities(dataset)
     cands = stores.candidate_similarities()
     if progress:
@@ -498,36 +500,50 @@ def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[i
     return report
 
 
-def run_evaluate(landmarks: Path, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
+def run_evaluate(landmarks: Any, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
                  decisions: Path | None, out: Path, n: int | None = None, seeds: Sequence[int] = (0, 1, 2),
                  setups: Sequence[str] = ("easy", "medium", "hard"), progress: bool = True,
                  boot: "bootstrap.Spec | None" = bootstrap.Spec()) -> dict[str, Any]:
-    """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON."""
+    """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
+    Several benchmarks (`landmarks` as `mining.benchmarks.as_list` takes them): the same sets
+    (one pool, one selection) evaluated on each benchmark (`mining.evaluate.several`)."""
     import json
     import time
 
     from mining import atomic
-    from mining.landmarks import load_landmarks
+    from mining.benchmarks import as_list, fingerprint, load_all
 
     t0 = time.perf_counter()
     if not descriptors:
         raise UserError("give at least one --descriptors DESC/<method> folder")
     for s in setups:
         setup_gnd([], s)  # validates the name
-    dataset = load_landmarks(landmarks)
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])
     stats_path = Path(scores_dir) / "stats.json"
     if stats_path.is_file():
         fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
-        if fp and fp != dataset.fingerprint():
-            raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {dataset.fingerprint()})")
+        if fp and fp != run_fp:
+            raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
     sets = build_sets(Path(scores_dir), Path(selected_dir), decisions, n, seeds)
     rankings, _ = rankings_of(sets)
-    loaded = (load_method(Path(d), dataset, rankings, progress=progress) for d in descriptors)
-    report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot)
+    reports = []
+    for b, dataset in zip(benchmarks, datasets):
+        bench = b.name if len(benchmarks) > 1 else None
+        loaded = (load_method(Path(d), dataset, rankings, progress=progress, benchmark=bench) for d in descriptors)
+        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot))
+    if len(benchmarks) == 1:
+        report, text = reports[0], markdown_table(reports[0])
+    else:
+        from mining.evaluate.several import combined_markdown, combined_report
+
+        report = combined_report(benchmarks, reports, Path(selected_dir), Path(scores_dir))
+        text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     out = Path(out)
     atomic.write_json(out / "evaluation.json", report)
-    atomic.write_text(out / "evaluation.md", markdown_table(report))
+    atomic.write_text(out / "evaluation.md", text)
     return report
 
 

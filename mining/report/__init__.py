@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mining import atomic
+from mining.benchmarks import prefixed_datasets, run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
 
@@ -53,6 +54,7 @@ class Inputs:
 def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     """The workflow's run layout (RUN/metadata, RUN/candidates, ...); explicit paths win."""
     found: dict[str, Path | None] = {}
+    several: list[tuple[str, Path]] = []
     if run is not None:
         r = Path(run)
         if not r.is_dir():
@@ -66,19 +68,32 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "leakrisk": lay.leakrisk,
         }
         found = {k: Path(v) for k, v in found.items()}
+        world = _json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
+        several = [(b["name"], Path(lay.world) / b["gnd"]) for b in (world or {}).get("benchmarks", [])]
     manifest = overrides.get("manifest")
     if manifest is not None:
         from mining import manifest as manifests
 
         m = manifests.load(manifest)  # the one validated reading (defaults filled)
-        if m["landmarks"] != "demo":
+        several = run_benchmarks(m, RunLayout(str(run)) if run is not None else None)
+        if several:  # several benchmarks: each one's ground truth (landmark names <benchmark>/<name>)
+            found["landmarks"] = None
+        elif m["landmarks"] != "demo":
             found["landmarks"] = Path(m["landmarks"])
         if m.review["decisions"]:
             found["decisions"] = Path(m.review["decisions"])
     for k, v in overrides.items():
         if v is not None:
             found[k] = Path(v)
-    return Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
+    inp = Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
+    if several:
+        inp.extra["benchmarks"] = several
+    return inp
+
+
+def _landmark_sets(inp: Inputs) -> list[tuple[str, Any]]:
+    """(name prefix, LandmarkDataset) of each benchmark (mining.benchmarks.prefixed_datasets)."""
+    return prefixed_datasets(inp.extra.get("benchmarks") or [], inp.landmarks)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -278,13 +293,10 @@ def score_distribution(inp: Inputs) -> str:
 
 def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     """Per landmark: its queries, its first query's crop and its hardest selected distractors as thumbnails."""
-    if not inp.landmarks or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
+    if not (inp.landmarks or inp.extra.get("benchmarks")) or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
         return NA
     import pyarrow.parquet as pq
 
-    from mining.landmarks import load_landmarks
-
-    ds = load_landmarks(inp.landmarks)
     path = inp.selected / "distractors.parquet"
     wanted = [c for c in ("photo_id", "closest_landmark", "score") if c in pq.read_schema(path).names]
     sel = pq.read_table(path, columns=wanted).to_pandas()  # not the 1M rows' URLs, owners and licences
@@ -296,14 +308,14 @@ def hardest(inp: Inputs, per_landmark: int = 10) -> str:
     if "score" in sel.columns:
         sel = sel.sort_values(["score", "photo_id"], ascending=[False, True])
     parts = []
-    for lm, queries in ds.groups:
+    for prefix, ds, lm, queries in ((p, d, lm, qs) for p, d in _landmark_sets(inp) for lm, qs in d.groups):
         q = queries[0]
-        ids = sel.loc[sel["closest_landmark"] == lm, "photo_id"].head(per_landmark).tolist()
+        ids = sel.loc[sel["closest_landmark"] == prefix + lm, "photo_id"].head(per_landmark).tolist()
         thumbs = "".join(
             f'<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}</figcaption></figure>' for p in ids)
         query = _thumb(ds.image_path(ds.qimlist[q]), ds.bbox(q))
         names = ", ".join(html.escape(ds.qimlist[i]) for i in queries)
-        parts.append(f'<h3>{html.escape(lm)}</h3><p>{len(queries)} queries: {names}</p><div class="row"><figure class="query">{query}<figcaption>query '
+        parts.append(f'<h3>{html.escape(prefix + lm)}</h3><p>{len(queries)} queries: {names}</p><div class="row"><figure class="query">{query}<figcaption>query '
                      f'{html.escape(ds.qimlist[q])}</figcaption></figure>{thumbs or "<p class=na>no selected distractor is closest to it</p>"}</div>')
     return "".join(parts)
 
@@ -337,12 +349,14 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
         figs = "".join(f"<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}</figcaption></figure>" for p in members[:per_group])
         parts.append(f'<h3>group {int(g)} ({len(members)} images)</h3><div class="row">{figs}</div>')
     copies = t[t["copy_of"].notna()].sort_values("photo_id")
-    if len(copies) and inp.landmarks:
-        from mining.landmarks import load_landmarks
+    sets = _landmark_sets(inp) if len(copies) else []
+    if sets:
+        def image(name: str) -> Path:  # a landmark image by its name in neardup.parquet (<benchmark>/<name> with several)
+            prefix, ds = next((p, d) for p, d in sets if name.startswith(p))
+            return ds.image_path(name[len(prefix):])
 
-        ds = load_landmarks(inp.landmarks)
         figs = "".join(
-            f'<figure class="query">{_thumb(ds.image_path(c))}<figcaption>{html.escape(c)}</figcaption></figure>'
+            f'<figure class="query">{_thumb(image(c))}<figcaption>{html.escape(c)}</figcaption></figure>'
             f"<figure>{_candidate_thumb(inp, p)}<figcaption>{int(p)}: probable {html.escape(str(lm))}</figcaption></figure>"
             for p, c, lm in zip(copies["photo_id"].head(groups), copies["copy_of"], copies["probable_landmark"]))
         parts.append(f'<h3>Probable landmark images (landmark image, then the candidate copying it)</h3><div class="row">{figs}</div>')
@@ -413,7 +427,15 @@ def evaluation_section(inp: Inputs) -> str:
     md = inp.evaluation.with_name("evaluation.md") if inp.evaluation else None
     if md is None or not md.is_file():
         return f"<p>{html.escape(str(md))} not found: the tables are in evaluation.md beside evaluation.json.</p>" + _curve(rep)
-    return _markdown_tables(md.read_text(encoding="utf-8")) + _curve(rep)
+    return _markdown_tables(md.read_text(encoding="utf-8")) + _curves(rep)
+
+
+def _curves(rep: dict[str, Any]) -> str:
+    """The mAP-vs-N plot; one per benchmark of a run with several."""
+    per = rep.get("per_benchmark")
+    if not per:
+        return _curve(rep)
+    return "".join(f"<h4>{html.escape(name)}</h4>" + _curve(r) for name, r in per.items())
 
 
 def _markdown_tables(md: str) -> str:

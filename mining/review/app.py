@@ -26,7 +26,7 @@ from fastapi.staticfiles import StaticFiles
 
 from mining import imageindex
 from mining.errors import UserError
-from mining.landmarks import LandmarkDataset, load_landmarks
+from mining.benchmarks import dataset_view
 from mining.review import db, thumbs
 from mining.review.access import Access, single
 
@@ -53,7 +53,7 @@ class Settings:
     db_path: Path
     images: Path
     paths: dict[int, str]  # photo id -> image path under `images` (its index.parquet)
-    landmarks: LandmarkDataset | None
+    landmarks: Any  # LandmarkDataset, mining.benchmarks.Combined (several benchmarks) or None
     thumbs: Path
     access: Access
 
@@ -82,7 +82,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
     # the download's index says where each image is; the simulated reviewers see no images
     paths = imageindex.stored(root) if images_required or (root / imageindex.NAME).exists() else {}
     db.connect(dbp).close()  # exists and opens
-    ds = load_landmarks(landmarks) if landmarks else None
+    ds = dataset_view(landmarks) if landmarks else None  # several benchmarks: their queries as one list
     if ds is not None:
         con = db.connect(dbp)
         try:
@@ -264,10 +264,11 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         ds = s.landmarks
         if ds is None or not 0 <= index < len(ds.qimlist):
             raise HTTPException(404, "unknown query")
-        src = thumbs.inside(ds.image_root, ds.image_path(ds.qimlist[index]))
+        sub, j = ds.locate(index)  # its benchmark's dataset (itself with one)
+        src = thumbs.inside(sub.image_root, sub.image_path(sub.qimlist[j]))
         if src is None:
             raise HTTPException(404, "query image not found")
-        bbox = ds.bbox(index) if ds.gnd[index].get("bbx") is not None else None
+        bbox = sub.bbox(j) if sub.gnd[j].get("bbx") is not None else None
         tag = hashlib.sha256(json.dumps([ds.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
         return _jpeg(thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox))
 
@@ -305,7 +306,7 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0]
 
 
-def _queries_by_landmark(ds: LandmarkDataset | None) -> dict[str, list[dict[str, Any]]]:
+def _queries_by_landmark(ds: Any) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     if ds is None:
         return out

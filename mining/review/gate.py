@@ -7,16 +7,17 @@ from pathlib import Path
 from mining.shell import mining_command
 
 
-def next_steps(queue: str | Path, db: str | Path, images: str | Path, landmarks: str | Path,
+def next_steps(queue: str | Path, db: str | Path, images: str | Path, landmarks: str | Path | list[str],
                decisions: str | Path) -> str | None:
     """The message after a run that stopped for the review: how to open the app and how to
     continue. None when there is nothing to say: the decisions exist already, or the queue
     and its database are not there yet (a run stopped earlier, e.g. with --until)."""
     if Path(decisions).exists() or not (Path(queue).is_file() and Path(db).is_file()):
         return None
+    landmarks = landmarks if isinstance(landmarks, list) else [landmarks]  # several benchmarks: NAME=GND each
     return (
         "\nThe review queue is ready. Open the review app:\n"
-        f"  {mining_command('review', 'serve', '--db', db, '--images', images, '--landmarks', landmarks)}\n"
+        f"  {mining_command('review', 'serve', '--db', db, '--images', images, '--landmarks', *landmarks)}\n"
         "  (several reviewers: add --reviewers alice,bob for one personal link each)\n"
         "When the review is done, export the decisions and run snakemake again:\n"
         f"  {mining_command('review', 'export', '--db', db, '--out', decisions)}\n"

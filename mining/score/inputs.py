@@ -7,7 +7,7 @@ are either similarities or, for global descriptors, the candidate vectors themse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
@@ -36,12 +36,16 @@ class MethodInput:
     ids: np.ndarray  # int64 candidate ids, in the order the blocks deliver them
     blocks: Callable[[], Iterator["np.ndarray | CandidateVectors"]]
     query_vectors: np.ndarray | None = None
+    benchmark: int = 0  # index into Problem.benchmarks: the benchmark whose queries its rows are
 
 
 @dataclass
 class Problem:
-    """Everything the scoring loop needs besides the methods."""
+    """Everything the scoring loop needs besides the methods. With several benchmarks the
+    queries and landmarks are all of theirs (names `<benchmark>/<name>`), and a method comes
+    once per benchmark (`MethodInput.benchmark`, its query_index into these queries)."""
 
     query_names: list[str]
     query_landmark: list[str]  # per dataset query
     landmarks: list[str]  # distinct landmark names, first-appearance order
+    benchmarks: list[str] = field(default_factory=lambda: [""])  # one unnamed benchmark by default

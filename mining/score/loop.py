@@ -71,6 +71,7 @@ class ScoreResult:
     methods_missing: np.ndarray  # int8
     review: dict[str, TopK]
     stats: dict
+    benchmark_scores: np.ndarray | None = None  # float64 (benchmarks, n): each one's part of score
 
 
 def _threads(threads: int | None) -> int:
@@ -113,7 +114,7 @@ def prepare(problem: Problem, methods: Sequence[MethodInput]) -> tuple[np.ndarra
         has = np.zeros(n, bool)
         has[pos] = True
         prepared.append(Prepared(m, counters, pos, consistent, has))
-        stats[m.name] = {
+        stats[method_key(problem, m)] = {
             "candidates": int(len(m.ids)),
             "missing": int(n - len(m.ids)),
             "queries": int(len(m.query_index)),
@@ -121,6 +122,11 @@ def prepare(problem: Problem, methods: Sequence[MethodInput]) -> tuple[np.ndarra
             "aligned": "stream" if consistent else "spilled",
         }
     return alignment.ids, prepared, stats
+
+
+def method_key(problem: Problem, m: MethodInput) -> str:
+    """A method's name in stats: `<benchmark>/<method>` when the problem has several benchmarks."""
+    return m.name if len(problem.benchmarks) == 1 else f"{problem.benchmarks[m.benchmark]}/{m.name}"
 
 
 @dataclass
@@ -175,13 +181,15 @@ class ChunkMethod:
 
 @dataclass
 class ChunkScores:
-    """Candidates a..b of the common order: their total score, per-landmark sums, how many
-    methods lack them, and each method's part (None: it has none of them)."""
+    """Candidates a..b of the common order: their total score, each benchmark's part of it,
+    per-landmark sums, how many methods lack them, and each method's part (None: it has none
+    of them)."""
 
     total: np.ndarray  # float64 (w,)
     landmark_sum: np.ndarray  # float64 (w, landmarks)
     missing: np.ndarray  # int8 (w,)
     parts: list[ChunkMethod | None]
+    benchmark_total: np.ndarray  # float64 (benchmarks, w)
 
 
 def score_chunk(a: int, b: int, prepared: Sequence[Prepared], n_landmarks: int, workers: Workers) -> ChunkScores:
@@ -189,16 +197,23 @@ def score_chunk(a: int, b: int, prepared: Sequence[Prepared], n_landmarks: int, 
     consecutive chunks (0..c, c..2c, …) after `open_readers`.
 
     Each task counts its own candidates and every number is per candidate, so how the chunk
-    is split into tasks cannot change a bit of the result; methods are added in their order."""
+    is split into tasks cannot change a bit of the result; methods are added in their order
+    into their benchmark's total, and the benchmarks' totals in theirs: so the total of several
+    benchmarks is exactly the sum of what each would score alone (and, with one, the total is
+    the sum over methods as it always was)."""
     w = b - a
     lm_sum = np.zeros((w, n_landmarks))
-    total = np.zeros(w)
+    n_bench = 1 + max((p.method.benchmark for p in prepared), default=0)
+    bench_total = np.zeros((n_bench, w))
     missing = np.zeros(w, np.int8)
     parts: list[ChunkMethod | None] = []
+    counted: set[str] = set()  # a method of several benchmarks lacks a candidate once
     for p in prepared:
         present = p.has[a:b]
         cols = np.flatnonzero(present)
-        missing += ~present
+        if p.method.name not in counted:
+            missing += ~present
+            counted.add(p.method.name)
         if not cols.size:
             parts.append(None)
             continue
@@ -218,8 +233,11 @@ def score_chunk(a: int, b: int, prepared: Sequence[Prepared], n_landmarks: int, 
         row_of = np.full(w, -1, np.int64)
         row_of[cols] = np.arange(cols.size)
         parts.append(ChunkMethod(cols, acc, sims, row_of))
-        total[cols] += acc
-    return ChunkScores(total, lm_sum, missing, parts)
+        bench_total[p.method.benchmark, cols] += acc
+    total = np.zeros(w)
+    for part_total in bench_total:
+        total += part_total
+    return ChunkScores(total, lm_sum, missing, parts, bench_total)
 
 
 def score_candidates(
@@ -240,6 +258,7 @@ def score_candidates(
     ids_all, prepared, stats_methods = prepare(problem, methods)
     n, n_l = len(ids_all), len(problem.landmarks)
     method_scores = {m.name: np.full(n, np.nan) for m in methods}
+    bench_scores = np.zeros((len(problem.benchmarks), n))
     score = np.zeros(n)
     closest = np.full(n, -1, np.int32)
     missing = np.zeros(n, np.int8)
@@ -255,8 +274,11 @@ def score_candidates(
             b = min(n, a + chunk)
             c = score_chunk(a, b, prepared, n_l, workers)
             for p, part in zip(prepared, c.parts):
-                if part is not None:
-                    method_scores[p.method.name][a + part.cols] = part.score
+                if part is not None:  # a method of several benchmarks: the sum of its parts
+                    have = method_scores[p.method.name][a + part.cols]
+                    method_scores[p.method.name][a + part.cols] = np.where(np.isnan(have), part.score,
+                                                                           have + part.score)
+            bench_scores[: c.benchmark_total.shape[0], a:b] = c.benchmark_total
             missing[a:b] = c.missing
             score[a:b] = c.total
             best_lm = np.argmax(c.landmark_sum, axis=1) if n_l else np.zeros(b - a, np.intp)
@@ -281,7 +303,7 @@ def score_candidates(
         "review_top": int(review_top),
         "seconds": {"prepare": round(t_prep, 3), "total": round(t_total, 3)},
     }
-    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats)
+    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores)
 
 
 def best_query(keep: np.ndarray, qs: np.ndarray, landmark: int, prepared: Sequence[Prepared],

@@ -1,4 +1,5 @@
-"""The score's files: scores.parquet (one row per candidate, sorted by photo id),
+"""The score's files: scores.parquet (one row per candidate, sorted by photo id; with several
+benchmarks also each one's part of the score, `benchmark_score_<name>`),
 review_queue.parquet (per landmark its top K, near-copies of a landmark's images first when
 `mining neardup` ran) and stats.json, each written atomically."""
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mining.benchmarks import score_column
 from mining.score.inputs import Problem
 from mining.score.loop import ScoreResult
 
@@ -27,6 +29,9 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
     for name, s in result.method_scores.items():
         v = s[order]
         cols[f"score_{name}"] = pa.array(v, pa.float64(), mask=np.isnan(v))
+    if len(problem.benchmarks) > 1:  # each benchmark's part of score (they sum to it exactly)
+        for bi, name in enumerate(problem.benchmarks):
+            cols[score_column(name)] = pa.array(result.benchmark_scores[bi][order], pa.float64())
     cols["closest_landmark"] = pa.array(lm_names[result.closest_landmark[order]], pa.string())
     cols["methods_missing"] = pa.array(result.methods_missing[order], pa.int8())
     atomic.write_parquet(out / "scores.parquet", pa.table(cols))

@@ -108,3 +108,24 @@ def test_demo_world_with_renamed_queries_keeps_its_landmarks(world, tmp_path, ca
     want = sorted(sorted(renamed[q] for q in qs) for qs in ds.landmark_queries().values())
     assert sorted(sorted(lm["queries"]) for lm in out["landmarks"]) == want
     assert [lm["name"] for lm in out["landmarks"]] == [f"landmark_{k:02d}" for k in range(1, len(want) + 1)]
+
+
+def test_two_cities_are_two_benchmarks_with_one_pool(world, tmp_path):
+    """demo: {benchmarks: 2}: the first city is the one-city world's (the same ground truth,
+    byte for byte), the second has other landmarks, and the pool shows both (truth names
+    <city>/<landmark>)."""
+    import json
+
+    two = tmp_path / "two"
+    build_world(two, "micro", seed=3, workers=2, cities=2)
+    assert (two / "landmarks/city1/gnd_city1.pkl").read_bytes() == (world / "landmarks/gnd_demo.pkl").read_bytes()
+    one, other = (load_landmarks(two / f"landmarks/{c}/gnd_{c}.pkl") for c in ("city1", "city2"))
+    assert other.fingerprint() != one.fingerprint()
+    for q in other.qimlist:
+        assert (two / "landmarks/city2/jpg" / f"{q}.jpg").is_file()
+    meta = json.loads((two / "world.json").read_text())
+    assert [b["name"] for b in meta["benchmarks"]] == ["city1", "city2"]
+    truth = pq.read_table(two / "truth.parquet").to_pandas()
+    shown = set(truth.loc[truth.kind == "landmark", "landmark"])
+    assert {s.split("/")[0] for s in shown} == {"city1", "city2"}
+    assert shown <= {f"city1/{lm}" for lm in one.landmarks} | {f"city2/{lm}" for lm in other.landmarks}

@@ -24,7 +24,9 @@ def _touch_inputs(manifest: Path, workdir: Path) -> None:
     """Create empty stand-ins for a real manifest's input files, so a dry run can plan it."""
     m = yaml.safe_load(manifest.read_text())
     paths = list(m.get("metadata", []))
-    if m.get("landmarks") and m["landmarks"] != "demo":
+    if isinstance(m.get("landmarks"), list):  # several benchmarks
+        paths += [b["gnd"] for b in m["landmarks"]]
+    elif m.get("landmarks") and m["landmarks"] != "demo":
         paths.append(m["landmarks"])
     for p in paths:
         target = workdir / p

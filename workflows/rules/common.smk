@@ -34,9 +34,53 @@ def res(rule):
     return _resources.of(RESOURCES, rule)
 
 
+# The benchmarks the run mines for (manifest `landmarks:`; mining.benchmarks): one, as before,
+# or several (R1M: ROxford and RParis), whose queries and database each get their own stores
+# (L.store(method, set, benchmark)) while the candidates are described once.
+from mining.benchmarks import demo_names as _demo_names
+
+BENCHMARKS = M.benchmarks([(c, L.world_city_gnd(c)) for c in _demo_names(M.demo["benchmarks"])] if DEMO else ())
+MULTI = len(BENCHMARKS) > 1
+BENCH_NAMES = [b.name for b in BENCHMARKS]
+GND_OF = {b.name: b.gnd for b in BENCHMARKS}
+
+
 def landmarks_gnd():
-    """The landmark ground truth: the demo world's, or the manifest's file."""
-    return L.world_gnd if M["landmarks"] == "demo" else M["landmarks"]
+    """The landmark ground truth (a run with one benchmark): the demo world's, or the manifest's file."""
+    return BENCHMARKS[0].gnd
+
+
+def landmark_gnds():
+    """Every benchmark's ground truth, in manifest order."""
+    return [b.gnd for b in BENCHMARKS]
+
+
+def landmarks_arg(gnds):
+    """`--landmarks` of the stages that read the ground truth, from the rule's input files
+    (landmark_gnds(), in order): the file, or NAME=GND for each benchmark."""
+    gnds = list(gnds)
+    if not MULTI:
+        return shlex.quote(gnds[0])
+    return " ".join(shlex.quote(f"{b.name}={g}") for b, g in zip(BENCHMARKS, gnds, strict=True))
+
+
+def landmark_gnd(wildcards):
+    """The ground truth whose queries or database a describe job describes."""
+    return GND_OF[wildcards.bench] if MULTI else landmarks_gnd()
+
+
+def landmark_out(wildcards):
+    """DESC/{method}/... of a shared describe job's landmark set (mining describe fills in {method})."""
+    return L.store("{method}", wildcards.set, wildcards.bench if MULTI else None).rsplit("/", 1)[0]
+
+
+def stores_of(methods):
+    """Every descriptor store of these methods: candidates, and each benchmark's queries and database."""
+    if not MULTI:
+        return expand(L.store("{method}", "{set}"), method=methods, set=SETS)
+    return [L.store(m, "candidates") for m in methods] + [
+        L.store(m, s, b) for m in methods for b in BENCH_NAMES for s in ("queries", "database")
+    ]
 
 
 def metadata_inputs():
@@ -89,11 +133,13 @@ def review_gate_message():
 
     if not review_ready():
         message = next_steps(L.review_queue, L.review_db, L.images,
-                             landmarks_gnd(), decisions_path())
+                             [f"{b.name}={b.gnd}" for b in BENCHMARKS] if MULTI else landmarks_gnd(),
+                             decisions_path())
         if message:
             print(message)
 
 
 def method_dirs(stores):
-    """DESC/<method> folders from their store.json files (one per method; a list for `:q`)."""
-    return sorted({str(Path(s).parent.parent) for s in stores})
+    """DESC/<method> folders from their store.json files (one per method; a list for `:q`): the
+    candidates stores' grandparents (a benchmark's stores sit deeper, in DESC/<method>/benchmarks/)."""
+    return sorted({str(Path(s).parent.parent) for s in stores if Path(s).parent.name == "candidates"})

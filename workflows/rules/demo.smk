@@ -4,13 +4,14 @@ if DEMO:
     rule demo_world:
         output:
             metadata=L.world_metadata,
-            gnd=L.world_gnd,
+            gnd=landmark_gnds(),  # one per city (demo: {benchmarks: K})
             truth=L.world_truth,
             world=L.world_json,
         params:
             out=subpath(output.world, parent=True),
             preset=M.demo["preset"],
             seed=M.demo["seed"],
+            cities=f"--benchmarks {M.demo['benchmarks']}" if M.demo["benchmarks"] > 1 else "",
         log:
             L.log("demo_world"),
         benchmark:
@@ -22,4 +23,4 @@ if DEMO:
         conda:
             ENV
         shell:
-            "mining demo build --preset {params.preset} --seed {params.seed} --workers {threads} --out {params.out:q} > {log:q} 2>&1"
+            "mining demo build --preset {params.preset} --seed {params.seed} {params.cities} --workers {threads} --out {params.out:q} > {log:q} 2>&1"

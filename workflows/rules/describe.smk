@@ -11,6 +11,15 @@ from mining.describe import shared_groups as _shared_groups
 DESCRIBE_GROUPS = _shared_groups(METHODS)
 DESCRIBE_SHARED = [g for g in DESCRIBE_GROUPS if len(g) > 1]
 DESCRIBE_ALONE = "|".join(_re.escape(g[0]) for g in DESCRIBE_GROUPS if len(g) == 1) or "(?!)"  # (?!): none
+# A landmark set's store: DESC/<method>/{set}, or with several benchmarks one per benchmark,
+# DESC/<method>/benchmarks/{bench}/{set}, described from that benchmark's ground truth.
+LM_BENCH = "{bench}" if MULTI else None
+LM_TAG = "{bench}_{set}" if MULTI else "{set}"
+
+if MULTI:
+
+    wildcard_constraints:
+        bench="|".join(_re.escape(b) for b in BENCH_NAMES),
 
 
 rule describe_candidates:
@@ -44,10 +53,10 @@ rule describe_candidates:
 
 rule describe_landmarks:
     input:
-        gnd=landmarks_gnd(),
+        gnd=landmark_gnd,
         model=L.store("{method}", "candidates"),
     output:
-        L.store("{method}", "{set}"),
+        L.store("{method}", "{set}", LM_BENCH),
     wildcard_constraints:
         method=DESCRIBE_ALONE,
         set="queries|database",
@@ -56,9 +65,9 @@ rule describe_landmarks:
         out=subpath(output[0], parent=True),
         shard=M.describe["shard_size"],
     log:
-        L.log("describe/{method}_{set}"),
+        L.log(f"describe/{{method}}_{LM_TAG}"),
     benchmark:
-        L.bench("describe/{method}_{set}")
+        L.bench(f"describe/{{method}}_{LM_TAG}")
     threads: res("describe_landmarks")["threads"]
     resources:
         mem_mb=res("describe_landmarks")["mem_mb"],
@@ -106,21 +115,21 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
         name:
             f"describe_landmarks_shared{_i + 1 if _i else ''}"
         input:
-            gnd=landmarks_gnd(),
+            gnd=landmark_gnd,
             models=[L.store(m, "candidates") for m in _group],
         output:
-            [L.store(m, "{set}") for m in _group],
+            [L.store(m, "{set}", LM_BENCH) for m in _group],
         wildcard_constraints:
             set="queries|database",
         params:
             methods=",".join(_group),
             model=lambda w: f"{L.descriptors}/{{method}}/candidates",
-            out=lambda w: f"{L.descriptors}/{{method}}/{w.set}",
+            out=landmark_out,
             shard=M.describe["shard_size"],
         log:
-            L.log(f"describe/{_tag}_{{set}}"),
+            L.log(f"describe/{_tag}_{LM_TAG}"),
         benchmark:
-            L.bench(f"describe/{_tag}_{{set}}")
+            L.bench(f"describe/{_tag}_{LM_TAG}")
         threads: res("describe_landmarks")["threads"]
         resources:
             mem_mb=res("describe_landmarks")["mem_mb"],

@@ -4,8 +4,8 @@ E = M.evaluate
 
 rule evaluate:
     input:
-        gnd=landmarks_gnd(),
-        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS),
+        gnd=landmark_gnds(),
+        stores=stores_of(METHODS),
         scores=L.scores_table,
         selected=L.distractors_table,
         decisions=decisions_path(),
@@ -21,6 +21,7 @@ rule evaluate:
         n_arg="" if (E["n"] or M.select["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
         seeds=" ".join(str(s) for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("evaluate"),
     benchmark:
@@ -32,7 +33,7 @@ rule evaluate:
     conda:
         ENV
     shell:
-        "mining evaluate --landmarks {input.gnd:q} --descriptors {params.methods:q} --scores {params.scores:q} "
+        "mining evaluate --landmarks {params.landmarks} --descriptors {params.methods:q} --scores {params.scores:q} "
         "--selected {params.selected:q} --decisions {input.decisions:q} {params.n_arg} "
         "--random-seeds {params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
 

@@ -5,7 +5,7 @@
 
 rule landmarks_check:
     input:
-        landmarks_gnd(),
+        landmark_gnds(),
     output:
         L.landmarks_json,
     log:
@@ -18,5 +18,7 @@ rule landmarks_check:
         runtime=res("landmarks_check")["runtime"],
     conda:
         ENV
+    params:
+        landmarks=lambda w, input: landmarks_arg(input),
     shell:
-        "mining landmarks check {input:q} --json > {output:q} 2> {log:q}"
+        "mining landmarks check {params.landmarks} --json > {output:q} 2> {log:q}"

@@ -6,8 +6,8 @@
 rule neardup:
     input:
         images=L.images_summary,
-        gnd=landmarks_gnd(),
-        stores=expand(L.store("{method}", "{set}"), method=NEARDUP_METHOD, set=SETS),
+        gnd=landmark_gnds(),
+        stores=stores_of([NEARDUP_METHOD]),
     output:
         table=L.neardup_table,
         stats=L.neardup_stats,
@@ -15,6 +15,7 @@ rule neardup:
         images=subpath(input.images, parent=True),
         desc=lambda w, input: method_dirs(input.stores)[0],
         out=subpath(output.table, parent=True),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("neardup"),
     benchmark:
@@ -26,7 +27,7 @@ rule neardup:
     conda:
         ENV
     shell:
-        "mining neardup --images {params.images:q} --landmarks {input.gnd:q} --descriptors {params.desc:q} "
+        "mining neardup --images {params.images:q} --landmarks {params.landmarks} --descriptors {params.desc:q} "
         "--out {params.out:q} --threads {threads} > {log:q} 2>&1"
 
 
@@ -34,8 +35,8 @@ rule neardup:
 # mining/leakrisk.py); select leaves out high-risk candidates beyond the reviewed depth.
 rule leakrisk:
     input:
-        gnd=landmarks_gnd(),
-        stores=expand(L.store("{method}", "{set}"), method=NEARDUP_METHOD, set=SETS),
+        gnd=landmark_gnds(),
+        stores=stores_of([NEARDUP_METHOD]),
         queue=L.review_queue,
     output:
         table=L.leakrisk_table,
@@ -44,6 +45,7 @@ rule leakrisk:
         desc=lambda w, input: method_dirs(input.stores)[0],
         scores=subpath(input.queue, parent=True),
         out=subpath(output.table, parent=True),
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("leakrisk"),
     benchmark:
@@ -55,5 +57,5 @@ rule leakrisk:
     conda:
         ENV
     shell:
-        "mining leakrisk --landmarks {input.gnd:q} --descriptors {params.desc:q} --scores {params.scores:q} "
+        "mining leakrisk --landmarks {params.landmarks} --descriptors {params.desc:q} --scores {params.scores:q} "
         "--out {params.out:q} > {log:q} 2>&1"

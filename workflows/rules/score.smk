@@ -3,8 +3,8 @@
 
 rule score:
     input:
-        gnd=landmarks_gnd(),
-        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS),
+        gnd=landmark_gnds(),
+        stores=stores_of(METHODS),
         neardup=L.neardup_table,
     output:
         scores=L.scores_table,
@@ -13,6 +13,7 @@ rule score:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
         top=M.score["review_top"],
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("score"),
     benchmark:
@@ -24,5 +25,5 @@ rule score:
     conda:
         ENV
     shell:
-        "mining score --landmarks {input.gnd:q} --descriptors {params.methods:q} --out {params.out:q} "
+        "mining score --landmarks {params.landmarks} --descriptors {params.methods:q} --out {params.out:q} "
         "--review-top {params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"

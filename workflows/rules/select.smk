@@ -6,9 +6,9 @@ rule select:
         scores=L.scores_table,
         decisions=decisions_path(),
         candidates=L.candidates_parquet,
-        gnd=landmarks_gnd(),
+        gnd=landmark_gnds(),
         # n: auto measures the mined mAP-vs-N curve with every method
-        stores=expand(L.store("{method}", "{set}"), method=METHODS, set=SETS)
+        stores=stores_of(METHODS)
         if M.select["n"] == "auto"
         else [],
         neardup=L.neardup_table,
@@ -33,6 +33,7 @@ rule select:
         risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
         images=subpath(input.images, parent=True),
         full_res="--require-full-res" if M.select["require_full_res"] else "",
+        landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("select"),
     benchmark:
@@ -45,7 +46,7 @@ rule select:
         ENV
     shell:
         "mining select --scores {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
-        "--landmarks {input.gnd:q} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
+        "--landmarks {params.landmarks} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
         "--near-duplicates-policy {params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
         "--images-root {params.images:q} {params.full_res} "
         "--out {params.out:q} > {log:q} 2>&1"

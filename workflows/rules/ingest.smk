@@ -10,6 +10,7 @@ rule ingest:
     params:
         out=subpath(output[0], parent=True),
         places=f"--places {shlex.quote(M['places'])}" if M.get("places") else "",
+        hashes=f"--hash {shlex.quote(M['hashes'])}" if M.get("hashes") and not DEMO else "",
     log:
         L.log("ingest"),
     benchmark:
@@ -21,7 +22,8 @@ rule ingest:
     conda:
         ENV
     shell:
-        "mining ingest {input.metadata:q} {params.places} --workers {threads} --out {params.out:q} > {log:q} 2>&1"
+        "mining ingest {input.metadata:q} {params.places} {params.hashes} --workers {threads} --out {params.out:q} "
+        "> {log:q} 2>&1"
 
 
 rule geofilter:

@@ -27,19 +27,26 @@ def settle(page):
     page.wait_for_function("document.body.dataset.pending === '0'")
 
 
+def open_as(browser, url, name, size):
+    """The review page in a new browser context, the reviewer's name entered, ready; page errors
+    are collected in the list returned."""
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url + "/")
+    page.fill("#name-input", name)
+    page.press("#name-input", "Enter")
+    page.wait_for_selector("body[data-ready='1']")
+    return ctx, page, errors
+
+
 def test_review_with_the_keyboard(tmp_path, browser):
     w = make_world(tmp_path, per_landmark=18)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
     app = create_app(w["db"], w["images"], w["landmarks"])
     with running(app) as url:
-        ctx = browser.new_context(viewport={"width": 1280, "height": 820})
-        page = ctx.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url + "/")
-        page.fill("#name-input", "alice")
-        page.press("#name-input", "Enter")
-        page.wait_for_selector("body[data-ready='1']")
+        ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
         assert page.text_content("#who") == "alice"
         assert page.input_value("#landmark") == "tower"
         assert len(page.query_selector_all("#grid .tile")) == 18
@@ -144,14 +151,7 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
         settle(page)
 
     with running(app) as url:
-        ctx = browser.new_context(viewport={"width": 900, "height": 700})   # narrow: the header wraps
-        page = ctx.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url + "/")
-        page.fill("#name-input", "alice")
-        page.press("#name-input", "Enter")
-        page.wait_for_selector("body[data-ready='1']")
+        ctx, page, errors = open_as(browser, url, "alice", (900, 700))   # narrow: the header wraps
         assert page.input_value("#landmark") == "tower" and page.is_hidden("#done")
 
         press(page, "Enter")                      # large view: the candidate and its best query

@@ -183,6 +183,22 @@ def test_demo_end_to_end_outputs_exist_and_agree(demo_run):
         assert "Traceback" not in log.read_text(), log
 
 
+def test_the_readmes_demo_table_is_the_demo_runs(demo_run):
+    """The README's demo figures are this run's evaluation, not typed from some older run."""
+    e = json.loads((demo_run / "results/demo/evaluation/evaluation.json").read_text())
+    n, pool = e["n"], e["pool"]
+    pct = lambda x: f"{100 * x:.2f}"  # noqa: E731
+    rows = [f"| method | setup | none | random {n} | mined {n} | all {pool} |", "|---|---|---|---|---|---|"]
+    for method, setups in e["results"].items():
+        for setup in ("medium", "hard"):
+            r = setups[setup]
+            rows.append(f"| {method} | {setup.capitalize()} | {pct(r['none']['mAP'])} | {pct(r['random']['mAP'])} ± "
+                        f"{pct(r['random']['mAP_std'])} | {pct(r['mined']['mAP'])} | {pct(r['all']['mAP'])} |")
+    readme = (REPO / "README.md").read_text()
+    assert "\n".join(rows) in readme, "README's demo table differs from the demo run's:\n" + "\n".join(rows)
+    assert f"N = {n} of {pool} usable candidates" in readme
+
+
 # A Flickr answer that sends the photo on to the next source (the rest are retried on Flickr)
 FLICKR_FINAL = {"not_found", "gone", "forbidden", "placeholder", "truncated", "wrong_type", "small"}
 

@@ -17,8 +17,6 @@ score, review, evaluate), so that the rules about them live in one place:
 from __future__ import annotations
 
 import hashlib
-import importlib
-import io
 import math
 import os
 import pickle
@@ -327,6 +325,10 @@ def validate_gnd(data: Any) -> list[GndProblem]:
         bad = next((k for k, x in enumerate(names) if not isinstance(x, str) or not x), None)
         if bad is not None:
             out.append(GndProblem("error", f"{key}[{bad}] must be a non-empty image name, found {names[bad]!r}", key=key))
+        outside = next((k for k, x in enumerate(names) if isinstance(x, str) and x and not _inside_jpg(x)), None)
+        if outside is not None:
+            out.append(GndProblem("error", f"{key}[{outside}] must name an image inside the dataset's jpg/ folder "
+                                  f"(a relative path without '..'), found {names[outside]!r}", key=key))
         dup = [x for x, c in Counter(map(str, names)).items() if c > 1]
         if dup:
             out.append(GndProblem("warning", f"{key} names {len(dup)} images more than once (e.g. {dup[0]!r})", key=key))
@@ -351,6 +353,12 @@ def validate_gnd(data: Any) -> list[GndProblem]:
         if lm is not None and not isinstance(lm, str):
             out.append(GndProblem("error", f"{where}: gnd.landmark must be a name (string), found {lm!r}", q, "landmark"))
     return out
+
+
+def _inside_jpg(name: str) -> bool:
+    """A name that stays inside `jpg/`: relative, no `..`, `.` or empty parts, no backslash or NUL."""
+    parts = name.split("/")
+    return not ("\\" in name or "\0" in name or any(p in ("", ".", "..") for p in parts))
 
 
 def _index_problem(value: Any, n_db: int) -> str | None:
@@ -496,48 +504,9 @@ def _read_gnd(p: Path) -> Any:
         raise UserError(f"{p}: landmark ground truth not found")
     if p.suffix == ".mat":
         return _load_mat(p)
-    try:
-        with open(p, "rb") as f:
-            return _GndUnpickler(f, p).load()
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is the user's file
-        raise UserError(f"{p}: not a readable gnd pickle ({exc})") from None
+    from mining.gndpickle import read_gnd_pickle
 
-
-# What a revisitop gnd pickle (made by any Python 3 / numpy version, any protocol) asks the
-# unpickler for: set/frozenset and bytes (protocols 0-2), numpy arrays, dtypes and scalars.
-# Nothing here can run code of the file's choosing; everything else is refused.
-_SAFE_BUILTINS = {"set", "frozenset", "bytes", "bytearray", "complex"}
-_NUMPY_CORE = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
-
-
-class _GndUnpickler(pickle.Unpickler):
-    def __init__(self, f: io.BufferedReader, path: Path) -> None:
-        super().__init__(f)
-        self.path = path
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module in ("builtins", "__builtin__") and name in _SAFE_BUILTINS:
-            return getattr(__import__("builtins"), name)
-        if (module, name) == ("_codecs", "encode"):  # how protocols 0-2 store bytes
-            import codecs
-
-            return codecs.encode
-        if module == "collections" and name == "OrderedDict":
-            import collections
-
-            return collections.OrderedDict
-        if module == "numpy" and name in ("ndarray", "dtype"):
-            return getattr(np, name)
-        sub = module.split(".", 2)
-        if len(sub) == 3 and sub[:2] in (["numpy", "core"], ["numpy", "_core"]) and (sub[2], name) in _NUMPY_CORE:
-            try:  # numpy ≥ 2 names its core `_core`; numpy 1 pickles say `core`
-                return getattr(importlib.import_module(f"numpy._core.{sub[2]}"), name)
-            except ImportError:
-                return getattr(importlib.import_module(f"numpy.core.{sub[2]}"), name)
-        raise UserError(f"refusing to load {self.path}: it asks for {module}.{name}, "
-                        "which a landmark file never holds")
+    return read_gnd_pickle(p)
 
 
 def _names(arr: Any) -> list[str]:

@@ -225,8 +225,10 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         raise UserError("--threshold must be in (0, 1]")
     if min_face < 12:
         raise UserError("--min-face must be at least 12 px (MTCNN's smallest window)")
-    if shard_size < 1:
-        raise UserError("--shard-size must be at least 1")
+    if shard_size < 1 or workers < 1:
+        raise UserError("--shard-size and --workers must be at least 1")
+    if not 0 <= margin <= 5:  # nan fails this too
+        raise UserError(f"--margin must be a number from 0 to 5 (a share of the face box on each side), got {margin}")
     if not images.is_dir():
         raise UserError(f"--images {images} is not a folder (the download root)")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected

@@ -204,7 +204,15 @@ def _read_json(path: Path | None, what: str) -> dict | None:
 # ----------------------------------------------------------------------------- the release
 
 
-def run_release(selected: Path, images: Path, out: Path, licenses: str | list[str] = "all",
+def run_release(selected: Path, images: Path, out: Path, **settings: Any) -> dict:
+    """`mining release` (see `_release`), one run per OUT at a time: a second run into the same
+    OUT is refused while the first holds its lock (`.OUT.lock` beside it)."""
+    with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
+                          "release now; wait for it to finish (a stopped one resumes when run again)"):
+        return _release(selected, images, out, **settings)
+
+
+def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] = "all",
                 candidates: Path | None = None, candidates_stats: Path | None = None,
                 evaluation: Path | None = None, manifest: Path | None = None, blur: bool = True,
                 threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
@@ -387,7 +395,7 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     atomic.write_json(staging / "stats.json", stats)
     atomic.write_text(staging / "README.md", card.dataset_card(stats, cand_stats, evaluation_report))
     atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: sha[i] for i in released}))
-    _swap_in(staging, out)
+    atomic.swap_in_folder(staging, out)
     return stats
 
 
@@ -438,20 +446,6 @@ def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths:
         staging.mkdir(parents=True)
         atomic.write_json(staging / _SETTINGS, settings)
     return records
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    """Replace OUT by the finished staging folder (no partial release under the final name)."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: a file is in the way (a folder is needed here)")
-    old = out.parent / f".{out.name}.old"
-    if old.exists():
-        shutil.rmtree(old)
-    if out.exists():
-        os.replace(out, old)
-    os.replace(staging, out)
-    if old.exists():
-        shutil.rmtree(old)
 
 
 def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:

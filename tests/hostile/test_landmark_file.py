@@ -50,8 +50,10 @@ def _gnd(easy) -> dict:
 
 def _check_in_child(path: Path) -> tuple[int, str, int]:
     """`mining landmarks check PATH` in a fresh Python: (exit status, stderr, the child's peak RSS in MB)."""
-    code = ("import resource, sys\nfrom mining.cli import main\nrc = main(['landmarks', 'check', sys.argv[1]])\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\nsys.exit(rc)\n")
+    # VmHWM, not ru_maxrss: the latter keeps the forking parent's size across exec
+    code = ("import re, sys\nfrom mining.cli import main\nrc = main(['landmarks', 'check', sys.argv[1]])\n"
+            "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
+            "print(int(hwm) // 1024, file=sys.stderr)\nsys.exit(rc)\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
     lines = r.stderr.strip().splitlines()

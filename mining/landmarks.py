@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mining.errors import UserError
+from mining.gndfile import read_gnd
 
 # Two queries whose positive sets have a Jaccard index at least this high show the same
 # landmark. Queries of one landmark share their positives exactly in the original Oxford and
@@ -443,7 +444,7 @@ def check_dataset(path: str | Path, images: bool = True) -> CheckReport:
     Problems are collected, not raised; only a file that cannot be read at all raises UserError.
     """
     p = _gnd_file(path)
-    data = _read_gnd(p)
+    data = read_gnd(p)
     problems = validate_gnd(data)
     if not isinstance(data, dict) or any(x.level == "error" and x.key in (None, "imlist", "qimlist", "gnd")
                                          for x in problems):
@@ -488,61 +489,9 @@ def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
     return out
 
 
-# ---- the ground-truth file itself: revisitop's pickle, or the older 1-based .mat --------
-
-
 def load_gnd(path: str | Path) -> dict[str, Any]:
     """{'imlist', 'qimlist', 'gnd'} with 0-based index lists, from a .pkl or a .mat file; validated."""
     p = Path(path)
-    data = _read_gnd(p)
+    data = read_gnd(p)
     _raise_first(p, validate_gnd(data))
     return data
-
-
-def _read_gnd(p: Path) -> Any:
-    if not p.is_file():
-        raise UserError(f"{p}: landmark ground truth not found")
-    if p.suffix == ".mat":
-        return _load_mat(p)
-    from mining.gndpickle import read_gnd_pickle
-
-    return read_gnd_pickle(p)
-
-
-def _names(arr: Any) -> list[str]:
-    return [str(np.asarray(x).ravel()[0]) if np.asarray(x).size else "" for x in np.atleast_1d(np.asarray(arr, dtype=object))]
-
-
-def _load_mat(p: Path) -> dict[str, Any]:
-    from scipy.io import loadmat
-
-    try:
-        raw = loadmat(str(p), squeeze_me=False, struct_as_record=True)
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{p}: not a readable .mat file ({exc})") from None
-    for key in ("imlist", "qimlist", "gnd"):
-        if key not in raw:
-            raise UserError(f"{p}: missing variable {key!r} (expected revisitop's gnd .mat)")
-    qimlist = _names(raw["qimlist"].ravel())
-    gnd_raw = raw["gnd"].ravel()
-    fields = gnd_raw.dtype.names or ()
-    gnd = []
-    for i, entry in enumerate(gnd_raw):
-        g: dict[str, Any] = {}
-        for key in fields:
-            val = np.asarray(entry[key]).ravel()
-            if key in _INDEX_KEYS:
-                try:
-                    idx = val.astype(np.int64) - 1  # 1-based in MATLAB
-                except (TypeError, ValueError):
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} must hold integer indices") from None
-                if idx.size and idx.min() < 0:
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
-                                    "(the .mat form is 1-based)")
-                g[key] = idx.tolist()
-            elif key == "landmark":
-                g[key] = str(val[0]) if val.size else None
-            else:
-                g[key] = val.tolist()
-        gnd.append(g)
-    return {"imlist": _names(raw["imlist"].ravel()), "qimlist": qimlist, "gnd": gnd}

@@ -89,14 +89,14 @@ def test_a_gnd_file_never_chooses_its_own_memory(tmp_path, attack):
 
 
 def test_a_file_larger_than_any_gnd_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    from mining import gndpickle
+    from mining import gndfile
 
     data = _gnd([0, 1])
     data["imlist"] = [f"img_{i:07d}" for i in range(60_000)]  # a real, valid gnd of about 1 MB
     path = tmp_path / "gnd_big.pkl"
     path.write_bytes(pickle.dumps(data, protocol=4))
     assert len(load_landmarks(path).imlist) == 60_000
-    monkeypatch.setattr(gndpickle, "MAX_FILE_BYTES", 512 << 10)
+    monkeypatch.setattr(gndfile, "MAX_FILE_BYTES", 512 << 10)
     with pytest.raises(UserError, match=r"refusing to load .*gnd_big\.pkl: \d+ bytes, more than a landmark file holds"):
         load_landmarks(path)
 

@@ -1,4 +1,6 @@
-"""Reading an untrusted revisitop gnd pickle: it never runs code and never chooses its own memory.
+"""Reading a landmark ground-truth file: revisitop's gnd pickle, or the older 1-based .mat.
+
+An untrusted gnd pickle never runs code and never chooses its own memory.
 
 A pickle is a small program; the file, not the reader, decides which constructors it calls and
 with what arguments. `read_gnd_pickle` runs it with Python's own (pure-Python) unpickler,
@@ -36,6 +38,15 @@ MAX_FILE_BYTES = 256 << 20
 _NUMPY_CORE = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
 _PLAIN_DTYPE = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16", "O8"}
 _KINDS = set("biufcOUS")
+
+
+def read_gnd(p: Path) -> Any:
+    """The raw gnd structure of a .pkl (`read_gnd_pickle`) or 1-based .mat file (made 0-based), unvalidated."""
+    if not p.is_file():
+        raise UserError(f"{p}: landmark ground truth not found")
+    if p.suffix == ".mat":
+        return _load_mat(p)
+    return read_gnd_pickle(p)
 
 
 def read_gnd_pickle(p: Path) -> Any:
@@ -173,3 +184,43 @@ class _GndUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]  # th
 
     dispatch[pickle.BUILD[0]] = load_build
 
+
+def _names(arr: Any) -> list[str]:
+    return [str(np.asarray(x).ravel()[0]) if np.asarray(x).size else "" for x in np.atleast_1d(np.asarray(arr, dtype=object))]
+
+
+def _load_mat(p: Path) -> dict[str, Any]:
+    from mining.landmarks import _INDEX_KEYS, _where
+
+    from scipy.io import loadmat
+
+    try:
+        raw = loadmat(str(p), squeeze_me=False, struct_as_record=True)
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{p}: not a readable .mat file ({exc})") from None
+    for key in ("imlist", "qimlist", "gnd"):
+        if key not in raw:
+            raise UserError(f"{p}: missing variable {key!r} (expected revisitop's gnd .mat)")
+    qimlist = _names(raw["qimlist"].ravel())
+    gnd_raw = raw["gnd"].ravel()
+    fields = gnd_raw.dtype.names or ()
+    gnd = []
+    for i, entry in enumerate(gnd_raw):
+        g: dict[str, Any] = {}
+        for key in fields:
+            val = np.asarray(entry[key]).ravel()
+            if key in _INDEX_KEYS:
+                try:
+                    idx = val.astype(np.int64) - 1  # 1-based in MATLAB
+                except (TypeError, ValueError):
+                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} must hold integer indices") from None
+                if idx.size and idx.min() < 0:
+                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
+                                    "(the .mat form is 1-based)")
+                g[key] = idx.tolist()
+            elif key == "landmark":
+                g[key] = str(val[0]) if val.size else None
+            else:
+                g[key] = val.tolist()
+        gnd.append(g)
+    return {"imlist": _names(raw["imlist"].ravel()), "qimlist": qimlist, "gnd": gnd}

@@ -379,14 +379,16 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
         return row
 
     t0 = time.monotonic()
+    pool = ThreadPoolExecutor(max(1, max(s.threads for s in sources)), thread_name_prefix=f"dl{shard.index}")
     try:
-        with ThreadPoolExecutor(max(1, max(s.threads for s in sources)), thread_name_prefix=f"dl{shard.index}") as pool:
-            rows = list(pool.map(work, zip(shard.photo_ids, keys, addresses, prior)))
+        rows = list(pool.map(work, zip(shard.photo_ids, keys, addresses, prior)))
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # a full disk: the photos not started are not asked
         sink.close(ok=False)
         journal.close(remove=False)
         raise
     finally:
+        pool.shutdown(wait=True)
         pools.clear()
     sink.close(ok=True)  # images first, then the status file that vouches for them
     write_status(status_path(out, shard.index), shard.done + rows)

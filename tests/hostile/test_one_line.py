@@ -7,13 +7,16 @@
 - two `release` runs into the same `--out` at once: the second refuses with a lock message and
   the first finishes whole (the second used to die, leaving `.OUT.partial`);
 - `download --host` with a file:, ftp: or javascript: URL is refused before any request.
-A full disk during the download is not reproduced here: it needs a small filesystem of its
-own (a loop device or tmpfs mount), which these tests cannot make safely.
+- a full disk during the download (a 3 MB tmpfs, mounted in a private user and mount
+  namespace: `unshare -r -m`, seen by nobody else) is one line, not a traceback per shard and
+  per call to the rate-limit Actor after the cluster went down.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -25,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from download_server import jpeg, unique
+from download_server import ServerProcess, download_url, jpeg, unique
 
 from mining.cli import main
 from mining.imagedecode import open_upright
@@ -147,3 +150,32 @@ def test_a_second_release_into_the_same_out_refuses_and_the_first_finishes(tmp_p
     assert not list(tmp_path.glob(".rel*"))  # no staging folder, no lock file left
     # and once it is done, the next run goes ahead
     assert main(_release_argv(tmp_path, "rel")) == 0
+
+
+def _can_mount_privately() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    r = subprocess.run(["unshare", "-r", "-m", "sh", "-c", "mount -t tmpfs -o size=1m none /mnt"],
+                       capture_output=True, timeout=30)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount_privately(), reason="no private mount namespace (unshare -r -m) here")
+def test_a_full_disk_during_the_download_is_one_line(tmp_path):
+    ids = list(range(1, 81))
+    cand = tmp_path / "candidates.parquet"
+    pq.write_table(pa.table({"photo_id": ids, "server_id": [7] * 80, "secret": ["5ec4e7"] * 80,
+                             "secret_original": ["ab"] * 80, "extension": ["jpg"] * 80,
+                             "download_url": [download_url(i) for i in ids]}), cand)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with ServerProcess({}) as s:  # 80 photos of ~200 kB: 16 MB for a 3 MB disk
+        script = (f"mount -t tmpfs -o size=3m none {shlex.quote(str(disk))} && exec {shlex.quote(sys.executable)} "
+                  f"-m mining download --candidates {shlex.quote(str(cand))} --out {shlex.quote(str(disk / 'img'))} "
+                  f"--host {s.url} --workers 2 --shard-size 20 --no-progress")
+        r = subprocess.run(["unshare", "-r", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and "Compute Failed" not in r.stderr, r.stderr[-3000:]
+    errors = [line for line in r.stderr.splitlines() if " ERROR " in line or line.startswith("mining download: error")]
+    assert errors == [f"mining download: error: {disk / 'img'}: No space left on device"], r.stderr[-3000:]

@@ -13,7 +13,7 @@ from mining.errors import UserError
 
 MANIFEST_PATH = config.get("manifest", f"{workflow.basedir}/manifests/demo.yaml")
 try:
-    M = _manifest.load(MANIFEST_PATH)
+    M = _manifest.load(MANIFEST_PATH, inputs=True)  # every input file readable, before anything runs
 except UserError as exc:
     raise WorkflowError(str(exc)) from None
 

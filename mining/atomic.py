@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -41,6 +42,41 @@ def output_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+@contextlib.contextmanager
+def exclusive(lock: str | os.PathLike[str], busy: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file `lock` (beside the output it guards, removed when
+    done) for the block; when another process holds it, UserError(`busy`) at once. The lock is
+    the kernel's (flock): a killed holder releases it. The holder removes the file before
+    unlocking, so a lock taken on a file that was removed meanwhile is dropped and taken again
+    on the new one."""
+    import fcntl
+
+    from mining.errors import UserError
+
+    path = Path(lock)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        f = open(path, "a+b")  # noqa: SIM115 (closed below)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise UserError(busy) from None
+        try:
+            same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()  # the holder before us removed it: lock the new file
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        f.close()
 
 
 @contextlib.contextmanager
@@ -81,3 +117,19 @@ def write_parquet(path: str | os.PathLike[str], table: pa.Table, **kwargs: Any) 
     """Write a Parquet file atomically."""
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **kwargs)
+
+
+def swap_in_folder(staging: Path, out: Path) -> None:
+    """Replace the folder OUT by the finished folder `staging` (nothing partial under the final name)."""
+    if out.exists() and not out.is_dir():
+        from mining.errors import UserError
+
+        raise UserError(f"{out}: a file is in the way (a folder is needed here)")
+    old = out.parent / f".{out.name}.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        os.replace(out, old)
+    os.replace(staging, out)
+    if old.exists():
+        shutil.rmtree(old)

@@ -96,13 +96,15 @@ def connect(scheduler: str | None = None, workers: int | None = None, slurm: str
 
 def run_tasks(client: Any, fn: Callable[..., Any], arglist: Sequence[tuple], *,
               on_done: Callable[[Any], None] | None = None, on_tick: Callable[[], None] | None = None,
-              tick_s: float = 0.5, name: str | None = None) -> list[Any]:
+              tick_s: float = 0.5, name: str | None = None, on_fail: Callable[[], None] | None = None,
+              settle_s: float = 60.0) -> list[Any]:
     """`[fn(*args) for args in arglist]`, run on `client`'s cluster (in this process when None).
 
     The results come back in task order, never in completion order. `on_done(result)` is
     called as each task finishes (in completion order: for progress bars and logs only) and
     `on_tick()` about every `tick_s` seconds while waiting. A task that raises re-raises
-    here, after the tasks not yet started are cancelled.
+    here, after the tasks not yet started are cancelled; with `on_fail` (which tells the running
+    tasks to end), after `on_fail()` and after the running tasks ended (at most `settle_s`).
     """
     if client is None:
         results = []
@@ -134,6 +136,12 @@ def run_tasks(client: Any, fn: Callable[..., Any], arglist: Sequence[tuple], *,
                     on_done(results[index[f.key]])
             if on_tick is not None:
                 on_tick()
+    except BaseException:
+        if on_fail is not None and pending:
+            with contextlib.suppress(Exception):
+                on_fail()
+                wait(pending, timeout=settle_s)
+        raise
     finally:
         if pending:
             client.cancel(list(pending))

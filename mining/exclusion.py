@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mining.errors import UserError
 from mining.yamlfile import Locator
 
 SECTION = "geofilter"
@@ -191,6 +192,12 @@ def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | N
                 p = base_dir / p
             if not p.is_file():
                 raise where.error((SECTION, "areas", i, "geojson"), f"GeoJSON file not found: {p}")
+            from mining.geofilter.areas import load_geojson
+
+            try:  # read now, not first at geofilter (after the ingest)
+                load_geojson(p)
+            except UserError as exc:
+                raise where.error((SECTION, "areas", i, "geojson"), str(exc)) from None
             areas.append(GeoJSONArea(name, p))
 
     sample = section.get("sample")

@@ -85,10 +85,18 @@ def open_upright(source: str | Path | bytes, mode: str | None = None, size: Size
     the file formats accepted (ValueError for another)."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as im:
+    try:
+        im = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except Image.DecompressionBombError as exc:  # a failure of this image, like any undecodable one
+        raise ValueError(f"decompression bomb: {exc}") from None
+    with im:
         if formats is not None and im.format not in formats:
             raise ValueError(f"not a {' or '.join(formats)} ({im.format})")
-        yield upright(im, mode, size)
+        try:
+            out = upright(im, mode, size)
+        except Image.DecompressionBombError as exc:
+            raise ValueError(f"decompression bomb: {exc}") from None
+        yield out
 
 
 def load_image(path: str | Path, max_side: int, mode: str = "RGB",

@@ -17,8 +17,6 @@ score, review, evaluate), so that the rules about them live in one place:
 from __future__ import annotations
 
 import hashlib
-import importlib
-import io
 import math
 import os
 import pickle
@@ -32,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mining.errors import UserError
+from mining.gndfile import read_gnd
 
 # Two queries whose positive sets have a Jaccard index at least this high show the same
 # landmark. Queries of one landmark share their positives exactly in the original Oxford and
@@ -327,6 +326,10 @@ def validate_gnd(data: Any) -> list[GndProblem]:
         bad = next((k for k, x in enumerate(names) if not isinstance(x, str) or not x), None)
         if bad is not None:
             out.append(GndProblem("error", f"{key}[{bad}] must be a non-empty image name, found {names[bad]!r}", key=key))
+        outside = next((k for k, x in enumerate(names) if isinstance(x, str) and x and not _inside_jpg(x)), None)
+        if outside is not None:
+            out.append(GndProblem("error", f"{key}[{outside}] must name an image inside the dataset's jpg/ folder "
+                                  f"(a relative path without '..'), found {names[outside]!r}", key=key))
         dup = [x for x, c in Counter(map(str, names)).items() if c > 1]
         if dup:
             out.append(GndProblem("warning", f"{key} names {len(dup)} images more than once (e.g. {dup[0]!r})", key=key))
@@ -351,6 +354,12 @@ def validate_gnd(data: Any) -> list[GndProblem]:
         if lm is not None and not isinstance(lm, str):
             out.append(GndProblem("error", f"{where}: gnd.landmark must be a name (string), found {lm!r}", q, "landmark"))
     return out
+
+
+def _inside_jpg(name: str) -> bool:
+    """A name that stays inside `jpg/`: relative, no `..`, `.` or empty parts, no backslash or NUL."""
+    parts = name.split("/")
+    return not ("\\" in name or "\0" in name or any(p in ("", ".", "..") for p in parts))
 
 
 def _index_problem(value: Any, n_db: int) -> str | None:
@@ -435,7 +444,7 @@ def check_dataset(path: str | Path, images: bool = True) -> CheckReport:
     Problems are collected, not raised; only a file that cannot be read at all raises UserError.
     """
     p = _gnd_file(path)
-    data = _read_gnd(p)
+    data = read_gnd(p)
     problems = validate_gnd(data)
     if not isinstance(data, dict) or any(x.level == "error" and x.key in (None, "imlist", "qimlist", "gnd")
                                          for x in problems):
@@ -480,100 +489,9 @@ def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
     return out
 
 
-# ---- the ground-truth file itself: revisitop's pickle, or the older 1-based .mat --------
-
-
 def load_gnd(path: str | Path) -> dict[str, Any]:
     """{'imlist', 'qimlist', 'gnd'} with 0-based index lists, from a .pkl or a .mat file; validated."""
     p = Path(path)
-    data = _read_gnd(p)
+    data = read_gnd(p)
     _raise_first(p, validate_gnd(data))
     return data
-
-
-def _read_gnd(p: Path) -> Any:
-    if not p.is_file():
-        raise UserError(f"{p}: landmark ground truth not found")
-    if p.suffix == ".mat":
-        return _load_mat(p)
-    try:
-        with open(p, "rb") as f:
-            return _GndUnpickler(f, p).load()
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is the user's file
-        raise UserError(f"{p}: not a readable gnd pickle ({exc})") from None
-
-
-# What a revisitop gnd pickle (made by any Python 3 / numpy version, any protocol) asks the
-# unpickler for: set/frozenset and bytes (protocols 0-2), numpy arrays, dtypes and scalars.
-# Nothing here can run code of the file's choosing; everything else is refused.
-_SAFE_BUILTINS = {"set", "frozenset", "bytes", "bytearray", "complex"}
-_NUMPY_CORE = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
-
-
-class _GndUnpickler(pickle.Unpickler):
-    def __init__(self, f: io.BufferedReader, path: Path) -> None:
-        super().__init__(f)
-        self.path = path
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module in ("builtins", "__builtin__") and name in _SAFE_BUILTINS:
-            return getattr(__import__("builtins"), name)
-        if (module, name) == ("_codecs", "encode"):  # how protocols 0-2 store bytes
-            import codecs
-
-            return codecs.encode
-        if module == "collections" and name == "OrderedDict":
-            import collections
-
-            return collections.OrderedDict
-        if module == "numpy" and name in ("ndarray", "dtype"):
-            return getattr(np, name)
-        sub = module.split(".", 2)
-        if len(sub) == 3 and sub[:2] in (["numpy", "core"], ["numpy", "_core"]) and (sub[2], name) in _NUMPY_CORE:
-            try:  # numpy ≥ 2 names its core `_core`; numpy 1 pickles say `core`
-                return getattr(importlib.import_module(f"numpy._core.{sub[2]}"), name)
-            except ImportError:
-                return getattr(importlib.import_module(f"numpy.core.{sub[2]}"), name)
-        raise UserError(f"refusing to load {self.path}: it asks for {module}.{name}, "
-                        "which a landmark file never holds")
-
-
-def _names(arr: Any) -> list[str]:
-    return [str(np.asarray(x).ravel()[0]) if np.asarray(x).size else "" for x in np.atleast_1d(np.asarray(arr, dtype=object))]
-
-
-def _load_mat(p: Path) -> dict[str, Any]:
-    from scipy.io import loadmat
-
-    try:
-        raw = loadmat(str(p), squeeze_me=False, struct_as_record=True)
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{p}: not a readable .mat file ({exc})") from None
-    for key in ("imlist", "qimlist", "gnd"):
-        if key not in raw:
-            raise UserError(f"{p}: missing variable {key!r} (expected revisitop's gnd .mat)")
-    qimlist = _names(raw["qimlist"].ravel())
-    gnd_raw = raw["gnd"].ravel()
-    fields = gnd_raw.dtype.names or ()
-    gnd = []
-    for i, entry in enumerate(gnd_raw):
-        g: dict[str, Any] = {}
-        for key in fields:
-            val = np.asarray(entry[key]).ravel()
-            if key in _INDEX_KEYS:
-                try:
-                    idx = val.astype(np.int64) - 1  # 1-based in MATLAB
-                except (TypeError, ValueError):
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} must hold integer indices") from None
-                if idx.size and idx.min() < 0:
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
-                                    "(the .mat form is 1-based)")
-                g[key] = idx.tolist()
-            elif key == "landmark":
-                g[key] = str(val[0]) if val.size else None
-            else:
-                g[key] = val.tolist()
-        gnd.append(g)
-    return {"imlist": _names(raw["imlist"].ravel()), "qimlist": qimlist, "gnd": gnd}

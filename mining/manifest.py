@@ -52,6 +52,9 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     if not isinstance(data, dict):
         raise UserError(f"{source}: a manifest must be a YAML mapping")
     check(data, schema(), Locator(source, lines))
+    if "demo" not in data and "metadata" not in data:
+        raise Locator(source, lines).error(("metadata",), "required: the yfcc100m_dataset file(s) to mine "
+                                           "(only a demo run, with a demo: section, has none)")
     check_methods(data["methods"], Locator(source, lines))
     check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
     check_benchmarks(data["landmarks"], Locator(source, lines))
@@ -221,8 +224,11 @@ class EvaluateSection(TypedDict):
     setups: list[Literal["easy", "medium", "hard"]]
 
 
+LicenceCode = Literal["by", "by-sa", "by-nd", "by-nc", "by-nc-sa", "by-nc-nd", "cc0", "pdm", "nkcr", "us-gov"]
+
+
 class ReleaseSection(TypedDict):
-    licenses: Literal["commercial", "all"] | list[str]
+    licenses: Literal["commercial", "all"] | list[LicenceCode]
     blur_faces: bool
     face_threshold: float
     min_face_px: int
@@ -318,16 +324,66 @@ def _read(path: str | Path) -> tuple[Path, Any, dict[Any, int]]:
     return p, data, lines
 
 
-def load(path: str | Path) -> Manifest:
+def load(path: str | Path, inputs: bool = False) -> Manifest:
     """Read a manifest once and validate all of it before any data is read: the schema (with
     its defaults), the methods against the registry, and the geofilter section's own checks
-    (country codes, coordinates, GeoJSON files)."""
+    (country codes, coordinates, GeoJSON files, parsed). `inputs` (the workflow, before it
+    plans anything): every input file the manifest names is also checked readable now
+    (`check_inputs`), so that a typo fails in one line before ingest, not at the stage that
+    reads the file."""
     from mining.exclusion import is_known_code, parse_section
 
     p, data, lines = _read(path)
     m = Manifest(validate(data, str(p), lines), p, lines)
     m.geofilter = parse_section(m["geofilter"], m.where, base_dir=p.parent, known_codes=is_known_code)
+    if inputs:
+        check_inputs(m)
     return m
+
+
+def _input_files(m: Manifest) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """(key path, path, "file" or "folder") of every input the manifest names (paths relative to
+    the working directory, as the workflow's rules use them)."""
+    out: list[tuple[tuple[str | int, ...], str, str]] = []
+    if "demo" not in m:
+        out += [(("metadata", i), f, "file") for i, f in enumerate(m["metadata"])]
+        if m.get("hashes"):
+            out.append((("hashes",), m["hashes"], "file"))
+        lm = m["landmarks"]
+        if isinstance(lm, list):
+            out += [(("landmarks", i, "gnd"), b["gnd"], "file") for i, b in enumerate(lm)]
+        elif lm != "demo":
+            out.append((("landmarks",), lm, "file"))
+    if m.get("places"):
+        out.append((("places",), m["places"], "file"))
+    for i, src in enumerate(m.download.get("sources") or []):
+        if src.get("kind") == "local" and src.get("path"):
+            out.append((("download", "sources", i, "path"), str(Path(src["path"]).expanduser()), "folder"))
+    return out
+
+
+def check_inputs(m: Manifest) -> None:
+    """Every input file (folder) the manifest names exists and can be read: one line naming the
+    key and its line otherwise."""
+    import os
+
+    for key, name, kind in _input_files(m):
+        p = Path(name)
+        if not p.exists():
+            raise m.where.error(key, f"{kind} not found: {p}")
+        if kind == "folder":
+            if not p.is_dir():
+                raise m.where.error(key, f"not a folder: {p}")
+            if not os.access(p, os.R_OK | os.X_OK):
+                raise m.where.error(key, f"folder not readable: {p}")
+            continue
+        if not p.is_file():
+            raise m.where.error(key, f"not a file: {p}")
+        try:
+            with open(p, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            raise m.where.error(key, f"cannot read {p}: {exc.strerror or exc}") from None
 
 
 def load_section(path: str | Path, name: str) -> tuple[dict[str, Any], Locator]:

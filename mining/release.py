@@ -204,7 +204,15 @@ def _read_json(path: Path | None, what: str) -> dict | None:
 # ----------------------------------------------------------------------------- the release
 
 
-def run_release(selected: Path, images: Path, out: Path, licenses: str | list[str] = "all",
+def run_release(selected: Path, images: Path, out: Path, **settings: Any) -> dict:
+    """`mining release` (see `_release`), one run per OUT at a time: a second run into the same
+    OUT is refused while the first holds its lock (`.OUT.lock` beside it)."""
+    with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
+                          "release now; wait for it to finish (a stopped one resumes when run again)"):
+        return _release(selected, images, out, **settings)
+
+
+def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] = "all",
                 candidates: Path | None = None, candidates_stats: Path | None = None,
                 evaluation: Path | None = None, manifest: Path | None = None, blur: bool = True,
                 threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
@@ -225,8 +233,10 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
         raise UserError("--threshold must be in (0, 1]")
     if min_face < 12:
         raise UserError("--min-face must be at least 12 px (MTCNN's smallest window)")
-    if shard_size < 1:
-        raise UserError("--shard-size must be at least 1")
+    if shard_size < 1 or workers < 1:
+        raise UserError("--shard-size and --workers must be at least 1")
+    if not 0 <= margin <= 5:  # nan fails this too
+        raise UserError(f"--margin must be a number from 0 to 5 (a share of the face box on each side), got {margin}")
     if not images.is_dir():
         raise UserError(f"--images {images} is not a folder (the download root)")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected
@@ -385,7 +395,7 @@ def run_release(selected: Path, images: Path, out: Path, licenses: str | list[st
     atomic.write_json(staging / "stats.json", stats)
     atomic.write_text(staging / "README.md", card.dataset_card(stats, cand_stats, evaluation_report))
     atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: sha[i] for i in released}))
-    _swap_in(staging, out)
+    atomic.swap_in_folder(staging, out)
     return stats
 
 
@@ -436,20 +446,6 @@ def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths:
         staging.mkdir(parents=True)
         atomic.write_json(staging / _SETTINGS, settings)
     return records
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    """Replace OUT by the finished staging folder (no partial release under the final name)."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: a file is in the way (a folder is needed here)")
-    old = out.parent / f".{out.name}.old"
-    if old.exists():
-        shutil.rmtree(old)
-    if out.exists():
-        os.replace(out, old)
-    os.replace(staging, out)
-    if old.exists():
-        shutil.rmtree(old)
 
 
 def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:

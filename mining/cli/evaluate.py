@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--out", type=Path, help="output folder")
     p.add_argument("--decisions", type=Path, help="review decisions.parquet (confirmed landmark images are never distractors)")
     p.add_argument("--n", type=int, help="number of distractors (default: size of the selected set; capped at all candidates)")
-    p.add_argument("--random-seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED")
+    p.add_argument("--random-seeds", nargs="+", action="extend", type=int, default=None, metavar="SEED")
     p.add_argument("--setups", nargs="+", default=["easy", "medium", "hard"], metavar="SETUP",
                    help="revisited setups: easy, medium, hard (default: all three, as the revisited protocol reports them)")
     p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
     report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
-                          n=args.n, seeds=args.random_seeds, setups=args.setups, progress=not args.no_progress,
+                          n=args.n, seeds=args.random_seeds or [0, 1, 2], setups=args.setups, progress=not args.no_progress,
                           boot=boot)
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])

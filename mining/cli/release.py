@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
               help="output folder of `mining select` (or its distractors.parquet)")
     p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
     p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
-    p.add_argument("--licenses", nargs="+", default=["all"], metavar="L",
-                   help="`commercial`, `all` (default) or licence names, URLs or codes (by, by-sa, by-nc, ...)")
+    p.add_argument("--licenses", nargs="+", action="extend", default=None, metavar="L",
+                   help="`commercial`, `all` (default) or licence names, URLs or codes (by, by-sa, by-nc, ...); "
+                        "also `--licenses=L` once per licence (how the workflow passes them: a value, never a flag)")
     p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
     p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
     p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
@@ -51,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.release import run_release
 
-    stats = run_release(main_input(args, "selected"), args.images, args.out, licenses=args.licenses, candidates=args.candidates,
+    stats = run_release(main_input(args, "selected"), args.images, args.out, licenses=args.licenses or ["all"], candidates=args.candidates,
                         candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
                         blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
                         workers=args.workers, tar=args.tar, shard_size=args.shard_size,

@@ -19,6 +19,8 @@ MIRROR_SIDE = 500  # the mirror's copies: ~500 px long side
 MIRROR_SMALL_SIDE = 200  # its `small` fault: below any sensible min_size
 _FINAL = {"not_found": 404, "gone": 410, "forbidden": 403, "error500": 500}
 _HTML = b"<html><head><title>Flickr</title></head><body>Oops</body></html>"
+MOVED = "/moved"  # `redirect_same_host`'s target: the photo under this prefix, served as it is
+STREAM_CAP = 1 << 30  # what `huge_length` and `endless` send at most, when the client never hangs up
 
 
 def make_handler(srv: Any) -> type[BaseHTTPRequestHandler]:
@@ -62,6 +64,23 @@ def make_handler(srv: Any) -> type[BaseHTTPRequestHandler]:
             if how == "stall":
                 srv.stopping.wait(srv.faults.stall_s)
 
+        def _stream(self, body: bytes, kind: str, declare: bool) -> None:
+            """200, then `body` over and over as fast as the socket takes it, until the client
+            hangs up (or STREAM_CAP): with a Content-Length of 10^12 (`declare`), or none."""
+            srv.stats.record(self.client_address[0], self.path, kind, 200, time.monotonic(), self.arrived)
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length" if declare else "Connection", str(10 ** 12) if declare else "close")
+            self.end_headers()
+            sent = 0
+            try:
+                while sent < STREAM_CAP and not srv.stopping.is_set():
+                    self.wfile.write(body)
+                    sent += len(body)
+            except OSError:
+                return
+
         def do_HEAD(self) -> None:
             self.do_GET()
 
@@ -99,6 +118,9 @@ def make_handler(srv: Any) -> type[BaseHTTPRequestHandler]:
                     srv.stopping.wait(srv.latency_s)
                 self._answer(pid_m, "mirror", "jpg", "mirror", fault)
                 return
+            moved = path.startswith(MOVED + "/")
+            if moved:
+                path = path[len(MOVED):]
             m = _URL.match(path)
             pid, suffix, ext = (int(m.group(2)), m.group(4), m.group(5)) if m else (0, None, "")
             problem = "unknown" if m is None else srv.url_problem(pid, int(m.group(1)), m.group(3), suffix, ext)
@@ -108,7 +130,7 @@ def make_handler(srv: Any) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b"not found\n", "text/plain", problem)
                 return
             kind = {"b": "large", "o": "original", None: "medium"}[suffix]
-            fault = srv.behaviour_of(pid)
+            fault = None if moved else srv.behaviour_of(pid)
             if fault is not None:
                 with srv.stats.lock:
                     srv.stats.by_fault[fault] += 1
@@ -130,6 +152,15 @@ def make_handler(srv: Any) -> type[BaseHTTPRequestHandler]:
                 host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
                 where = f"http://{host}{PLACEHOLDER_PATH}" if fault == "placeholder" else srv.placeholder_url
                 self._send(302, b"", "text/html", kind, {"Location": where})
+                return
+            if fault in ("redirect_same_host", "redirect_loop"):
+                host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
+                target = self.path if fault == "redirect_loop" else MOVED + self.path
+                where = f"http://{host}{target}" if pid % 2 else target
+                self._send(302, b"", "text/html", kind, {"Location": where})
+                return
+            if fault in ("huge_length", "endless"):
+                self._stream(srv.image_bytes(pid, 1024), kind, fault == "huge_length")
                 return
             if fault == "throttle_forever":
                 self._send(429, b"too many requests\n", "text/plain", kind, retry_after)

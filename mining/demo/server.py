@@ -109,6 +109,11 @@ BEHAVIOURS = {
     "throttle_forever": "429 + Retry-After, always",
     "cut": "half the body, then the connection closes",
     "trickle": "200 bytes every 0.1 s",
+    "huge_length": "200 declaring a Content-Length of 10^12, the JPEG's bytes streamed as fast as they go",
+    "endless": "200 without a Content-Length, the JPEG's bytes streamed until the client hangs up",
+    "redirect_same_host": "302 to the photo at /moved/... on this host (absolute URL for odd ids, relative for "
+                          "even), which serves it",
+    "redirect_loop": "302 to itself, always",
 }
 assert set(Faults.ORDER) <= set(BEHAVIOURS)
 

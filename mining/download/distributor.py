@@ -59,7 +59,16 @@ def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counte
             k, pending[0], pending[1] = pending[0], 0, time.monotonic()
         counter.add(k)
 
-    result = download_shard(shard, Path(out), cfg, schedule, tar=tar, tick=tick, sources=sources)
+    from mining.download.ratelimit import RunStopped
+
+    try:
+        result = download_shard(shard, Path(out), cfg, schedule, tar=tar, tick=tick, sources=sources)
+    except RunStopped:  # another shard failed: this one's finished photos are journaled, the rest not asked
+        return {"shard": shard.index, "stopped": True}
+    except OSError as exc:  # a full disk, a read-only folder: handed to the driver, which raises it once
+        if exc.errno is None:
+            raise
+        return {"shard": shard.index, "os_error": [exc.errno, exc.strerror, exc.filename]}
     if pending[0]:
         counter.add(pending[0])
     return result
@@ -81,7 +90,15 @@ def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
             on_progress(now - seen[0])
             seen[0] = now
 
-    # a shard that raises re-raises here: a bug, not a network fault
+    def done(r: dict) -> None:
+        if r.get("os_error"):
+            raise OSError(*r["os_error"])
+        if not r.get("stopped"):
+            on_shard(r)
+
+    # a shard that raises (a bug, a full disk; not a network fault) re-raises here, once the
+    # others have stopped asking the schedule (they would call it after it is gone)
     return run_tasks(client, _shard_task, [(s, os.path.abspath(out), cfg, tar, schedule, counter, sources)
                                             for s in shards],
-                     on_done=on_shard, on_tick=poll, name="download")
+                     on_done=done, on_tick=poll, name="download",
+                     on_fail=lambda: schedule.stop().result())

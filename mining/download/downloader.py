@@ -31,6 +31,12 @@ from mining.download.reader import Shard, status_path
 from mining.download.writer import ShardSink, write_status
 
 REDIRECTS = {301, 302, 303, 307, 308}
+MAX_REDIRECTS = 3  # same-host hops followed; more is a loop (unavailable_placeholder)
+# The most bytes one answer may have (`too_large` beyond, refused before reading when the
+# Content-Length says so): a few times the largest file a source serves. A 1024 px JPEG (size
+# b, the mirror's 500 px) is well under 5 MB; Flickr takes originals up to 200 MB.
+MAX_BODY = {"b": 20 << 20, "o": 256 << 20}
+_SMALL_BODY = 64 << 10  # a redirect's or error's body this small is read off, so its connection is reused
 FINAL_HTTP = {403: "forbidden", 404: "not_found", 410: "gone"}
 THROTTLE_HTTP = {429, 503}
 
@@ -47,6 +53,7 @@ class FetchConfig:
     threads: int = 64  # concurrent requests per shard: slow hosts and stalls do not hold the rest up
     rps: float = 0.0  # per host, cluster-wide; 0 = unlimited (cooldowns still apply)
     placeholder_sha256: frozenset[str] = field(default_factory=frozenset)
+    max_bytes: int = MAX_BODY["b"]  # larger answers are `too_large` (see MAX_BODY)
     user_agent: str = "distractor-mining/0.1 (+research; polite bulk download)"
 
 
@@ -56,6 +63,10 @@ class _Deadline(Exception):
 
 class _ShortBody(Exception):
     """The body ended before its Content-Length."""
+
+
+class _TooLarge(Exception):
+    """The answer is (or says it is) larger than `FetchConfig.max_bytes`."""
 
 
 class Pools:
@@ -137,29 +148,45 @@ def is_placeholder_redirect(url: str, location: str) -> bool:
     return "photo_unavailable" in target or urlsplit(target).netloc != urlsplit(url).netloc
 
 
-def _read_body(resp: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-    """Read the body in whatever pieces arrive, checking the wall clock between pieces."""
+def _read_body(resp: urllib3.BaseHTTPResponse, deadline: float, limit: int) -> bytes:
+    """Read the body in whatever pieces arrive, checking the wall clock between pieces, and
+    never more than `limit` bytes (a declared length above it is refused before reading)."""
+    expected = resp.headers.get("Content-Length")
+    if expected is not None and expected.isdigit() and int(expected) > limit:
+        raise _TooLarge()
     chunks = []
+    got = 0
     while True:
         if time.monotonic() > deadline:
             raise _Deadline()
         piece = resp.read1(1 << 16)
         if not piece:
             break
+        got += len(piece)
+        if got > limit:
+            raise _TooLarge()
         chunks.append(piece)
     body = b"".join(chunks)
-    expected = resp.headers.get("Content-Length")
     if expected is not None and expected.isdigit() and int(expected) != len(body):
         raise _ShortBody(f"body {len(body)} of {expected} bytes")
     return body
 
 
 def _done_with(resp: urllib3.BaseHTTPResponse, clean: bool) -> None:
-    """Give the connection back for reuse after a whole body (or an empty one: a 302);
-    otherwise (an unread error page, a deadline, a broken body) close it: reading an unread
-    body off first could itself stall."""
-    if not (clean or resp.headers.get("Content-Length") == "0"):
+    """Give the connection back for reuse after a whole body, or after reading off a small
+    declared one that was never started (a redirect's, an error page's: the connection cannot
+    take the next request before its answer is read, even an empty one); otherwise (a large or
+    unknown-length body, a deadline, a broken body) close it."""
+    if not clean and (resp.status == 200 or resp.tell() > 0):
         resp.close()
+    elif not clean:
+        size = resp.headers.get("Content-Length")
+        try:
+            if size is None or not size.isdigit() or int(size) > _SMALL_BODY or \
+                    len(resp.read(_SMALL_BODY + 1, decode_content=False)) != int(size):
+                resp.close()
+        except (urllib3.exceptions.HTTPError, OSError):
+            resp.close()
     resp.release_conn()
 
 
@@ -193,7 +220,7 @@ def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Polit
                     row["http_code"] = code = resp.status
                     if code in REDIRECTS:
                         loc = resp.headers.get("Location", "")
-                        if not loc or is_placeholder_redirect(target, loc) or hops >= 3:
+                        if not loc or is_placeholder_redirect(target, loc) or hops >= MAX_REDIRECTS:
                             status = "unavailable_placeholder"
                             break
                         target, hops = urljoin(target, loc), hops + 1
@@ -208,7 +235,7 @@ def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Polit
                     if code != 200:
                         status = "retry_failure"
                         break
-                    body = _read_body(resp, deadline)
+                    body = _read_body(resp, deadline, cfg.max_bytes)
                     clean = True
                     break
                 finally:
@@ -219,6 +246,8 @@ def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Polit
                 status, row["width"], row["height"] = verify(body, cfg, row["sha256"])
                 if status == "ok":
                     data = body
+        except _TooLarge:  # the connection was closed: the rest is never read
+            status, row["bytes"] = "too_large", None
         except urllib3.exceptions.NewConnectionError:  # refused, unknown host (a ConnectTimeoutError subclass)
             status, row["_fail"] = "retry_failure", "error"
         except (_Deadline, urllib3.exceptions.TimeoutError, TimeoutError):
@@ -259,9 +288,12 @@ def read_local(photo_id: int, uri: str, cfg: FetchConfig) -> tuple[dict, bytes |
 
     row = _empty_row(photo_id, uri, "not_found")
     try:
-        body = local_path(uri).read_bytes()
+        with open(local_path(uri), "rb") as f:
+            body = f.read(cfg.max_bytes + 1)
     except OSError:
         return row, None
+    if len(body) > cfg.max_bytes:
+        return {**row, "status": "too_large"}, None
     row["bytes"], row["sha256"] = len(body), hashlib.sha256(body).hexdigest()
     row["status"], row["width"], row["height"] = verify(body, cfg, row["sha256"])
     return row, body if row["status"] == "ok" else None
@@ -298,7 +330,8 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
 
     out = Path(out)
     sources = tuple(sources) or (default_source(cfg),)
-    cfgs = [dataclasses.replace(cfg, min_size=s.min_size, rps=s.rps, threads=s.threads) for s in sources]
+    cfgs = [dataclasses.replace(cfg, min_size=s.min_size, rps=s.rps, threads=s.threads,
+                                max_bytes=MAX_BODY["o" if s.local or s.size == "o" else "b"]) for s in sources]
     polite = [Politeness(schedule, s.rps) for s in sources]
     slots = [threading.BoundedSemaphore(max(1, s.threads)) for s in sources]
     pools = Pools(dataclasses.replace(cfg, threads=max(s.threads for s in sources)))
@@ -346,14 +379,16 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
         return row
 
     t0 = time.monotonic()
+    pool = ThreadPoolExecutor(max(1, max(s.threads for s in sources)), thread_name_prefix=f"dl{shard.index}")
     try:
-        with ThreadPoolExecutor(max(1, max(s.threads for s in sources)), thread_name_prefix=f"dl{shard.index}") as pool:
-            rows = list(pool.map(work, zip(shard.photo_ids, keys, addresses, prior)))
+        rows = list(pool.map(work, zip(shard.photo_ids, keys, addresses, prior)))
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # a full disk: the photos not started are not asked
         sink.close(ok=False)
         journal.close(remove=False)
         raise
     finally:
+        pool.shutdown(wait=True)
         pools.clear()
     sink.close(ok=True)  # images first, then the status file that vouches for them
     write_status(status_path(out, shard.index), shard.done + rows)

@@ -55,6 +55,7 @@ EXPLAIN = {
     "too_small": "image smaller than --min-size",
     "corrupt": "truncated or corrupt JPEG",
     "not_jpeg": "not a JPEG (a web page?)",
+    "too_large": "an answer larger than any image the source serves (refused unread past the cap)",
     "throttled_gave_up": "throttled (429/503) for longer than --max-throttle-wait",
     "no_original": "no original secret in the metadata (--size o): not requested",
     "no_download_url": "no download URL in the candidates (no photo hash for the mirror): not requested",

@@ -27,10 +27,19 @@ class HostSchedule:
         self.interval = 1.05 / rps if rps and rps > 0 else 0.0
         self.next_free: dict[str, float] = {}
         self.cool_until: dict[str, float] = {}
+        self.stopped = False
+
+    def stop(self) -> float:
+        """The run is failing (a shard raised): every later `reserve`/`cooling` answers STOPPED,
+        so the other shards' threads end now instead of calling this Actor after it is gone."""
+        self.stopped = True
+        return 0.0
 
     def reserve(self, host: str, rps: float | None = None) -> float:
         """Book the next request slot for `host` (at `rps`, default the schedule's); returns its
-        start time (epoch seconds). Sources sharing a host share its schedule."""
+        start time (epoch seconds), or STOPPED. Sources sharing a host share its schedule."""
+        if self.stopped:
+            return STOPPED
         now = time.time()
         start = max(now, self.next_free.get(host, 0.0), self.cool_until.get(host, 0.0))
         self.next_free[host] = start + (1.05 / rps if rps and rps > 0 else self.interval)
@@ -44,14 +53,27 @@ class HostSchedule:
         return until - now
 
     def cooling(self, host: str) -> float:
-        """Seconds of cooldown left for `host` (0 when none)."""
+        """Seconds of cooldown left for `host` (0 when none), or STOPPED."""
+        if self.stopped:
+            return STOPPED
         return max(0.0, self.cool_until.get(host, 0.0) - time.time())
 
 
+STOPPED = -1.0  # HostSchedule's answer once the run is stopping
+
+
+class RunStopped(Exception):
+    """Another shard failed and the run is stopping: this shard ends without asking for more."""
+
+
 def _call(obj: Any, method: str, *args: Any) -> float:
-    """Call a HostSchedule directly or through a Dask Actor proxy (which returns a future)."""
+    """Call a HostSchedule directly or through a Dask Actor proxy (which returns a future);
+    RunStopped when it says the run is stopping."""
     out = getattr(obj, method)(*args)
-    return float(out.result() if hasattr(out, "result") else out)
+    value = float(out.result() if hasattr(out, "result") else out)
+    if value == STOPPED and method in ("reserve", "cooling"):
+        raise RunStopped()
+    return value
 
 
 class Politeness:

@@ -27,7 +27,7 @@ OPTIONAL = ("download_url",)  # the photo hash (image key, the mirror's key); MD
 TRANSIENT = frozenset({"timeout", "throttled_gave_up", "error"})
 STATUSES = (
     "ok", "not_found", "gone", "forbidden", "unavailable_placeholder", "too_small",
-    "corrupt", "not_jpeg", "timeout", "throttled_gave_up", "error", "no_original", "no_download_url",
+    "corrupt", "not_jpeg", "too_large", "timeout", "throttled_gave_up", "error", "no_original", "no_download_url",
 )
 
 

@@ -518,6 +518,8 @@ def run_evaluate(landmarks: Any, descriptors: Sequence[Path], scores_dir: Path, 
         raise UserError("give at least one --descriptors DESC/<method> folder")
     for s in setups:
         setup_gnd([], s)  # validates the name
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+        raise UserError(f"--random-seeds: give whole numbers ≥ 0 (numpy's seeds), got {' '.join(map(str, seeds)) or 'none'}")
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])

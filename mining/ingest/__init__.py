@@ -100,7 +100,10 @@ def _check_input(path: Path, what: str) -> None:
     except PermissionError:
         raise UserError(f"{what} is not readable (permission denied): {path}") from None
     except READ_ERRORS as exc:
-        raise UserError(f"{what} cannot be read ({sniff_compression(path) or 'plain'}): {path}: {exc}") from None
+        kind = sniff_compression(path)
+        if kind:
+            raise UserError(_damaged(path, kind, 0, exc)) from None
+        raise UserError(f"{what} cannot be read (plain): {path}: {exc}") from None
 
 
 def _fingerprint(paths: list[Path], places: Path | None, hashes: Path | None, rows_per_part: int,
@@ -367,8 +370,17 @@ def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
         yield from iter_blocks(reader, block_size, max(block_size, 1 << 28))  # type: ignore[arg-type]
     except _StreamError as exc:
         kind = sniff_compression(path)
-        what = f"the {kind} stream is truncated or corrupt" if kind else "read error"
-        raise UserError(f"{path}: {what} after line {reader.lines} ({exc})") from None
+        if kind:
+            raise UserError(_damaged(path, kind, reader.lines, exc)) from None
+        raise UserError(f"{path}: read error after line {reader.lines} ({exc})") from None
+
+
+def _damaged(path: Path, kind: str, counted: int, exc: BaseException) -> str:
+    """The one line for a truncated or corrupt compressed input, naming the last whole line that
+    decodes (see mining/ingest/damage.py)."""
+    from mining.ingest.damage import line_reached
+
+    return f"{path}: the {kind} stream is truncated or corrupt after line {line_reached(path, kind, counted)} ({exc})"
 
 
 def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, places_path: Path | None,

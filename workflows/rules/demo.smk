@@ -23,4 +23,4 @@ if DEMO:
         conda:
             ENV
         shell:
-            "mining demo build --preset {params.preset} --seed {params.seed} {params.cities} --workers {threads} --out {params.out:q} > {log:q} 2>&1"
+            "mining demo build --preset={params.preset} --seed={params.seed} {params.cities} --workers {threads} --out {params.out:q} > {log:q} 2>&1"

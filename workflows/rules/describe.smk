@@ -47,7 +47,7 @@ rule describe_candidates:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {params.images:q} --set candidates "
-        "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} {params.settings} "
+        "--out {params.out:q} --workers {threads} --shard-size={params.shard} {params.dask} {params.settings} "
         "> {log:q} 2>&1"
 
 
@@ -76,7 +76,7 @@ rule describe_landmarks:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {input.gnd:q} --set {wildcards.set:q} "
-        "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size {params.shard} > {log:q} 2>&1"
+        "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size={params.shard} > {log:q} 2>&1"
 
 
 for _i, _group in enumerate(DESCRIBE_SHARED):
@@ -108,7 +108,7 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {params.images:q} --set candidates "
-            "--out {params.out:q} --workers {threads} --shard-size {params.shard} {params.dask} {params.settings} "
+            "--out {params.out:q} --workers {threads} --shard-size={params.shard} {params.dask} {params.settings} "
             "> {log:q} 2>&1"
 
     rule:
@@ -138,5 +138,5 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {input.gnd:q} --set {wildcards.set:q} "
-            "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size {params.shard} "
+            "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size={params.shard} "
             "> {log:q} 2>&1"

@@ -18,8 +18,8 @@ rule evaluate:
         selected=subpath(input.selected, parent=True),
         out=subpath(output.json, parent=True),
         # select n: auto → no --n: evaluate takes the selected set's size
-        n_arg="" if (E["n"] or M.select["n"]) == "auto" else f"--n {E['n'] or M['select']['n']}",
-        seeds=" ".join(str(s) for s in E["random_seeds"]),
+        n_arg="" if (E["n"] or M.select["n"]) == "auto" else shlex.quote(f"--n={E['n'] or M['select']['n']}"),
+        seeds=shlex.join(f"--random-seeds={s}" for s in E["random_seeds"]),
         setups=" ".join(E["setups"]),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
@@ -35,7 +35,7 @@ rule evaluate:
     shell:
         "mining evaluate --landmarks {params.landmarks} --descriptors {params.methods:q} --scores {params.scores:q} "
         "--selected {params.selected:q} --decisions {input.decisions:q} {params.n_arg} "
-        "--random-seeds {params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
+        "{params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule report:

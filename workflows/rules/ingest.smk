@@ -9,8 +9,8 @@ rule ingest:
         L.metadata_stats,
     params:
         out=subpath(output[0], parent=True),
-        places=f"--places {shlex.quote(M['places'])}" if M.get("places") else "",
-        hashes=f"--hash {shlex.quote(M['hashes'])}" if M.get("hashes") and not DEMO else "",
+        places=shlex.quote(f"--places={M['places']}") if M.get("places") else "",
+        hashes=shlex.quote(f"--hash={M['hashes']}") if M.get("hashes") and not DEMO else "",
     log:
         L.log("ingest"),
     benchmark:

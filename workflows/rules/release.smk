@@ -18,11 +18,13 @@ rule release:
         selected=subpath(input.selected, parent=True),
         images=subpath(input.images, parent=True),
         out=subpath(output.card, parent=True),
-        licenses=[REL["licenses"]] if isinstance(REL["licenses"], str) else REL["licenses"],
+        # manifest values reach the command line as `--key=value` words, never as words of their own
+        licenses=shlex.join(f"--licenses={x}" for x in ([REL["licenses"]] if isinstance(REL["licenses"], str)
+                                                          else REL["licenses"])),
         blur="" if REL["blur_faces"] else "--no-blur",
-        threshold=REL["face_threshold"],
-        min_face=REL["min_face_px"],
-        tar=f"--tar --shard-size {REL['shard_size']}" if REL["tar"] else "",
+        threshold=shlex.quote(f"--threshold={REL['face_threshold']}"),
+        min_face=shlex.quote(f"--min-face={REL['min_face_px']}"),
+        tar=shlex.join(["--tar", f"--shard-size={REL['shard_size']}"]) if REL["tar"] else "",
     log:
         L.log("release"),
     benchmark:
@@ -35,7 +37,7 @@ rule release:
         ENV
     shell:
         "mining release --selected {params.selected:q} --images {params.images:q} --out {params.out:q} "
-        "--licenses {params.licenses:q} --candidates {input.candidates:q} "
+        "{params.licenses} --candidates {input.candidates:q} "
         "--candidates-stats {input.candidates_stats:q} --evaluation {input.evaluation:q} "
-        "--manifest {input.manifest:q} {params.blur} --threshold {params.threshold} --min-face {params.min_face} "
+        "--manifest {input.manifest:q} {params.blur} {params.threshold} {params.min_face} "
         "{params.tar} --workers {threads} > {log:q} 2>&1"

@@ -45,5 +45,5 @@ if M.review["mode"] == "simulate":
             ENV
         shell:
             "(mining review simulate --db {input.db:q} --truth {input.truth:q} "
-            "--reviewers {params.reviewers} --seed {params.seed} && "
+            "--reviewers={params.reviewers} --seed={params.seed} && "
             "mining review export --db {input.db:q} --out {output:q}) > {log:q} 2>&1"

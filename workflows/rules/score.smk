@@ -26,4 +26,4 @@ rule score:
         ENV
     shell:
         "mining score --landmarks {params.landmarks} --descriptors {params.methods:q} --out {params.out:q} "
-        "--review-top {params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"
+        "--review-top={params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"

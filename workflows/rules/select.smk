@@ -20,16 +20,16 @@ rule select:
     params:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
-        n=M.select["n"],
+        n=shlex.quote(f"--n={M.select['n']}"),
         auto=lambda w, input: (
             "--descriptors "
             + " ".join(shlex.quote(d) for d in method_dirs(input.stores))
-            + f" --auto-tolerance {M['select']['auto_tolerance']} --setups {' '.join(M['evaluate']['setups'])}"
+            + " " + shlex.quote(f"--auto-tolerance={M['select']['auto_tolerance']}") + f" --setups {' '.join(M['evaluate']['setups'])}"
         )
         if M.select["n"] == "auto"
         else "",
         unclear="--drop-unclear" if M.select["drop_unclear"] else "",
-        near_duplicates=M.select["near_duplicates"],
+        near_duplicates=shlex.quote(f"--near-duplicates-policy={M.select['near_duplicates']}"),
         risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
         images=subpath(input.images, parent=True),
         full_res="--require-full-res" if M.select["require_full_res"] else "",
@@ -46,7 +46,7 @@ rule select:
         ENV
     shell:
         "mining select --scores {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
-        "--landmarks {params.landmarks} --n {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
-        "--near-duplicates-policy {params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
+        "--landmarks {params.landmarks} {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
+        "{params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
         "--images-root {params.images:q} {params.full_res} "
         "--out {params.out:q} > {log:q} 2>&1"

@@ -143,3 +143,21 @@ def method_dirs(stores):
     """DESC/<method> folders from their store.json files (one per method; a list for `:q`): the
     candidates stores' grandparents (a benchmark's stores sit deeper, in DESC/<method>/benchmarks/)."""
     return sorted({str(Path(s).parent.parent) for s in stores if Path(s).parent.name == "candidates"})
+
+
+def download_sources() -> str:
+    """The download's sources as JSON for --sources-json (one shell word via :q; manifest values
+    are hostile). On the demo world every networked source is its server: `{host}`, which
+    `mining demo serve ... --` replaces with the server's address."""
+    import json
+
+    from mining.download.sources import section_entries
+
+    entries = section_entries(M.download, str(M.path))
+    if DEMO:
+        entries = [e if e["kind"] == "local" else {**e, "host": "{host}"} for e in entries]
+    return json.dumps(entries, sort_keys=True)
+
+
+# computed when the workflow is parsed: a manifest whose sources contradict its host fails before any job
+DOWNLOAD_SOURCES = download_sources()

@@ -1,23 +1,6 @@
 # Candidates → verified 1024 px images (Dask fan-out; resumable per shard), from the manifest's
 # sources tried in order (download.sources, or the one flickr source of download.host).
-import json as _json
-
-from mining.download.sources import section_entries as _section_entries
-
 D = M.download
-
-
-def _download_sources() -> str:
-    """The sources as JSON for --sources-json (one shell word via :q; manifest values are
-    hostile). On the demo world every networked source is its server: `{host}`, which
-    `mining demo serve ... --` replaces with the server's address."""
-    entries = _section_entries(D, str(M.path))
-    if DEMO:
-        entries = [e if e["kind"] == "local" else {**e, "host": "{host}"} for e in entries]
-    return _json.dumps(entries, sort_keys=True)
-
-
-_DOWNLOAD_SOURCES = _download_sources()  # now: a manifest whose sources contradict its host fails before any job
 
 
 rule download:
@@ -34,7 +17,7 @@ rule download:
         if DEMO
         else "",
         # a function: a plain string would have its braces read as wildcards
-        sources=lambda w: _DOWNLOAD_SOURCES,
+        sources=lambda w: DOWNLOAD_SOURCES,
         args=shlex.join(
             f"--{k.replace('_', '-')}={D[k]}"
             for k in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",

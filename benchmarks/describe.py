@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining import layout
+from mining.descriptors import open_store
 from mining.describe import (describe, describe_many, list_items, load_image, pin_numeric_threads,
                              single_threaded_numerics)
 from mining.methods import get_method
@@ -78,12 +79,13 @@ def make_folder(root: Path, n: int) -> None:
                    root / "status" / "shard-00000.parquet")
 
 
-def _learned(name: str, images: Path, work: Path, shard_size: int):  # noqa: ANN202 - Method
+def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict | None = None,  # noqa: ANN202
+             tag: str = ""):
     """Learn the method's state once (a first describe run); the method with that state."""
-    model = work / f"{name}-model"
+    model = work / f"{name}{tag}-model"
     if not (model / "store.json").is_file():
-        describe(name, images, "candidates", model, params=SMALL_LEARNING.get(name, {}), shard_size=shard_size,
-                 progress=False)
+        describe(name, images, "candidates", model, params={**SMALL_LEARNING.get(name, {}), **(extra or {})},
+                 shard_size=shard_size, progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
     if (model / "model.npz").is_file():
@@ -113,6 +115,59 @@ def bench(name: str, images: Path, work: Path, shard_size: int, repeat: int) -> 
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
+
+
+def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> dict[str, object]:
+    """cnn-gem on ONNX Runtime (the default) against torch, stage and bare, interleaved in
+    the same run: images per CPU second of each and their ratio, per repeat and overall."""
+    runs = {b: _learned("cnn-gem", images, work, shard_size, {"backend": b}, f"-{b}") for b in ("onnx", "torch")}
+    items = list_items(images, "candidates")
+    decoded = [load_image(it.path, runs["onnx"][0].max_side, "RGB") for it in items]
+    for m, _ in runs.values():
+        m.describe(decoded[0])  # warm-up (session / module load, allocator)
+    times: dict[str, list[float]] = {f"{k}_{b}": [] for k in ("stage", "bare") for b in runs}
+    for r in range(repeat):
+        for b, (m, model) in runs.items():
+            times[f"bare_{b}"].append(_timed(lambda m=m: [m.describe(img) for img in decoded]))
+            times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe(
+                "cnn-gem", images, "candidates", work / f"cnn-{b}-stage{r}", model=model, shard_size=shard_size,
+                progress=False)))
+    n = len(items)
+    out: dict[str, object] = {"images": n}
+    for b in runs:
+        out[b] = {"images_per_s": round(n / min(times[f"stage_{b}"]), 3),
+                  "bare_images_per_s": round(n / min(times[f"bare_{b}"]), 3),
+                  "stage_s": [round(t, 3) for t in times[f"stage_{b}"]],
+                  "bare_s": [round(t, 3) for t in times[f"bare_{b}"]]}
+    for k in ("stage", "bare"):
+        per = [t / o for t, o in zip(times[f"{k}_torch"], times[f"{k}_onnx"])]
+        out[f"{k}_speedup"] = round(min(times[f"{k}_torch"]) / min(times[f"{k}_onnx"]), 3)
+        out[f"{k}_speedup_per_repeat"] = [round(x, 3) for x in per]
+    a, b = (open_store(work / f"cnn-{x}-stage0") for x in ("onnx", "torch"))
+    va, vb = a.load_all()[1], b.load_all()[1]
+    out["note"] = "speedup = torch CPU s / onnx CPU s (images per CPU second, onnx over torch); each backend learns its own whitening"
+    out["unwhitened_dims"] = [va.shape[1], vb.shape[1]]
+    return out
+
+
+def backend_agreement(world: Path, per_size: int = 2) -> dict[str, object]:
+    """cnn-gem's descriptors (default settings, no whitening) on ONNX Runtime against torch
+    for the demo world's candidates, database and query crops as the stage decodes them:
+    the least cosine per decoded size (`per_size` images of each size)."""
+    from mining.describe import ImageItem
+
+    onnx_m, torch_m = (get_method("cnn-gem", {"whiten": False, "backend": b}) for b in ("onnx", "torch"))
+    items = [ImageItem(p.stem, str(p)) for p in sorted((world / "images").glob("*.jpg"))]
+    items += list_items(world / "landmarks", "database") + list_items(world / "landmarks", "queries")
+    seen: dict[str, list[float]] = {}
+    for it in items:
+        img = load_image(it.path, onnx_m.max_side, "RGB", it.bbox)
+        key = f"{img.shape[1]}x{img.shape[0]}"
+        if len(seen.setdefault(key, [])) < per_size:
+            seen[key].append(float(np.dot(onnx_m.describe(img), torch_m.describe(img))))
+    per = {k: round(min(v), 7) for k, v in sorted(seen.items(), key=lambda kv: -min(kv[1]))}
+    return {"sizes": len(per), "images": sum(map(len, seen.values())),
+            "min_cosine": min(per.values()), "min_cosine_per_size": per}
 
 
 def _store_bytes(out: Path) -> dict[str, bytes]:

@@ -16,10 +16,15 @@ folder; each method's state is learned once (a first describe run); then
           both aggregations on decoded images. The stores of both ways are compared byte for byte.
   decode: ms per image of the stage's gray decode against the JPEG decoder's direct gray
           output (Pillow draft "L"; not used: other pixels, see the README).
+  cnn-gem: its default backend (ONNX Runtime) and torch, stage and bare interleaved in one
+          run; speedup = torch CPU s / ONNX CPU s, overall (least of each) and per repeat.
   cnn_gem_batch: ms per image of the backbone on 4 same-size images one by one vs as one
           batch of 4 (single-threaded CPU), and whether the outputs are the same bits.
 Prints one JSON object; ratios are from this run (target stage/bare <= 1.1).
 Usage: nice python benchmarks/describe.py [--images 16] [--methods cnn-gem,rsift-asmk,rsift-vlad] [--cpus 1]
+
+With `--agreement WORLD`: cnn-gem's descriptors (no whitening) on ONNX Runtime against torch
+on a demo world's images as the stage decodes them, the least cosine per decoded size.
 
 With `--demo WORLD` (a `mining demo build` output) it instead describes the world's queries,
 database and candidates with each method (default settings, learning on candidates only)
@@ -40,10 +45,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from mining import layout
+from mining import imageindex, layout
 from mining.descriptors import open_store
 from mining.describe import (describe, describe_many, list_items, load_image, pin_numeric_threads,
                              single_threaded_numerics)
@@ -74,9 +77,7 @@ def make_folder(root: Path, n: int) -> None:
         p = root / layout.image_relpath(pid)
         p.parent.mkdir(parents=True, exist_ok=True)
         cv2.imwrite(str(p), photo(pid), [cv2.IMWRITE_JPEG_QUALITY, 90])
-    (root / "status").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * n}),
-                   root / "status" / "shard-00000.parquet")
+    imageindex.write(root, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in ids])
 
 
 def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict | None = None,  # noqa: ANN202
@@ -136,6 +137,7 @@ def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> di
     out: dict[str, object] = {"images": n}
     for b in runs:
         out[b] = {"images_per_s": round(n / min(times[f"stage_{b}"]), 3),
+                  "ratio_stage_to_bare": round(min(times[f"stage_{b}"]) / min(times[f"bare_{b}"]), 3),
                   "bare_images_per_s": round(n / min(times[f"bare_{b}"]), 3),
                   "stage_s": [round(t, 3) for t in times[f"stage_{b}"]],
                   "bare_s": [round(t, 3) for t in times[f"bare_{b}"]]}
@@ -262,9 +264,7 @@ def demo_folder(world: Path, root: Path, limit: int | None = None) -> Path:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
             dst.symlink_to((world / "images" / f"{pid}.jpg").resolve())
-    (root / "status").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * len(ids)}),
-                   root / "status" / "shard-00000.parquet")
+    imageindex.write(root, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in ids])
     return root
 
 
@@ -318,7 +318,13 @@ def main() -> None:
     ap.add_argument("--demo", type=Path, help="evaluate on this demo world instead (mAP, rank correlation)")
     ap.add_argument("--workers", type=int, default=0, help="--demo: Dask workers (0 = in-process)")
     ap.add_argument("--candidates", type=int, help="--demo: use only the first N candidates (CPU budget)")
+    ap.add_argument("--agreement", type=Path, metavar="WORLD",
+                    help="cnn-gem: least cosine, ONNX Runtime vs torch, per decoded image size of this demo world")
+    ap.add_argument("--per-size", type=int, default=3, help="--agreement: images compared per size")
     args = ap.parse_args()
+    if args.agreement:
+        print(json.dumps(backend_agreement(args.agreement, args.per_size), indent=2))
+        return
     if args.demo:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(demo_eval(args.demo, args.methods.split(","), Path(tmp), args.workers, args.candidates), indent=2))
@@ -336,7 +342,10 @@ def main() -> None:
         root = Path(tmp)
         make_folder(root / "images", args.images)
         for name in names:
-            out[name] = bench(name, root / "images", root, args.shard_size, args.repeat)
+            if name == "cnn-gem":  # the default (ONNX Runtime) and torch, interleaved
+                out[name] = bench_backends(root / "images", root, args.shard_size, args.repeat)
+            else:
+                out[name] = bench(name, root / "images", root, args.shard_size, args.repeat)
         local = [n for n in ("rsift-asmk", "rsift-vlad") if n in names]
         if len(local) == 2:
             out["shared_rootsift"] = bench_shared(local, root / "images", root, args.shard_size,

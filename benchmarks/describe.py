@@ -148,7 +148,7 @@ def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> di
     a, b = (open_store(work / f"cnn-{x}-stage0") for x in ("onnx", "torch"))
     va, vb = a.load_all()[1], b.load_all()[1]
     out["note"] = "speedup = torch CPU s / onnx CPU s (images per CPU second, onnx over torch); each backend learns its own whitening"
-    out["unwhitened_dims"] = [va.shape[1], vb.shape[1]]
+    out["dims"] = [va.shape[1], vb.shape[1]]
     return out
 
 

@@ -269,7 +269,7 @@ class CnnGem(Method):
         return self._device
 
     def backbone(self) -> Any:
-        """The torch module, or (backend onnx) the ONNX Runtime session."""
+        """The torch module, or (backend onnx) the ONNX Runtime runner (lite0_onnx.Backbone)."""
         if self.onnx:
             from mining.methods.lite0_onnx import backbone
 

@@ -16,10 +16,15 @@ folder; each method's state is learned once (a first describe run); then
           both aggregations on decoded images. The stores of both ways are compared byte for byte.
   decode: ms per image of the stage's gray decode against the JPEG decoder's direct gray
           output (Pillow draft "L"; not used: other pixels, see the README).
+  cnn-gem: its default backend (ONNX Runtime) and torch, stage and bare interleaved in one
+          run; speedup = torch CPU s / ONNX CPU s, overall (least of each) and per repeat.
   cnn_gem_batch: ms per image of the backbone on 4 same-size images one by one vs as one
           batch of 4 (single-threaded CPU), and whether the outputs are the same bits.
 Prints one JSON object; ratios are from this run (target stage/bare <= 1.1).
 Usage: nice python benchmarks/describe.py [--images 16] [--methods cnn-gem,rsift-asmk,rsift-vlad] [--cpus 1]
+
+With `--agreement WORLD`: cnn-gem's descriptors (no whitening) on ONNX Runtime against torch
+on a demo world's images as the stage decodes them, the least cosine per decoded size.
 
 With `--demo WORLD` (a `mining demo build` output) it instead describes the world's queries,
 database and candidates with each method (default settings, learning on candidates only)
@@ -40,10 +45,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from mining import layout
+from mining import imageindex, layout
+from mining.descriptors import open_store
 from mining.describe import (describe, describe_many, list_items, load_image, pin_numeric_threads,
                              single_threaded_numerics)
 from mining.methods import get_method
@@ -73,17 +77,16 @@ def make_folder(root: Path, n: int) -> None:
         p = root / layout.image_relpath(pid)
         p.parent.mkdir(parents=True, exist_ok=True)
         cv2.imwrite(str(p), photo(pid), [cv2.IMWRITE_JPEG_QUALITY, 90])
-    (root / "status").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * n}),
-                   root / "status" / "shard-00000.parquet")
+    imageindex.write(root, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in ids])
 
 
-def _learned(name: str, images: Path, work: Path, shard_size: int):  # noqa: ANN202 - Method
+def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict | None = None,  # noqa: ANN202
+             tag: str = ""):
     """Learn the method's state once (a first describe run); the method with that state."""
-    model = work / f"{name}-model"
+    model = work / f"{name}{tag}-model"
     if not (model / "store.json").is_file():
-        describe(name, images, "candidates", model, params=SMALL_LEARNING.get(name, {}), shard_size=shard_size,
-                 progress=False)
+        describe(name, images, "candidates", model, params={**SMALL_LEARNING.get(name, {}), **(extra or {})},
+                 shard_size=shard_size, progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
     if (model / "model.npz").is_file():
@@ -113,6 +116,60 @@ def bench(name: str, images: Path, work: Path, shard_size: int, repeat: int) -> 
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
+
+
+def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> dict[str, object]:
+    """cnn-gem on ONNX Runtime (the default) against torch, stage and bare, interleaved in
+    the same run: images per CPU second of each and their ratio, per repeat and overall."""
+    runs = {b: _learned("cnn-gem", images, work, shard_size, {"backend": b}, f"-{b}") for b in ("onnx", "torch")}
+    items = list_items(images, "candidates")
+    decoded = [load_image(it.path, runs["onnx"][0].max_side, "RGB") for it in items]
+    for m, _ in runs.values():
+        m.describe(decoded[0])  # warm-up (session / module load, allocator)
+    times: dict[str, list[float]] = {f"{k}_{b}": [] for k in ("stage", "bare") for b in runs}
+    for r in range(repeat):
+        for b, (m, model) in runs.items():
+            times[f"bare_{b}"].append(_timed(lambda m=m: [m.describe(img) for img in decoded]))
+            times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe(
+                "cnn-gem", images, "candidates", work / f"cnn-{b}-stage{r}", model=model, shard_size=shard_size,
+                progress=False)))
+    n = len(items)
+    out: dict[str, object] = {"images": n}
+    for b in runs:
+        out[b] = {"images_per_s": round(n / min(times[f"stage_{b}"]), 3),
+                  "ratio_stage_to_bare": round(min(times[f"stage_{b}"]) / min(times[f"bare_{b}"]), 3),
+                  "bare_images_per_s": round(n / min(times[f"bare_{b}"]), 3),
+                  "stage_s": [round(t, 3) for t in times[f"stage_{b}"]],
+                  "bare_s": [round(t, 3) for t in times[f"bare_{b}"]]}
+    for k in ("stage", "bare"):
+        per = [t / o for t, o in zip(times[f"{k}_torch"], times[f"{k}_onnx"])]
+        out[f"{k}_speedup"] = round(min(times[f"{k}_torch"]) / min(times[f"{k}_onnx"]), 3)
+        out[f"{k}_speedup_per_repeat"] = [round(x, 3) for x in per]
+    a, b = (open_store(work / f"cnn-{x}-stage0") for x in ("onnx", "torch"))
+    va, vb = a.load_all()[1], b.load_all()[1]
+    out["note"] = "speedup = torch CPU s / onnx CPU s (images per CPU second, onnx over torch); each backend learns its own whitening"
+    out["dims"] = [va.shape[1], vb.shape[1]]
+    return out
+
+
+def backend_agreement(world: Path, per_size: int = 2) -> dict[str, object]:
+    """cnn-gem's descriptors (default settings, no whitening) on ONNX Runtime against torch
+    for the demo world's candidates, database and query crops as the stage decodes them:
+    the least cosine per decoded size (`per_size` images of each size)."""
+    from mining.describe import ImageItem
+
+    onnx_m, torch_m = (get_method("cnn-gem", {"whiten": False, "backend": b}) for b in ("onnx", "torch"))
+    items = [ImageItem(p.stem, str(p)) for p in sorted((world / "images").glob("*.jpg"))]
+    items += list_items(world / "landmarks", "database") + list_items(world / "landmarks", "queries")
+    seen: dict[str, list[float]] = {}
+    for it in items:
+        img = load_image(it.path, onnx_m.max_side, "RGB", it.bbox)
+        key = f"{img.shape[1]}x{img.shape[0]}"
+        if len(seen.setdefault(key, [])) < per_size:
+            seen[key].append(float(np.dot(onnx_m.describe(img), torch_m.describe(img))))
+    per = {k: round(min(v), 7) for k, v in sorted(seen.items(), key=lambda kv: -min(kv[1]))}
+    return {"sizes": len(per), "images": sum(map(len, seen.values())),
+            "min_cosine": min(per.values()), "min_cosine_per_size": per}
 
 
 def _store_bytes(out: Path) -> dict[str, bytes]:
@@ -207,9 +264,7 @@ def demo_folder(world: Path, root: Path, limit: int | None = None) -> Path:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
             dst.symlink_to((world / "images" / f"{pid}.jpg").resolve())
-    (root / "status").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"photo_id": pa.array(ids, pa.int64()), "status": ["ok"] * len(ids)}),
-                   root / "status" / "shard-00000.parquet")
+    imageindex.write(root, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in ids])
     return root
 
 
@@ -263,7 +318,13 @@ def main() -> None:
     ap.add_argument("--demo", type=Path, help="evaluate on this demo world instead (mAP, rank correlation)")
     ap.add_argument("--workers", type=int, default=0, help="--demo: Dask workers (0 = in-process)")
     ap.add_argument("--candidates", type=int, help="--demo: use only the first N candidates (CPU budget)")
+    ap.add_argument("--agreement", type=Path, metavar="WORLD",
+                    help="cnn-gem: least cosine, ONNX Runtime vs torch, per decoded image size of this demo world")
+    ap.add_argument("--per-size", type=int, default=3, help="--agreement: images compared per size")
     args = ap.parse_args()
+    if args.agreement:
+        print(json.dumps(backend_agreement(args.agreement, args.per_size), indent=2))
+        return
     if args.demo:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(demo_eval(args.demo, args.methods.split(","), Path(tmp), args.workers, args.candidates), indent=2))
@@ -281,7 +342,10 @@ def main() -> None:
         root = Path(tmp)
         make_folder(root / "images", args.images)
         for name in names:
-            out[name] = bench(name, root / "images", root, args.shard_size, args.repeat)
+            if name == "cnn-gem":  # the default (ONNX Runtime) and torch, interleaved
+                out[name] = bench_backends(root / "images", root, args.shard_size, args.repeat)
+            else:
+                out[name] = bench(name, root / "images", root, args.shard_size, args.repeat)
         local = [n for n in ("rsift-asmk", "rsift-vlad") if n in names]
         if len(local) == 2:
             out["shared_rootsift"] = bench_shared(local, root / "images", root, args.shard_size,

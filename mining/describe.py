@@ -291,7 +291,7 @@ def _plan(method_name: str, images: str | Path, image_set: str, out: Path, param
         if clash:
             raise UserError(f"options {sorted(clash)} differ from the --model store's; landmark sets must be "
                             "described with the candidates' settings")
-        params = base
+        params = {**params, **base}  # a setting newer than the store (e.g. cnn-gem backend) can be given
         if (Path(model) / MODEL_FILE).is_file():
             state_path = (Path(model) / MODEL_FILE).resolve()
             model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}

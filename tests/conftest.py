@@ -15,3 +15,20 @@ def demo_run(tmp_path_factory):
     r = snakemake(work, "--cores", "2", manifest=DEMO_MANIFEST)
     assert r.returncode == 0, failure_text(r, work / "results/demo")
     return work
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory):
+    """cnn-gem's ONNX export goes to a folder of this session (not the user's ~/.cache), unless
+    MINING_CACHE_DIR is set (then that one is reused: the export takes ~40 s)."""
+    import os
+
+    if os.environ.get("MINING_CACHE_DIR"):
+        yield os.environ["MINING_CACHE_DIR"]
+        return
+    path = tmp_path_factory.mktemp("model-cache")
+    os.environ["MINING_CACHE_DIR"] = str(path)
+    try:
+        yield str(path)
+    finally:
+        os.environ.pop("MINING_CACHE_DIR", None)

@@ -11,7 +11,7 @@ from mining.errors import UserError
 # CLI option -> method parameter (None = the method's default, or the --model store's value)
 _PARAMS = {
     "max_side": "max_side", "scales": "scales", "no_whiten": "whiten", "whiten_dim": "whiten_dim",
-    "model_file": "model_file", "device": "device", "max_features": "max_features",
+    "model_file": "model_file", "device": "device", "backend": "backend", "max_features": "max_features",
     "codebook_size": "codebook_size", "vocabulary": "vocabulary", "vlad_dim": "dim",
 }
 
@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--whiten-dim", type=int, help="cnn-gem: whitened dimension (default 512)")
     g.add_argument("--model-file", help="cnn-gem: TorchScript model (image tensor -> feature map or vector)")
     g.add_argument("--device", help="cnn-gem: auto (GPU if present), cpu, cuda, cuda:1 ...")
+    g.add_argument("--backend", help="cnn-gem: onnx (ONNX Runtime, default) or torch; a --model-file runs on torch")
     g.add_argument("--max-features", type=int, help="SIFT methods: keypoints kept per image (default 1000)")
     g.add_argument("--codebook-size", type=int, help="rsift-asmk: visual words (default 512)")
     g.add_argument("--vocabulary", type=int, help="rsift-vlad: k-means words (default 64)")

@@ -37,17 +37,21 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 @dataclass(frozen=True)
 class Param:
     """The type and domain of one method setting: `int`, `float` (ints accepted), `bool`,
-    `str`, `floats` (a non-empty list of floats) or `device` (auto, cpu, cuda, cuda:N);
-    numbers within [low, high] (`open_low`: low itself excluded); `none`: null allowed."""
+    `str`, `floats` (a non-empty list of floats), `device` (auto, cpu, cuda, cuda:N) or
+    `choice` (one of `choices`); numbers within [low, high] (`open_low`: low itself
+    excluded); `none`: null allowed."""
 
     type: str
     low: float | None = None
     high: float | None = None
     open_low: bool = False
     none: bool = False
+    choices: tuple[str, ...] = ()
 
     def allowed(self) -> str:
-        if self.type == "device":
+        if self.type == "choice":
+            text = " or ".join(self.choices)
+        elif self.type == "device":
             text = "auto, cpu, cuda or cuda:N"
         elif self.type in ("bool", "str"):
             text = {"bool": "true or false", "str": "text"}[self.type]
@@ -78,6 +82,8 @@ class Param:
             return isinstance(v, bool)
         if self.type == "device":
             return isinstance(v, str) and _DEVICE.fullmatch(v) is not None
+        if self.type == "choice":
+            return v in self.choices
         return isinstance(v, str)
 
 

@@ -121,3 +121,80 @@ def test_whitening_is_skipped_on_too_small_a_sample():
     rng = np.random.default_rng(1)
     assert m.fit([rng.normal(size=(1, 1280)) for _ in range(10)]) == {}
     assert m.fit([rng.normal(size=(1, 1280)) for _ in range(16)])["pca_proj"].shape == (1280, 8)
+
+
+# ---- cnn-gem's backbone on ONNX Runtime (backend onnx, the default) -----------------------
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("describe_bench", Path(__file__).parents[2] / "benchmarks" / "describe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def micro_world(tmp_path_factory):
+    from mining.demo.world import build_world
+
+    out = tmp_path_factory.mktemp("micro-world")
+    build_world(out, "micro", workers=1)
+    return out
+
+
+def test_onnx_backend_matches_torch_at_every_demo_image_size(micro_world):
+    """Candidates, database images and query crops of a demo world, decoded as the stage
+    does: the default (ONNX Runtime) descriptor is the torch one's within cosine 0.9999 at
+    every size there is (TF "same" padding depends on each size's parity)."""
+    got = _bench_module().backend_agreement(micro_world, per_size=1)
+    assert got["sizes"] >= 4, got  # 768x576, smaller photos, query crops of several sizes
+    assert got["min_cosine"] >= 0.9999, got
+
+
+def test_onnx_backend_is_exported_once_verified_and_recorded():
+    from mining.methods import lite0_onnx
+    from mining.methods.cnn_gem import file_sha256
+
+    m = get_method("cnn-gem", {"whiten": False})
+    path = lite0_onnx.ensure_model()
+    assert m.params["backend"] == "onnx" and m.params["onnx_sha256"] == file_sha256(str(path))
+    assert path.parent == lite0_onnx.cache_dir() and path.name.endswith(f"-v{lite0_onnx.EXPORT_VERSION}.onnx")
+    img = scene(3)
+    a, b = m.describe(img), get_method("cnn-gem", {"whiten": False}).describe(img)
+    assert a.dtype == np.float32 and a.shape == (1280,) and a.tobytes() == b.tobytes()  # deterministic
+    with pytest.raises(UserError, match="onnx_sha256=0000 but this machine's export"):
+        get_method("cnn-gem", {"onnx_sha256": "0000"})
+
+
+def test_an_onnx_model_off_tolerance_is_refused_and_not_cached(tmp_path, monkeypatch):
+    """A model that differs from torch beyond tolerance at some size fails loudly, and no file
+    is left under the cache's final name (the next run exports and checks again)."""
+    import shutil
+
+    from mining.methods import lite0_onnx
+
+    good = lite0_onnx.ensure_model()
+    monkeypatch.setenv("MINING_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(lite0_onnx, "export", lambda p: shutil.copyfile(good, p))
+    monkeypatch.setattr(lite0_onnx, "TOLERANCE", 1e-9)
+    with pytest.raises(UserError, match=r"ONNX export differs from the torch backbone at 576x768 .*use backend=torch"):
+        lite0_onnx.ensure_model()
+    assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob("*.tmp"))
+    monkeypatch.setattr(lite0_onnx, "TOLERANCE", 1e-3)
+    assert lite0_onnx.ensure_model().read_bytes() == good.read_bytes()
+
+
+def test_backend_domain_and_model_file_rules(tmp_path):
+    with pytest.raises(UserError, match=r"backend='tf' is not allowed \(backend must be onnx or torch\)"):
+        get_method("cnn-gem", {"backend": "tf"})
+    with pytest.raises(UserError, match="onnx_sha256 is only for backend=onnx"):
+        get_method("cnn-gem", {"backend": "torch", "onnx_sha256": "ab"})
+    import torch
+
+    model = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Conv2d(3, 8, 3)), str(model))
+    m = get_method("cnn-gem", {"model_file": str(model), "whiten": False})
+    assert m.params["backend"] == "torch" and m.params["onnx_sha256"] is None and m.describe(scene(1)).shape == (8,)
+    with pytest.raises(UserError, match="backend=onnx runs the built-in backbone only"):
+        get_method("cnn-gem", {"model_file": str(model), "backend": "onnx"})

@@ -1,6 +1,8 @@
 """`mining report`: a single offline HTML file from a run folder; missing inputs → "not available"."""
 
 import base64
+import hashlib
+import html
 import json
 import re
 from pathlib import Path
@@ -49,6 +51,9 @@ def make_run(tmp_path):
     pq.write_table(pa.Table.from_pandas(sc, preserve_index=False), run / "scores" / "scores.parquet")
     run_evaluate(run / "world" / "landmarks", [run / "descriptors" / "gem"], run / "scores", run / "selected",
                  run / "review" / "decisions.parquet", run / "evaluation", seeds=[0, 1], progress=False)
+    dec = pq.read_table(run / "review" / "decisions.parquet")  # two reviewers; they split on the last item
+    votes = ['{"ann": "y", "bob": "y"}'] * (dec.num_rows - 1) + ['{"ann": "n", "bob": "u"}']
+    pq.write_table(dec.append_column("votes", pa.array(votes)), run / "review" / "decisions.parquet")
     (run / "metadata").mkdir()
     (run / "metadata" / "stats.json").write_text(json.dumps({"rows_in": 1000, "rows_out": 990, "rows_rejected": 10}))
     rng = np.random.default_rng(0)
@@ -116,6 +121,27 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "95 % confidence intervals over queries (bootstrap)" in doc
     assert fmt_interval(ci["mined"]) in doc
     assert f"{100 * ci['mined_minus_random']['diff']:+.2f} {fmt_interval(ci['mined_minus_random']['ci'])}" in doc
+    # the report leads with the result: a specific title, the headline, then contents, provenance, availability
+    from mining.publish import fmt_p
+
+    d = ci["mined_minus_random"]
+    assert "<title>distractor-mining run test-run: distractors for " in doc
+    head = doc[doc.index('<section id="result">'):doc.index('<section id="provenance">')]
+    assert (f"<td>{html.escape(ev['landmarks']['name'])}</td><td>gem</td><td>hard</td><td>{100 * d['diff']:+.2f}</td><td>{fmt_interval(d['ci'])}</td>"
+            f"<td>{html.escape(fmt_p(d['p_not_lower']))}</td>") in head
+    assert f"the mined {ev['n']} cost gem " in head and " mAP points " in head
+    order = [doc.index(s) for s in ('id="result"', 'class="toc"', 'id="provenance"', 'id="availability"', 'id="funnel"')]
+    assert order == sorted(order)
+    assert "manifest manifest.yaml sha256</td><td>" + hashlib.sha256((tmp_path / "manifest.yaml").read_bytes()).hexdigest() in doc
+    # one unit per funnel chart; the review's gallery and the reviewers' agreement
+    assert "<td>pool after review (usable candidates)</td>" in doc and "<td>review items</td>" in doc
+    n_landmark = int((pq.read_table(run / "review" / "decisions.parquet").column("decision").to_numpy() == "landmark").sum())
+    assert f"{n_landmark} review items decided <code>landmark</code>" in doc
+    n_dec = pq.read_metadata(run / "review" / "decisions.parquet").num_rows
+    assert f"{n_dec - 1} of {n_dec} items seen by several reviewers (2 reviewers in all)" in doc
+    # every query of a landmark beside its hardest distractors, with rank and score
+    assert doc.count('<figure class="query">') >= len(load_landmarks(run / "world" / "landmarks").qimlist)
+    assert re.search(r"<figcaption>#\d+ · score [0-9.e+-]+ · \d+</figcaption>", doc)
 
 
 def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
@@ -128,7 +154,8 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    assert doc.count("not available") == 9  # incl. availability, near-duplicates, leak risk and N chosen
+    # incl. availability, near-duplicates, leak risk, N chosen, the result, the review gallery and agreement
+    assert doc.count("not available") == 12
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 

@@ -94,7 +94,7 @@ SECTIONS: list[tuple[str, str, Callable[[Inputs], str]]] = [
 ]
 
 _STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:right}th{background:#eee}
+td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:right}th{background:#eee}td:first-child{text-align:left}
 .na{color:#888;font-style:italic}.row{display:flex;flex-wrap:wrap;gap:6px}figure{margin:0;text-align:center;font-size:11px}
 figure.query img{outline:3px solid #228833}pre{background:#f6f6f6;padding:1em;font-size:12px;overflow:auto}
 p.lead{font-size:1.25em;margin:.3em 0}nav.toc{columns:3;font-size:13px;margin:.5em 0 1em}nav.toc a{display:block}

@@ -96,38 +96,81 @@ def geotags(inp: Inputs) -> str:
     if excl is not None:
         pts.append(excl[["longitude", "latitude"]].to_numpy(float))
     x0, x1, y0, y1 = _extent(pts)
+    shapes = _safe(lambda: _excluded_shapes(inp), [])
+    close = [(label, _close_up(g)) for label, g in shapes[:MAX_CLOSE_UPS]]
+    close = [(label, b) for label, b in close if b is not None and (b[1] - b[0]) < (x1 - x0) / 4]
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    ax.set_facecolor("#eaf2f8")
-    view = shapely.box(x0, y0, x1, y1)
+    fig = plt.figure(figsize=(9, 4.8 + (3.2 if close else 0)))
+    grid = fig.add_gridspec(2 if close else 1, max(1, len(close)), height_ratios=[4.8, 3.2] if close else [1])
+    ax = fig.add_subplot(grid[0, :])
+    _panel(ax, (x0, x1, y0, y1), kept, excl, shapes)
+    ax.fill([], [], facecolor="#cc3311", alpha=0.18, label="excluded by the manifest (countries, areas)")
+    ax.legend(loc="lower left", markerscale=4, fontsize=8)
+    for i, (label, box) in enumerate(close):  # each excluded country or area close up: its border
+        sub = fig.add_subplot(grid[1, i])
+        _panel(sub, box, kept, excl, shapes, marker=6)
+        sub.set_title(label, fontsize=9)
+    note = "" if excl is not None else '<p class="na">excluded geotags: not available (no metadata parquet)</p>'
+    return png(fig) + note
+
+
+MAX_CLOSE_UPS = 4
+
+
+def _safe(fn: Any, default: Any) -> Any:
     try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - outlines are context; the points still tell the story
+        log.warning("map outlines skipped: %s", exc)
+        return default
+
+
+def _close_up(geom: Any) -> tuple[float, float, float, float] | None:
+    """A view of a shape's largest part (a country's mainland, not its overseas islands), with a margin."""
+    import shapely
+
+    parts = [g for g in shapely.get_parts(geom) if not g.is_empty]
+    if not parts:
+        return None
+    big = max(parts, key=lambda g: g.area)
+    bx0, by0, bx1, by1 = big.bounds
+    pad = max(bx1 - bx0, by1 - by0) * 0.25 + 0.05
+    return bx0 - pad, bx1 + pad, max(by0 - pad, -90), min(by1 + pad, 90)
+
+
+def _panel(ax: Any, view: tuple[float, float, float, float], kept: Any, excl: Any, shapes: list[tuple[str, Any]],
+           marker: float = 3) -> None:
+    """Country outlines, the excluded shapes shaded, and the kept / excluded points, within a view."""
+    import shapely
+
+    x0, x1, y0, y1 = view
+    ax.set_facecolor("#eaf2f8")
+    tol = SIMPLIFY_DEG * max(0.2, (x1 - x0) / 60)
+
+    def clip(g: Any) -> Any:
+        return shapely.simplify(shapely.clip_by_rect(g, x0 - 1, y0 - 1, x1 + 1, y1 + 1), tol)
+
+    def outlines() -> None:
         from mining.geoshapes import load_countries
 
         world = load_countries().geometry
-        near = world[shapely.intersects(world, view)]
-        tol = SIMPLIFY_DEG * max(1.0, (x1 - x0) / 60)
-        for g in shapely.simplify(shapely.clip_by_rect(near, x0 - 1, y0 - 1, x1 + 1, y1 + 1), tol):
+        for g in clip(world[shapely.intersects(world, shapely.box(x0, y0, x1, y1))]):
             _draw(ax, g, facecolor="#fbfbf8", edgecolor="#888888", lw=0.4)
-        for i, (label, g) in enumerate(_excluded_shapes(inp)):
-            g = shapely.simplify(shapely.clip_by_rect(g, x0 - 1, y0 - 1, x1 + 1, y1 + 1), tol)
-            _draw(ax, g, facecolor="#cc3311", alpha=0.18, edgecolor="#cc3311", lw=0.6,
-                  label=None)
+        for label, g in shapes:
+            g = clip(g)
+            _draw(ax, g, facecolor="#cc3311", alpha=0.18, edgecolor="#cc3311", lw=0.6)
             if not g.is_empty:
                 c = g.representative_point()
                 if x0 <= c.x <= x1 and y0 <= c.y <= y1:
                     ax.annotate(label, (c.x, c.y), fontsize=7, color="#882200", ha="center")
-    except Exception as exc:  # noqa: BLE001 - outlines are context; the points still tell the story
-        log.warning("map outlines skipped: %s", exc)
+
+    _safe(outlines, None)
     if excl is not None:
-        ax.scatter(excl["longitude"], excl["latitude"], s=3, c="#cc3311", alpha=0.6, label=f"excluded (sample of {len(excl)})")
-    ax.scatter(kept["longitude"], kept["latitude"], s=3, c="#0077bb", alpha=0.6, label=f"kept (sample of {len(kept)})")
-    ax.fill([], [], facecolor="#cc3311", alpha=0.18, label="excluded by the manifest (countries, areas)")
+        ax.scatter(excl["longitude"], excl["latitude"], s=marker, c="#cc3311", alpha=0.7, label=f"excluded (sample of {len(excl)})")
+    ax.scatter(kept["longitude"], kept["latitude"], s=marker, c="#0077bb", alpha=0.7, label=f"kept (sample of {len(kept)})")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
     ax.set_aspect(1 / max(np.cos(np.radians((y0 + y1) / 2)), 0.2))
     ax.set_xlabel("longitude")
     ax.set_ylabel("latitude")
-    ax.legend(loc="lower left", markerscale=4, fontsize=8)
-    note = "" if excl is not None else '<p class="na">excluded geotags: not available (no metadata parquet)</p>'
-    return png(fig) + note

@@ -12,8 +12,8 @@ from typing import Any
 
 from mining.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
-MAX_LANDMARKS = 60  # hardest: landmarks shown (each: its queries and its hardest distractors)
-MAX_QUERIES = 6  # query crops beside a landmark's distractors
+MAX_LANDMARKS = 40  # hardest: landmarks shown (each: its queries and its hardest distractors)
+MAX_QUERIES = 5  # query crops beside a landmark's distractors
 REMOVED_SHOWN = 48  # review gallery
 AGREEMENT_ROWS = 60
 
@@ -54,7 +54,7 @@ def _selection(inp: Inputs) -> Any:
     return sel
 
 
-def hardest(inp: Inputs, per_landmark: int = 10) -> str:
+def hardest(inp: Inputs, per_landmark: int = 8) -> str:
     """Per landmark: every query's crop, then its hardest selected distractors with their rank and score."""
     if not (inp.landmarks or inp.extra.get("benchmarks")) or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
         return NA

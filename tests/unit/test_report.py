@@ -168,3 +168,27 @@ def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsy
     assert main(["report", "--run", str(run), "--manifest", str(bad), "--out", str(tmp_path / "r.html")]) == 2
     assert "duplicate key name" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
+    """evaluation.json with `per_benchmark` (several benchmarks mined at once): one row per
+    benchmark, method and setup, one sentence each, p as '< 0.0005' when it rounds to 0."""
+    from mining.report import Inputs
+    from mining.report.headline import headline, title
+
+    def bench(diff, p):
+        return {"methods": ["cnn-gem"], "setups": ["easy", "medium"], "n": 30,
+                "ci": {"cnn-gem": {s: {"mined_minus_random": {"diff": diff, "ci": [diff - 0.01, diff + 0.02], "p_not_lower": p}}
+                                   for s in ("easy", "medium")}}}
+
+    ev = {"per_benchmark": {"roxford5k": bench(-0.095, 0.0), "<b>rparis</b>": bench(0.012, 0.4123)}}
+    (tmp_path / "evaluation.json").write_text(json.dumps(ev))
+    inp = Inputs(evaluation=tmp_path / "evaluation.json")
+    doc = headline(inp)
+    assert "On roxford5k, the mined 30 cost cnn-gem 9.5 Medium mAP points more than a random 30 " \
+           "(95 % interval 7.5 to 10.5; p &lt; 0.0005)." in doc
+    assert "On &lt;b&gt;rparis&lt;/b&gt;, the mined 30 cost cnn-gem 1.2 Medium mAP points less than a random 30" in doc
+    assert "<b>rparis" not in doc
+    assert "<td>roxford5k</td><td>cnn-gem</td><td>medium</td><td>-9.50</td><td>[-10.50, -7.50]</td><td>&lt; 0.0005</td>" in doc
+    assert "<td>0.412</td>" in doc and doc.count("<tr>") == 1 + 4
+    assert title(inp) == "distractor-mining run report: distractors for roxford5k, <b>rparis</b>"  # escaped where printed

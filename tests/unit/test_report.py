@@ -192,3 +192,18 @@ def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
     assert "<td>roxford5k</td><td>cnn-gem</td><td>medium</td><td>-9.50</td><td>[-10.50, -7.50]</td><td>&lt; 0.0005</td>" in doc
     assert "<td>0.412</td>" in doc and doc.count("<tr>") == 1 + 4
     assert title(inp) == "distractor-mining run report: distractors for roxford5k, <b>rparis</b>"  # escaped where printed
+
+
+def test_report_size_benchmark_stays_bounded(tmp_path):
+    """benchmarks/report_size.py: its synthetic run (every section it feeds available) and JSON;
+    the galleries' caps hold (each landmark shows at most 8 distractors, at most 40 landmarks)."""
+    from benchmarks.report_size import main as bench
+
+    res = bench(["--rows", "2000", "--workdir", str(tmp_path), "--out", str(tmp_path / "size.json")])
+    assert json.loads((tmp_path / "size.json").read_text()) == res
+    assert res["rows"] == 2000 and res["html_bytes"] > 100_000 and res["build_s"] > 0
+    assert set(res["sections_missing"]) == {"Near-duplicates and copies of landmark images",
+                                            "Leak risk beyond the review queue", "Settings and timings"}
+    doc = (tmp_path / "report.html").read_text()
+    assert doc.count("<h3>lm") == 40 and "landmarks beyond the first 40 are not shown" in doc
+    assert len(re.findall(r"<figcaption>#\d+ · score", doc)) <= 40 * 8

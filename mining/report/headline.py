@@ -65,8 +65,9 @@ def sentence(name: str, rep: dict[str, Any]) -> str | None:
     more = "more" if cost >= 0 else "less"
     lo, hi = sorted(-100 * v for v in d["ci"]) if None not in d["ci"] else (None, None)
     ci = f"95 % interval {lo:.1f} to {hi:.1f}; " if lo is not None else ""
+    p = fmt_p(d.get("p_not_lower"))
     return (f"On {name}, the mined {n} cost {m} {abs(cost):.1f} {s.capitalize()} mAP points {more} than a random {n} "
-            f"({ci}p = {fmt_p(d.get('p_not_lower'))}).").replace("p = <", "p <")
+            f"({ci}p {p if p.startswith('<') else '= ' + p}).")
 
 
 def headline(inp: Inputs) -> str:
@@ -101,7 +102,7 @@ def provenance(inp: Inputs) -> str:
     if inp.evaluation:
         when = dt.datetime.fromtimestamp(inp.evaluation.stat().st_mtime, dt.timezone.utc)
         rows.append(["evaluation written", when.strftime("%Y-%m-%d %H:%M UTC")])
-    rows.append(["code", cv["package"]])
+    rows.append(["report built by", cv["package"]])
     rows.append(["commit", (cv["commit"] or "unknown (not a git checkout)")
                  + (" (with local changes)" if cv.get("local_changes") == "yes" else "")])
     if inp.manifest and inp.manifest.is_file():

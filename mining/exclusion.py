@@ -192,7 +192,7 @@ def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | N
                 p = base_dir / p
             if not p.is_file():
                 raise where.error((SECTION, "areas", i, "geojson"), f"GeoJSON file not found: {p}")
-            from mining.geofilter.areas import load_geojson
+            from mining.geoshapes import load_geojson
 
             try:  # read now, not first at geofilter (after the ingest)
                 load_geojson(p)

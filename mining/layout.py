@@ -211,6 +211,10 @@ class RunLayout:
         return f"{self.selected}/distractors.parquet"
 
     @property
+    def selected_stats(self) -> str:
+        return f"{self.selected}/stats.json"
+
+    @property
     def evaluation_json(self) -> str:
         return f"{self.evaluation}/evaluation.json"
 

@@ -26,9 +26,13 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from mining import __version__
 
 # C0 controls, DEL, C1 controls, Unicode line/paragraph separators
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -101,3 +105,34 @@ def pct(v: Any) -> str:
     """A fraction as a percentage with two decimals ("–" when missing or not finite), as the
     evaluation tables (evaluation.md, the report, the release card) print it."""
     return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{100 * v:.2f}"
+
+
+def fmt_interval(ci: Sequence[float | None] | None) -> str:
+    """'[lo, hi]' in % with two decimals, '–' when unknown."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return "–"
+    return f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}]"
+
+
+def fmt_p(p: float | None) -> str:
+    """A bootstrap p with three decimals; '< 0.0005' when it rounds to 0 (a share of
+    resamples is no proof of 0)."""
+    if p is None:
+        return "–"
+    return "< 0.0005" if round(p, 3) == 0 else f"{p:.3f}"
+
+
+def code_version() -> dict[str, str | None]:
+    """The package version and, when the package runs from a git checkout, its commit."""
+    here = Path(__file__).resolve().parent
+    commit = dirty = None
+    try:
+        r = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if r.returncode == 0:
+            commit = r.stdout.strip()
+            s = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--",
+                                str(here)], capture_output=True, text=True, timeout=30)
+            dirty = "yes" if s.returncode == 0 and s.stdout.strip() else "no"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"package": f"distractor-mining {__version__}", "commit": commit, "local_changes": dirty}

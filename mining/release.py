@@ -40,7 +40,6 @@ import logging
 import os
 import shutil
 import stat
-import subprocess
 import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -51,8 +50,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-from mining import __version__, atomic, card
+from mining import atomic, card
 from mining.errors import UserError
+from mining.publish import code_version  # noqa: F401 - release.code_version, as before
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
 from mining.threads import in_order
 
@@ -172,22 +172,7 @@ def process_image(data: bytes, detector: FaceDetector | None, margin: float = DE
 
 
 # ----------------------------------------------------------------------------- provenance
-
-
-def code_version() -> dict[str, str | None]:
-    """The package version and, when the package runs from a git checkout, its commit."""
-    here = Path(__file__).resolve().parent
-    commit = dirty = None
-    try:
-        r = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if r.returncode == 0:
-            commit = r.stdout.strip()
-            s = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--",
-                                str(here)], capture_output=True, text=True, timeout=30)
-            dirty = "yes" if s.returncode == 0 and s.stdout.strip() else "no"
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"package": f"distractor-mining {__version__}", "commit": commit, "local_changes": dirty}
+# code_version: mining.publish (the report prints it too)
 
 
 def _read_json(path: Path | None, what: str) -> dict | None:

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mining.errors import UserError
+from mining.publish import fmt_interval  # noqa: F401 - bootstrap.fmt_interval, as before
 
 DEFAULT_SAMPLES = 2000
 DEFAULT_LEVEL = 0.95
@@ -114,13 +115,6 @@ def method_intervals(none: np.ndarray, mined: np.ndarray, random: Sequence[np.nd
                          for runs in curve_random],
     }
     return out
-
-
-def fmt_interval(ci: Sequence[float | None] | None) -> str:
-    """'[lo, hi]' in % with two decimals, '–' when unknown."""
-    if not ci or ci[0] is None or ci[1] is None:
-        return "–"
-    return f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}]"
 
 
 def markdown(report: Mapping[str, Any]) -> list[str]:

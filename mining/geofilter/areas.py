@@ -7,16 +7,14 @@ exact WGS-84 geodesic from geopy, so results equal a geodesic test everywhere.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 import numpy as np
 import shapely
-from shapely.geometry import shape
 
-from mining.errors import UserError
 from mining.exclusion import Area, BBoxArea, CircleArea, GeoJSONArea
 from mining.geofilter.regions import PolygonIndex
+from mining.geoshapes import load_geojson
 
 EARTH_RADIUS_KM = 6371.0088
 # Haversine (mean sphere) vs WGS-84 geodesic: relative error below 0.56 %; keep a margin.
@@ -65,24 +63,6 @@ def bbox_mask(area: BBoxArea) -> Mask:
         return in_lat & in_lon
 
     return mask
-
-
-def load_geojson(path) -> shapely.Geometry:
-    """Union of the (Multi)Polygons in a GeoJSON geometry, Feature or FeatureCollection."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("type") == "FeatureCollection":
-            geoms = [shape(f["geometry"]) for f in doc["features"]]
-        elif doc.get("type") == "Feature":
-            geoms = [shape(doc["geometry"])]
-        else:
-            geoms = [shape(doc)]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UserError(f"cannot read GeoJSON {path}: {exc}") from None
-    polys = [g for g in geoms if g.geom_type in ("Polygon", "MultiPolygon")]
-    if not polys:
-        raise UserError(f"GeoJSON {path} has no Polygon or MultiPolygon")
-    return shapely.make_valid(shapely.union_all(polys))
 
 
 def area_mask(area: Area) -> Mask:

@@ -16,64 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import numpy as np
-import pyarrow.parquet as pq
 import shapely
 
-from mining.exclusion import COUNTRIES_FILE, CountryRule
+from mining.exclusion import CountryRule
+from mining.geoshapes import CountryTable, find_entry, load_countries, members  # noqa: F401 - shared with the report
 from mining.geofilter.regions import PolygonIndex
 
 KM_PER_DEG = 6371.0088 * np.pi / 180.0
-
-
-@dataclass(frozen=True)
-class CountryTable:
-    adm0_a3: list[str]
-    iso_a3_eh: list[str]
-    sov_a3: list[str]
-    sovereignt: list[str]
-    admin: list[str]
-    name: list[str]
-    geometry: np.ndarray  # shapely geometries, lon/lat degrees
-
-
-@lru_cache(maxsize=1)
-def load_countries() -> CountryTable:
-    """The shipped Natural Earth table (read once per process)."""
-    with resources.files("mining").joinpath(COUNTRIES_FILE).open("rb") as fh:
-        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import
-        # (pandas included) cost ~0.3 s of every geofilter run
-        t = pq.ParquetFile(fh).read().to_pydict()
-    return CountryTable(
-        adm0_a3=t["ADM0_A3"], iso_a3_eh=t["ISO_A3_EH"], sov_a3=t["SOV_A3"],
-        sovereignt=t["SOVEREIGNT"], admin=t["ADMIN"], name=t["NAME"],
-        geometry=shapely.from_wkb(t["geometry"]),
-    )
-
-
-def find_entry(code: str) -> int | None:
-    """Row of the entry a manifest code names (ADM0_A3 first, then ISO_A3_EH)."""
-    t = load_countries()
-    code = code.upper()
-    if code in t.adm0_a3:
-        return t.adm0_a3.index(code)
-    if code in t.iso_a3_eh:
-        return t.iso_a3_eh.index(code)
-    return None
-
-
-def members(rule: CountryRule) -> list[int]:
-    """Rows that a country rule excludes (the entry, plus its dependencies if asked)."""
-    t = load_countries()
-    i = find_entry(rule.code)
-    if i is None:
-        raise KeyError(rule.code)
-    rows = [i]
-    if rule.include_dependencies and t.admin[i] == t.sovereignt[i]:
-        rows += [j for j, s in enumerate(t.sov_a3) if s == t.sov_a3[i] and j != i]
-    return rows
 
 
 def _local_scale(geom: shapely.Geometry) -> np.ndarray:

@@ -1,6 +1,8 @@
 """`mining report`: a single offline HTML file from a run folder; missing inputs → "not available"."""
 
 import base64
+import hashlib
+import html
 import json
 import re
 from pathlib import Path
@@ -49,6 +51,9 @@ def make_run(tmp_path):
     pq.write_table(pa.Table.from_pandas(sc, preserve_index=False), run / "scores" / "scores.parquet")
     run_evaluate(run / "world" / "landmarks", [run / "descriptors" / "gem"], run / "scores", run / "selected",
                  run / "review" / "decisions.parquet", run / "evaluation", seeds=[0, 1], progress=False)
+    dec = pq.read_table(run / "review" / "decisions.parquet")  # two reviewers; they split on the last item
+    votes = ['{"ann": "y", "bob": "y"}'] * (dec.num_rows - 1) + ['{"ann": "n", "bob": "u"}']
+    pq.write_table(dec.append_column("votes", pa.array(votes)), run / "review" / "decisions.parquet")
     (run / "metadata").mkdir()
     (run / "metadata" / "stats.json").write_text(json.dumps({"rows_in": 1000, "rows_out": 990, "rows_rejected": 10}))
     rng = np.random.default_rng(0)
@@ -116,6 +121,27 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "95 % confidence intervals over queries (bootstrap)" in doc
     assert fmt_interval(ci["mined"]) in doc
     assert f"{100 * ci['mined_minus_random']['diff']:+.2f} {fmt_interval(ci['mined_minus_random']['ci'])}" in doc
+    # the report leads with the result: a specific title, the headline, then contents, provenance, availability
+    from mining.publish import fmt_p
+
+    d = ci["mined_minus_random"]
+    assert "<title>distractor-mining run test-run: distractors for " in doc
+    head = doc[doc.index('<section id="result">'):doc.index('<section id="provenance">')]
+    assert (f"<td>{html.escape(ev['landmarks']['name'])}</td><td>gem</td><td>hard</td><td>{100 * d['diff']:+.2f}</td><td>{fmt_interval(d['ci'])}</td>"
+            f"<td>{html.escape(fmt_p(d['p_not_lower']))}</td>") in head
+    assert f"the mined {ev['n']} cost gem " in head and " mAP points " in head
+    order = [doc.index(s) for s in ('id="result"', 'class="toc"', 'id="provenance"', 'id="availability"', 'id="funnel"')]
+    assert order == sorted(order)
+    assert "manifest manifest.yaml sha256</td><td>" + hashlib.sha256((tmp_path / "manifest.yaml").read_bytes()).hexdigest() in doc
+    # one unit per funnel chart; the review's gallery and the reviewers' agreement
+    assert "<td>pool after review (usable candidates)</td>" in doc and "<td>review items</td>" in doc
+    n_landmark = int((pq.read_table(run / "review" / "decisions.parquet").column("decision").to_numpy() == "landmark").sum())
+    assert f"{n_landmark} review items decided <code>landmark</code>" in doc
+    n_dec = pq.read_metadata(run / "review" / "decisions.parquet").num_rows
+    assert f"{n_dec - 1} of {n_dec} items seen by several reviewers (2 reviewers in all)" in doc
+    # every query of a landmark beside its hardest distractors, with rank and score
+    assert doc.count('<figure class="query">') >= len(load_landmarks(run / "world" / "landmarks").qimlist)
+    assert re.search(r"<figcaption>#\d+ · score [0-9.e+-]+ · \d+</figcaption>", doc)
 
 
 def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
@@ -128,7 +154,8 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    assert doc.count("not available") == 9  # incl. availability, near-duplicates, leak risk and N chosen
+    # incl. availability, near-duplicates, leak risk, N chosen, the result, the review gallery and agreement
+    assert doc.count("not available") == 12
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 
@@ -141,3 +168,42 @@ def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsy
     assert main(["report", "--run", str(run), "--manifest", str(bad), "--out", str(tmp_path / "r.html")]) == 2
     assert "duplicate key name" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
+    """evaluation.json with `per_benchmark` (several benchmarks mined at once): one row per
+    benchmark, method and setup, one sentence each, p as '< 0.0005' when it rounds to 0."""
+    from mining.report import Inputs
+    from mining.report.headline import headline, title
+
+    def bench(diff, p):
+        return {"methods": ["cnn-gem"], "setups": ["easy", "medium"], "n": 30,
+                "ci": {"cnn-gem": {s: {"mined_minus_random": {"diff": diff, "ci": [diff - 0.01, diff + 0.02], "p_not_lower": p}}
+                                   for s in ("easy", "medium")}}}
+
+    ev = {"per_benchmark": {"roxford5k": bench(-0.095, 0.0), "<b>rparis</b>": bench(0.012, 0.4123)}}
+    (tmp_path / "evaluation.json").write_text(json.dumps(ev))
+    inp = Inputs(evaluation=tmp_path / "evaluation.json")
+    doc = headline(inp)
+    assert "On roxford5k, the mined 30 cost cnn-gem 9.5 Medium mAP points more than a random 30 " \
+           "(95 % interval 7.5 to 10.5; p &lt; 0.0005)." in doc
+    assert "On &lt;b&gt;rparis&lt;/b&gt;, the mined 30 cost cnn-gem 1.2 Medium mAP points less than a random 30" in doc
+    assert "<b>rparis" not in doc
+    assert "<td>roxford5k</td><td>cnn-gem</td><td>medium</td><td>-9.50</td><td>[-10.50, -7.50]</td><td>&lt; 0.0005</td>" in doc
+    assert "<td>0.412</td>" in doc and doc.count("<tr>") == 1 + 4
+    assert title(inp) == "distractor-mining run report: distractors for roxford5k, <b>rparis</b>"  # escaped where printed
+
+
+def test_report_size_benchmark_stays_bounded(tmp_path):
+    """benchmarks/report_size.py: its synthetic run (every section it feeds available) and JSON;
+    the galleries' caps hold (each landmark shows at most 8 distractors, at most 40 landmarks)."""
+    from benchmarks.report_size import main as bench
+
+    res = bench(["--rows", "2000", "--workdir", str(tmp_path), "--out", str(tmp_path / "size.json")])
+    assert json.loads((tmp_path / "size.json").read_text()) == res
+    assert res["rows"] == 2000 and res["html_bytes"] > 100_000 and res["build_s"] > 0
+    assert set(res["sections_missing"]) == {"Near-duplicates and copies of landmark images",
+                                            "Leak risk beyond the review queue", "Settings and timings"}
+    doc = (tmp_path / "report.html").read_text()
+    assert doc.count("<h3>lm") == 40 and "landmarks beyond the first 40 are not shown" in doc
+    assert len(re.findall(r"<figcaption>#\d+ · score", doc)) <= 40 * 8

@@ -11,7 +11,7 @@ rule evaluate:
         decisions=decisions_path(),
     output:
         json=L.evaluation_json,
-        table=L.evaluation_md,
+        table=report(L.evaluation_md, category="Result", caption="../report/evaluation.rst"),
     params:
         methods=lambda w, input: method_dirs(input.stores),
         scores=subpath(input.scores, parent=True),
@@ -47,7 +47,7 @@ rule report:
         metadata=L.metadata_stats,
         manifest=MANIFEST_PATH,
     output:
-        L.report,
+        report(L.report, category="Result", caption="../report/report.rst"),
     params:
         run=subpath(input.metadata, ancestor=2),
     log:

@@ -11,7 +11,7 @@ rule release:
         evaluation=L.evaluation_json,
         manifest=MANIFEST_PATH,
     output:
-        card=L.release_card,
+        card=report(L.release_card, category="Release", caption="../report/card.rst"),
         sums=L.release_sums,
         txt=L.release_txt,
     params:

@@ -17,6 +17,7 @@ rule select:
     output:
         txt=L.distractors_txt,
         table=L.distractors_table,
+        stats=report(L.selected_stats, category="Selection", caption="../report/selection.rst"),
     params:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),

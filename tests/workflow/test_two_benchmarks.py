@@ -23,6 +23,10 @@ def two_run(tmp_path_factory) -> Path:
     m["demo"]["preset"] = "micro"
     m["select"]["n"] = 5
     m["score"]["review_top"] = 10
+    # today's sources at their leanest: only the Multimedia Commons mirror's ~500 px copies
+    # (Flickr gone), so the set is made of low_res images by choice
+    m["download"]["sources"] = [{"kind": "multimedia-commons"}]
+    m["select"]["require_full_res"] = False
     work = tmp_path_factory.mktemp("two-run")
     manifest = work / "two.yaml"
     manifest.write_text(yaml.safe_dump(m))
@@ -34,6 +38,9 @@ def two_run(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_two_benchmarks_one_pool_one_review_one_set(two_run):
     root = two_run
+    index = pd.read_parquet(root / "images/index.parquet")  # every image from the mirror, marked low_res
+    ok = index[index.status == "ok"]
+    assert len(ok) > 0 and set(ok.source) == {"multimedia-commons"} and ok.low_res.all()
     for city in CITIES:  # each city's queries and database described with the pool's models
         for method in ("cnn-gem", "rsift-asmk", "rsift-vlad"):
             for part in ("queries", "database"):

@@ -56,10 +56,17 @@ def wait_for(pred, timeout: float, proc: subprocess.Popen | None = None, what: s
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def _status_frame(path: Path) -> pd.DataFrame:
-    # `elapsed` is how long each request took; `url` holds the demo server's port, new each run
-    df = pd.read_parquet(path).drop(columns=["elapsed"]).reset_index(drop=True)
-    df["url"] = [urlsplit(u).path for u in df["url"]]
+def _download_frame(path: Path) -> pd.DataFrame:
+    """A status shard or the download's index.parquet, without what records time (`elapsed`:
+    how long each request took) or the demo server's port (new each run) in its URLs."""
+    df = pd.read_parquet(path).drop(columns=["elapsed"], errors="ignore").reset_index(drop=True)
+    path_of = lambda u: urlsplit(u).path if isinstance(u, str) else u  # noqa: E731
+    if "url" in df:
+        df["url"] = [path_of(u) for u in df["url"]]
+    if "tried" in df:  # [{source, url, status}, ...] per photo
+        df["tried"] = [repr([{**t, "url": path_of(t["url"])} for t in ts]) for ts in df["tried"]]
+    if "urls" in df:
+        df["urls"] = [repr([path_of(u) for u in us]) for us in df["urls"]]
     return df
 
 
@@ -130,8 +137,8 @@ def assert_same_outputs(local: Path, other: Path, subdirs: tuple[str, ...] = (""
             a, b = a_root / rel, b_root / rel
             if a.read_bytes() == b.read_bytes():
                 continue
-            if rel.parts[:2] == ("images", "status"):
-                if _status_frame(a).equals(_status_frame(b)):
+            if rel.parts[:2] == ("images", "status") or rel.parts == ("images", "index.parquet"):
+                if _download_frame(a).equals(_download_frame(b)):
                     continue
             elif rel.parts == ("images", "summary.json"):
                 if _download_summary(a) == _download_summary(b):

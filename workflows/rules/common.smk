@@ -161,3 +161,11 @@ def download_sources() -> str:
 
 # computed when the workflow is parsed: a manifest whose sources contradict its host fails before any job
 DOWNLOAD_SOURCES = download_sources()
+
+
+def select_auto_args(stores):
+    """`select --n auto`: every method's descriptor folders and the curve's tolerance and setups,
+    as quoted words."""
+    words = ["--descriptors", *method_dirs(stores), f"--auto-tolerance={M['select']['auto_tolerance']}",
+             "--setups", *M["evaluate"]["setups"]]
+    return shlex.join(words)

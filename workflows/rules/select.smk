@@ -22,13 +22,7 @@ rule select:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
         n=shlex.quote(f"--n={M.select['n']}"),
-        auto=lambda w, input: (
-            "--descriptors "
-            + " ".join(shlex.quote(d) for d in method_dirs(input.stores))
-            + " " + shlex.quote(f"--auto-tolerance={M['select']['auto_tolerance']}") + f" --setups {' '.join(M['evaluate']['setups'])}"
-        )
-        if M.select["n"] == "auto"
-        else "",
+        auto=lambda w, input: select_auto_args(input.stores) if M.select["n"] == "auto" else "",
         unclear="--drop-unclear" if M.select["drop_unclear"] else "",
         near_duplicates=shlex.quote(f"--near-duplicates-policy={M.select['near_duplicates']}"),
         risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",

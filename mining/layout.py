@@ -29,6 +29,14 @@ def image_key(photo_id: int, download_url: str | None = None) -> str:
     return hashlib.md5(str(int(photo_id)).encode("ascii")).hexdigest()
 
 
+def named_download_url(photo_id: int, secret: str, download_url: str | None) -> str | None:
+    """The row's download URL if it names this photo (`/<id>_<secret>.`, YFCC's form), else None:
+    a broken or hostile URL must never give a photo another photo's key (or image)."""
+    if isinstance(download_url, str) and f"/{int(photo_id)}_{secret}." in download_url:
+        return download_url
+    return None
+
+
 def image_relpath(photo_id: int, download_url: str | None = None) -> str:
     """Path of a candidate image relative to the download root: `jpg/abc/abc....jpg`."""
     return key_relpath(image_key(photo_id, download_url))

@@ -25,7 +25,7 @@ from mining import atomic, imageindex
 from mining.benchmarks import is_score_column
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.errors import UserError
-from mining.layout import image_key, image_relpath
+from mining.layout import image_key, image_relpath, named_download_url
 from mining.retrieval import rank_order
 from mining.tables import load_decisions
 
@@ -188,8 +188,9 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         picked = index.loc[sel_ids]
         paths, hashes, sources = list(picked.path), list(picked.photo_hash), list(picked.source)
     else:  # where `mining download` puts them (its key rule), without knowing whether it did
-        paths = [image_relpath(int(p), url) for p, url in zip(sel_ids, meta.download_url)]
-        hashes, sources = [image_key(int(p), url) for p, url in zip(sel_ids, meta.download_url)], [None] * len(paths)
+        named = [named_download_url(int(p), sec, url) for p, sec, url in zip(sel_ids, meta.secret, meta.download_url)]
+        paths = [image_relpath(int(p), url) for p, url in zip(sel_ids, named)]
+        hashes, sources = [image_key(int(p), url) for p, url in zip(sel_ids, named)], [None] * len(paths)
     urls = [photo_url(host, "b", int(srv), int(p), sec, None, None)
             for p, srv, sec in zip(sel_ids, meta.server_id, meta.secret)]
     method_cols = [c for c in scores.columns if c.startswith("score_")]

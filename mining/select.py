@@ -26,12 +26,25 @@ from mining.benchmarks import is_score_column
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath, named_download_url
+from mining.options import SelectOptions
 from mining.retrieval import rank_order
 from mining.tables import load_decisions
 
 log = logging.getLogger(__name__)
 
-DEFAULT_N = 1_000_000
+
+@dataclass(frozen=True)
+class Inputs:
+    """What `mining select` reads: the files of the stages before it."""
+
+    scores: Path  # `mining score`'s folder
+    decisions: Path  # decisions.parquet
+    candidates: Path  # geofilter's candidates
+    landmarks: list[str] | None = None  # [NAME=]GND, as score was given them: refuse other datasets' scores
+    images_root: Path | None = None  # the download folder (its index.parquet)
+    near_duplicates: Path | None = None  # neardup.parquet
+    leak_risk: Path | None = None  # leakrisk.parquet
+    url_host: str | None = None  # image host of the URLs (default live.staticflickr.com)
 
 
 def load_scores(scores_dir: Path) -> tuple[Any, dict]:
@@ -96,60 +109,56 @@ class Ranked:
     leak_risk: dict | None
 
 
-def ranked(scores_dir: Path, decisions_path: Path, landmarks: Path | None = None, drop_unclear: bool = False,
-           near_duplicates: Path | None = None, near_duplicates_policy: str = "one_per_group",
-           leak_risk: Path | None = None, leak_risk_policy: str = "refuse") -> Ranked:
+def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     """Checked inputs and the ranking select takes its top N from (also what `select: {n: auto}`
     measures the mAP-vs-N curve on): score order minus confirmed landmarks (and unclear ones with
     drop_unclear), near-duplicate and leak-risk rules applied."""
-    scores, stats = load_scores(scores_dir)
-    decisions, decisions_fp = load_decisions(decisions_path)
-    fingerprint = check_fingerprints(stats, decisions_fp, landmarks)
+    scores, stats = load_scores(inputs.scores)
+    decisions, decisions_fp = load_decisions(inputs.decisions)
+    fingerprint = check_fingerprints(stats, decisions_fp, inputs.landmarks)
     pid = scores.photo_id.to_numpy(np.int64)
     check_decisions(decisions, pid, list(stats.get("landmarks", [])))
 
     confirmed = np.unique(decisions.photo_id[decisions.decision == "landmark"].to_numpy(np.int64))
     unclear = np.setdiff1d(np.unique(decisions.photo_id[decisions.decision == "unclear"].to_numpy(np.int64)),
                            confirmed)
-    drop = np.union1d(confirmed, unclear) if drop_unclear else confirmed
+    drop = np.union1d(confirmed, unclear) if options.drop_unclear else confirmed
     order = rank_order(pid, scores.score.to_numpy(np.float64))
     order = order[~np.isin(pid[order], drop)]
     nd_stats = None
-    if near_duplicates is not None:  # near-copies of landmark images and bursts (mining.neardup)
+    if inputs.near_duplicates is not None:  # near-copies of landmark images and bursts (mining.neardup)
         from mining.screening import neardup_filter_order
 
-        order, nd_stats = neardup_filter_order(order, pid, decisions, Path(near_duplicates), near_duplicates_policy)
+        order, nd_stats = neardup_filter_order(order, pid, decisions, Path(inputs.near_duplicates),
+                                               options.near_duplicates)
     risk_stats = None
-    if leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.leakrisk)
+    if inputs.leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.leakrisk)
         from mining.screening import leakrisk_filter_order
 
-        order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(leak_risk), leak_risk_policy)
+        order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(inputs.leak_risk), options.leak_risk)
     return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
 
 
-def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Path, n: int = DEFAULT_N,
-               drop_unclear: bool = False, images_root: Path | None = None, landmarks: Path | None = None,
-               url_host: str | None = None, near_duplicates: Path | None = None,
-               near_duplicates_policy: str = "one_per_group", leak_risk: Path | None = None,
-               leak_risk_policy: str = "refuse", ranking: Ranked | None = None,
-               require_full_res: bool = False) -> dict:
-    """`mining select`: see the module docstring and docs/formats.md ("Selection").
+def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | None = None) -> dict:
+    """`mining select`: see the module docstring and docs/formats.md ("Selection"). `options.n`
+    is a count here (`n: auto` is chosen first, by `mining.joins.select`).
 
-    `ranking`: `ranked(...)` of these same arguments, when the caller has it already
-    (`--n auto` measures its curve on it first), so that it is not computed twice.
-    `images_root`: the download folder; only photos its index.parquet holds as `ok` (and, with
+    `ranking`: `ranked(inputs, options)`, when the caller has it already (`n: auto` measures
+    its curve on it first), so that it is not computed twice. `inputs.images_root`: the
+    download folder; only photos its index.parquet holds as `ok` (and, with
     `require_full_res`, not only from a `low_res` source) are selected, and the set's paths,
-    photo hashes and sources are the index's."""
+    photo hashes and sources are the index's (without it, `require_full_res` has no index to
+    ask and selects as if off)."""
     import pandas as pd
     import pyarrow as pa
 
     from mining.flickr import DEFAULT_HOST, photo_url
 
-    if n < 1:
-        raise UserError("--n must be at least 1")
-    r = ranking if ranking is not None else ranked(
-        scores_dir, decisions_path, landmarks, drop_unclear, near_duplicates, near_duplicates_policy, leak_risk,
-        leak_risk_policy)
+    n = options.n
+    if not isinstance(n, int) or n < 1:
+        raise UserError(f"--n must be a positive integer, not {n!r}")
+    images_root, require_full_res = inputs.images_root, options.require_full_res and inputs.images_root is not None
+    r = ranking if ranking is not None else ranked(inputs, options)
     scores, decisions, fingerprint, pid, order = r.scores, r.decisions, r.fingerprint, r.pid, r.order
     confirmed, unclear, drop, nd_stats, risk_stats = r.confirmed, r.unclear, r.drop, r.near_duplicates, r.leak_risk
     missing_images = low_res_skipped = 0
@@ -173,8 +182,6 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
                 if len(chosen) == n:
                     break
         order = np.array(chosen, np.int64)
-    elif require_full_res:
-        raise UserError("--require-full-res needs --images-root (the download folder with its index.parquet)")
     available = len(order)
     warning = None
     if n > available:
@@ -182,8 +189,8 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
         log.warning(warning)
     sel = scores.iloc[order[:n]].reset_index(drop=True)
     sel_ids = sel.photo_id.to_numpy(np.int64)
-    meta = load_candidate_meta(candidates, sel_ids)
-    host = url_host or DEFAULT_HOST
+    meta = load_candidate_meta(inputs.candidates, sel_ids)
+    host = inputs.url_host or DEFAULT_HOST
     if index is not None:
         picked = index.loc[sel_ids]
         paths, hashes, sources = list(picked.path), list(picked.photo_hash), list(picked.source)
@@ -221,14 +228,14 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     licences = pd.Series([licence_label(n, u) for n, u in zip(frame.license_name, frame.license_url)],
                          dtype=object).value_counts().sort_index()
     result = {
-        "scores_dir": str(scores_dir),
+        "scores_dir": str(inputs.scores),
         "landmarks_fingerprint": fingerprint,
         "candidates_scored": int(len(pid)),
         "decisions": int(len(decisions)),
         "confirmed_landmark": int(confirmed.size),
         "unclear": int(unclear.size),
         "dropped": int(np.isin(pid, drop).sum()),
-        "drop_unclear": bool(drop_unclear),
+        "drop_unclear": bool(options.drop_unclear),
         "missing_images": int(missing_images),
         "low_res_skipped": int(low_res_skipped),
         "require_full_res": bool(require_full_res),

@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from mining import __version__
+from mining import __version__, options
 from mining.errors import UserError
 
 STAGES = [
@@ -83,6 +83,24 @@ def main_input(args: argparse.Namespace, name: str) -> Any:
     if value is None:
         raise UserError(f"the following arguments are required: --{name}")
     return value
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    """Where a fan-out stage runs (download, describe): the manifest's dask: section, or a flag."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler")
+    where.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default min(4, CPUs))")
+    where.add_argument("--slurm", metavar="YAML", help="dask-jobqueue SLURMCluster keyword arguments (+ `jobs`)")
+    options.add_flags(p, "dask", keys=["cluster"])
+
+
+def cluster_of(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(scheduler address, SLURM YAML) of a fan-out stage: the flags, else the manifest's dask:
+    section (both None: a LocalCluster of --workers)."""
+    if args.scheduler or args.slurm:
+        return args.scheduler, args.slurm
+    d = options.from_args(args, "dask")
+    return (d.scheduler if d.cluster == "scheduler" else None), (d.slurm if d.cluster == "slurm" else None)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from mining import options
+
 FAULT_NAMES = ("not_found", "gone", "forbidden", "placeholder", "throttle", "server_error", "slow", "stall",
                "truncated", "wrong_type", "small")
 
@@ -15,19 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "images, their truth, and a Flickr-like image server with fault injection.")
     dsub = p.add_subparsers(dest="demo_command", required=True, metavar="COMMAND")
     b = dsub.add_parser("build", help="generate a world (deterministic from --preset and --seed)")
-    b.add_argument("--preset", default="tiny", choices=["micro", "tiny", "small", "medium"],
-                   help="size: tiny ≈ 300 candidates (CI), small ≈ 5,000, medium ≈ 50,000 (micro: unit tests)")
-    b.add_argument("--seed", type=int, default=0, help="world seed (same preset + seed → same bytes)")
-    b.add_argument("--benchmarks", type=int, default=1, metavar="K",
-                   help="cities, each a landmark benchmark of its own (landmarks/city<k>/gnd_city<k>.pkl), with one "
-                        "pool of candidates for all (default 1: landmarks/gnd_demo.pkl)")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--workers", type=int, default=1,
                    help="render processes (0 = all CPUs); the output does not depend on it")
     b.add_argument("--no-resume", action="store_true", help="re-render candidate images that already exist")
+    options.add_flags(b, "demo", keys=["preset", "seed", "benchmarks"])
     s = dsub.add_parser("serve", help="serve a built world's images at Flickr-like URLs on 127.0.0.1")
     s.add_argument("world", help="a folder made by `mining demo build`")
-    s.add_argument("--port", type=int, default=8765, help="TCP port (0 = any free port)")
     s.add_argument("--rate-limit", type=float, default=None,
                    help="per-client requests/s before 429 (default: from the server; 0 = off)")
     s.add_argument("--no-faults", action="store_true", help="serve every image correctly")
@@ -35,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "its arguments replaced by the server's URL, and exit with its code (used by the workflow).")
     for name in FAULT_NAMES:
         s.add_argument(f"--fault-rate-{name.replace('_', '-')}", type=float, default=None, metavar="P",
-                       help=f"share of photos answered with the '{name}' fault (default: world.json)")
+                       help=f"share of photos answered with the '{name}' fault (default: --faults, else world.json)")
+    options.add_flags(s, "demo", keys=["port", "faults"])
     p.set_defaults(func=run)
 
 
@@ -43,17 +40,20 @@ def run(args: argparse.Namespace) -> int:
     if args.demo_command == "build":
         from mining.demo.world import build_world
 
+        d = options.from_args(args, "demo")
         workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
-        world = build_world(args.out, args.preset, args.seed, workers=workers, resume=not args.no_resume,
-                            cities=args.benchmarks)
+        world = build_world(args.out, d.preset, d.seed, workers=workers, resume=not args.no_resume,
+                            cities=d.benchmarks)
         c = world["counts"]
-        print(f"demo world '{args.preset}' (seed {args.seed}) in {args.out}: {c['landmarks']} landmarks, "
+        print(f"demo world '{d.preset}' (seed {d.seed}) in {args.out}: {c['landmarks']} landmarks, "
               f"{c['queries']} queries, {c['database']} database images, {c['candidate_images']} candidate images, "
               f"{c['metadata_rows']} metadata rows")
         return 0
     from mining.demo.server import serve_forever
 
-    overrides = {n: getattr(args, f"fault_rate_{n}") for n in FAULT_NAMES if getattr(args, f"fault_rate_{n}") is not None}
+    d = options.from_args(args, "demo")
+    overrides = {**d.faults, **{n: getattr(args, f"fault_rate_{n}") for n in FAULT_NAMES
+                                if getattr(args, f"fault_rate_{n}") is not None}}
     command = list(getattr(args, "passthrough", []))
-    return serve_forever(args.world, port=args.port, fault_overrides=overrides, no_faults=args.no_faults,
+    return serve_forever(args.world, port=d.port, fault_overrides=overrides, no_faults=args.no_faults,
                          rate_limit=args.rate_limit, command=command or None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from mining.cli import add_progress_flag
+from mining import options
+from mining.cli import add_progress_flag, cluster_of
 from mining.errors import UserError
 
 # CLI option -> method parameter (None = the method's default, or the --model store's value)
@@ -37,7 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a LocalCluster)")
     p.add_argument("--slurm", metavar="YAML",
                    help="start dask-jobqueue SLURM workers: a YAML of SLURMCluster keyword arguments (+ `jobs`)")
-    p.add_argument("--shard-size", type=int, default=1000, help="images per shard (the unit of resume; default 1000)")
+    options.add_flags(p, "dask", keys=["cluster"])
+    options.add_flags(p, "describe", manifest_help="a run manifest: its describe: section (shard_size; params: "
+                      "the settings of the methods described here, for the candidates set; a landmark set takes "
+                      "its --model store's) and its dask: section; a flag given here wins")
     p.add_argument("--fit-images", type=int, default=2000, help="candidates sampled for learning (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the learning sample and k-means")
     g = p.add_argument_group("method settings (default: the method's; landmark sets take the --model store's)")
@@ -83,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers < 0:
         raise UserError("--workers must be >= 0")
+    scheduler, slurm = cluster_of(args)
     names = [m.strip() for m in args.method.split(",") if m.strip()]
     if not names:
         raise UserError("--method: no method given")
@@ -96,16 +101,20 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--param {text!r}: {method} is not one of --method ({', '.join(names)})")
         else:
             only.setdefault(method, {})[key] = value
+    d = options.from_args(args, "describe")
     per_method = split_params(names, params) if len(names) > 1 else [params]
     for name, settings in zip(names, per_method):
+        if args.model is None:  # the manifest's settings of this method, under the flags
+            for key, value in d.params.get(name, {}).items():
+                settings.setdefault(key, value)
         settings.update(only.get(name, {}))
         method_class(name).check_params(settings)  # type and range of every value, before any work
-        if not args.scheduler and not args.slurm:  # the workers run here: e.g. is the GPU asked for here?
+        if not scheduler and not slurm:  # the workers run here: e.g. is the GPU asked for here?
             method_class(name).check_here(settings)
     infos = describe_many(names, args.images, args.image_set, per_method_paths(args.out, names, "--out"),
                           params=per_method,
                           models=per_method_paths(args.model, names, "--model"), workers=args.workers,
-                          scheduler=args.scheduler, slurm=args.slurm, shard_size=args.shard_size,
+                          scheduler=scheduler, slurm=slurm, shard_size=d.shard_size,
                           fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
     for info in infos:
         print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
+from mining import options
 from mining.cli import add_progress_flag
 
 
@@ -35,10 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--selected", type=Path, help="`mining select` output folder (distractors.parquet)")
     pipe.add_argument("--out", type=Path, help="output folder")
     p.add_argument("--decisions", type=Path, help="review decisions.parquet (confirmed landmark images are never distractors)")
-    p.add_argument("--n", type=int, help="number of distractors (default: size of the selected set; capped at all candidates)")
-    p.add_argument("--random-seeds", nargs="+", action="extend", type=int, default=None, metavar="SEED")
-    p.add_argument("--setups", nargs="+", default=["easy", "medium", "hard"], metavar="SETUP",
-                   help="revisited setups: easy, medium, hard (default: all three, as the revisited protocol reports them)")
+    options.add_flags(p, "evaluate", flags={"random_seeds": "--random-seeds"},
+                      manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
+                      "select.n when that is a number; a flag given here wins)")
     p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
                    help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
@@ -115,9 +116,10 @@ def run(args: argparse.Namespace) -> int:
     from mining.evaluate.experiment import run_evaluate
 
     boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
+    settings = evaluate_options(args)
     report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
-                          n=args.n, seeds=args.random_seeds or [0, 1, 2], setups=args.setups, progress=not args.no_progress,
-                          boot=boot)
+                          n=settings.n, seeds=settings.random_seeds, setups=settings.setups,
+                          progress=not args.no_progress, boot=boot)
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
@@ -125,19 +127,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def evaluate_options(args: argparse.Namespace) -> options.EvaluateOptions:
+    """The evaluate: section's settings; with n: null, the manifest's select.n when it is a
+    number (with n: auto, the selected set's size)."""
+    settings = options.from_args(args, "evaluate")
+    if settings.n is None and args.manifest is not None:
+        n = options.from_args(argparse.Namespace(manifest=args.manifest), "select").n
+        if isinstance(n, int):
+            settings = replace(settings, n=n)
+    return settings
+
+
 def run_protocol(args: argparse.Namespace) -> int:
     from mining.atomic import write_json
     from mining.errors import UserError
     from mining.evaluate.protocols import Results, evaluate_protocol, protocol_table
 
-    given = [f"--{name.replace('_', '-')}" for name in (*_PIPELINE, "decisions", "n")
-             if getattr(args, name) is not None]
+    named = {**{name: f"--{name}" for name in (*_PIPELINE, "decisions", "manifest")}, options.dest("evaluate", "n"): "--n"}
+    given = [flag for name, flag in named.items() if getattr(args, name) is not None]
     if given:
         raise UserError(f"{given[0]} is for the pipeline evaluation, not --protocol")
     if args.gt is None:
         raise UserError("--protocol needs --gt (the benchmark's ground truth)")
     report = evaluate_protocol(args.protocol, args.gt, Results(args.ranks, args.queries, args.database,
-                                                               args.imlist, args.qimlist), args.setups)
+                                                               args.imlist, args.qimlist),
+                               options.from_args(args, "evaluate").setups)
     print(protocol_table(report))
     if args.json is not None:
         write_json(args.json, report)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from mining import options
 from mining.cli import add_input, add_progress_flag, main_input
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mining.release import DEFAULT_MARGIN, DEFAULT_MIN_FACE, DEFAULT_SHARD, DEFAULT_THRESHOLD
+    from mining.release import DEFAULT_MARGIN
 
     p = sub.add_parser(
         "release",
@@ -28,34 +30,35 @@ def register(sub: argparse._SubParsersAction) -> None:
               help="output folder of `mining select` (or its distractors.parquet)")
     p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
     p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
+    licenses = options.section_schema("release")["properties"]["licenses"]
     p.add_argument("--licenses", nargs="+", action="extend", default=None, metavar="L",
-                   help="`commercial`, `all` (default) or licence names, URLs or codes (by, by-sa, by-nc, ...); "
-                        "also `--licenses=L` once per licence (how the workflow passes them: a value, never a flag)")
+                   help=f"`commercial`, `all` or licence names, URLs or codes (by, by-sa, by-nc, ...); also "
+                        "`--licenses=L` once per licence (a value, never a flag) (default "
+                        f"{licenses['default']}; manifest release.licenses)")
     p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
     p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
     p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
-    p.add_argument("--manifest", type=Path, default=None, help="the run's manifest, named and hashed in the card")
-    p.add_argument("--no-blur", action="store_true", help="do not look for faces (the card says so)")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                   help=f"face confidence threshold (default {DEFAULT_THRESHOLD})")
-    p.add_argument("--min-face", type=int, default=DEFAULT_MIN_FACE,
-                   help=f"smallest face looked for, in px (default {DEFAULT_MIN_FACE})")
+    p.add_argument("--no-blur", dest=options.dest("release", "blur_faces"), action="store_const", const=False,
+                   help="do not look for faces (the card says so): --no-blur-faces")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
-    p.add_argument("--tar", action="store_true", help="also write WebDataset tar shards")
-    p.add_argument("--shard-size", type=int, default=DEFAULT_SHARD, help=f"images per tar shard (default {DEFAULT_SHARD})")
+    options.add_flags(p, "release", keys=["blur_faces", "face_threshold", "min_face_px", "tar", "shard_size"],
+                      flags={"face_threshold": "--threshold", "min_face_px": "--min-face"},
+                      manifest_help="the run's manifest: named and hashed in the card; its release: section "
+                      "gives the settings below (a flag given here wins)")
     add_progress_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.release import run_release
+    from mining.release import Inputs, run
 
-    stats = run_release(main_input(args, "selected"), args.images, args.out, licenses=args.licenses or ["all"], candidates=args.candidates,
-                        candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
-                        blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
-                        workers=args.workers, tar=args.tar, shard_size=args.shard_size,
-                        progress=not args.no_progress)
+    settings = options.from_args(args, "release")
+    if args.licenses:  # names and URLs too, not only the manifest's codes
+        settings = replace(settings, licenses=args.licenses)
+    inputs = Inputs(main_input(args, "selected"), args.images, args.candidates, args.candidates_stats,
+                    args.evaluation, args.manifest)
+    stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

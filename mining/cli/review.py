@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from mining import options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -53,9 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--db", required=True)
     sim.add_argument("--truth", required=True, help="the demo world's truth.parquet")
     sim.add_argument("--images", default=None, help="image root (default: a folder beside the DB; unused)")
-    sim.add_argument("--reviewers", type=int, default=3)
     sim.add_argument("--error-rate", type=float, default=0.0, help="chance each vote is wrong")
-    sim.add_argument("--seed", type=int, default=0)
+    options.add_flags(sim, "review", keys=["reviewers"])
+    options.add_flags(sim, "demo", keys=["seed"])  # the demo world's seed seeds its reviewers too
     sim.add_argument("--match", choices=["any", "same"], default="any",
                      help="y for an image of ANY landmark (default, as R1M) or only the queued one")
     p.set_defaults(func=run)
@@ -112,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         truth = load_truth(args.truth)
         images = Path(args.images) if args.images else Path(args.db).resolve().parent
         app = create_app(args.db, images, None, images_required=False)
-        _report(simulate(app, truth, args.reviewers, args.error_rate, args.seed, args.match))
+        reviewers, seed = options.from_args(args, "review").reviewers, options.from_args(args, "demo").seed
+        _report(simulate(app, truth, reviewers, args.error_rate, seed, args.match))
         return 0
     raise UserError(f"unknown review action {cmd}")  # pragma: no cover - argparse refuses it
 

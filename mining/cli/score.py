@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining import options
 from mining.cli import add_progress_flag
 
 
@@ -26,8 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                    help="one folder per method holding queries/, database/ and candidates/ stores")
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--review-top", type=int, default=2000, metavar="K",
-                   help="candidates per landmark in the review queue (default 2000, as R1M)")
     p.add_argument("--chunk", type=int, default=32768, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default 32768; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
@@ -37,16 +36,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")
+    options.add_flags(p, "score", flags={"review_top": "--review-top"})
     add_progress_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.score import run_score
+    from mining.score import Inputs, run
 
-    stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
-                      chunk=args.chunk, progress=not args.no_progress, threads=args.threads,
-                      near_duplicates=args.near_duplicates)
+    stats = run(Inputs(args.landmarks, args.descriptors, args.near_duplicates), args.out,
+                options.from_args(args, "score"), chunk=args.chunk, threads=args.threads, progress=not args.no_progress)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

@@ -20,16 +20,14 @@ from mining.download.downloader import FetchConfig
 from mining.download.reader import DEFAULT_HOST, build_jobs, check_out_dir, load_candidates, plan_fingerprint, plan_shards
 from mining.download.sources import Source
 from mining.errors import UserError
+from mining.options import defaults
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_HOST", "FetchConfig", "Source", "download"]
 
-# A download fails (UserError, after its statuses are written) when fewer than this share of
-# its photos are `ok`. R1M-like runs lose a few % (deleted photos, placeholders); a wrong or
-# unreachable host loses nearly all of them.
-DEFAULT_MIN_OK_FRACTION = 0.5
-# ... and stops early, before the rest of the shards, once this many photos of a run have all failed.
+# A download fails (UserError, after its statuses are written) when fewer than min_ok_fraction
+# of its photos are `ok` (schema: download.min_ok_fraction), and stops early, before the rest of the shards, once this many photos of a run have all failed.
 GIVE_UP_AFTER = 1000
 
 
@@ -37,10 +35,13 @@ class _Hopeless(Exception):
     """Every photo this run tried so far failed: stop before the rest of the shards."""
 
 
-def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: str = DEFAULT_HOST, size: str = "b",
-             shard_size: int = 2000, tar: bool = False, scheduler: str | None = None, workers: int | None = None,
+_SCHEMA = defaults("download")  # the manifest schema's defaults
+
+
+def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: str = _SCHEMA.host,
+             size: str = _SCHEMA.size, shard_size: int = _SCHEMA.shard_size, tar: bool = _SCHEMA.tar, scheduler: str | None = None, workers: int | None = None,
              slurm: str | None = None, processes: bool = True, progress: bool = True,
-             min_ok_fraction: float = DEFAULT_MIN_OK_FRACTION, give_up_after: int = GIVE_UP_AFTER,
+             min_ok_fraction: float = _SCHEMA.min_ok_fraction, give_up_after: int = GIVE_UP_AFTER,
              sources: list[Source] | None = None) -> dict:
     """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json)
     and writes DIR/index.parquet (every photo: its image's path, source, status).

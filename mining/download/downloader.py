@@ -29,6 +29,7 @@ from PIL import Image
 from mining.download.ratelimit import Politeness, backoff, parse_retry_after
 from mining.download.reader import Shard, status_path
 from mining.download.writer import ShardSink, write_status
+from mining.options import defaults
 
 REDIRECTS = {301, 302, 303, 307, 308}
 MAX_REDIRECTS = 3  # same-host hops followed; more is a loop (unavailable_placeholder)
@@ -36,6 +37,7 @@ MAX_REDIRECTS = 3  # same-host hops followed; more is a loop (unavailable_placeh
 # Content-Length says so): a few times the largest file a source serves. A 1024 px JPEG (size
 # b, the mirror's 500 px) is well under 5 MB; Flickr takes originals up to 200 MB.
 MAX_BODY = {"b": 20 << 20, "o": 256 << 20}
+_SCHEMA = defaults("download")
 _SMALL_BODY = 64 << 10  # a redirect's or error's body this small is read off, so its connection is reused
 FINAL_HTTP = {403: "forbidden", 404: "not_found", 410: "gone"}
 THROTTLE_HTTP = {429, 503}
@@ -45,13 +47,14 @@ THROTTLE_HTTP = {429, 503}
 class FetchConfig:
     """How one request behaves; the defaults suit staticflickr at 1024 px."""
 
-    min_size: int = 1024
-    connect_timeout: float = 5.0
-    timeout: float = 30.0  # total wall-clock per attempt, body included
-    max_retries: int = 3  # attempts for timeouts / 5xx / broken connections
-    max_throttle_wait: float = 600.0  # total cooldown one photo may wait before giving up
-    threads: int = 64  # concurrent requests per shard: slow hosts and stalls do not hold the rest up
-    rps: float = 0.0  # per host, cluster-wide; 0 = unlimited (cooldowns still apply)
+    # the manifest schema's defaults (download section)
+    min_size: int = _SCHEMA.min_size
+    connect_timeout: float = _SCHEMA.connect_timeout
+    timeout: float = _SCHEMA.timeout  # total wall-clock per attempt, body included
+    max_retries: int = _SCHEMA.retries  # attempts for timeouts / 5xx / broken connections
+    max_throttle_wait: float = _SCHEMA.max_throttle_wait  # total cooldown one photo may wait before giving up
+    threads: int = _SCHEMA.threads  # concurrent requests per shard: slow hosts and stalls do not hold the rest up
+    rps: float = _SCHEMA.per_host_rps  # per host, cluster-wide; 0 = unlimited (cooldowns still apply)
     placeholder_sha256: frozenset[str] = field(default_factory=frozenset)
     max_bytes: int = MAX_BODY["b"]  # larger answers are `too_large` (see MAX_BODY)
     user_agent: str = "distractor-mining/0.1 (+research; polite bulk download)"

@@ -68,9 +68,12 @@ def schema_parts() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
 
 
 def section_defaults() -> dict[str, Any]:
-    """Every default of the download section (the schema's): `mining download`'s defaults."""
-    props = schema_parts()[0]["properties"]
-    return {k: v["default"] for k, v in props.items() if "default" in v}
+    """Every default of the download section (the schema's, `mining.options`)."""
+    from dataclasses import asdict
+
+    from mining.options import defaults
+
+    return {k: v for k, v in asdict(defaults("download")).items() if v is not None}
 
 
 def kind_defaults() -> dict[str, dict[str, Any]]:

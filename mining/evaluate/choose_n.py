@@ -22,7 +22,6 @@ import numpy as np
 
 from mining.errors import UserError
 
-DEFAULT_TOLERANCE = 0.05
 GRID_POINTS = 24
 
 
@@ -64,8 +63,7 @@ def check_args(tolerance: float, descriptors: Sequence[Path], setups: Sequence[s
 
 
 def run_choose_n(landmarks: Path, descriptors: Sequence[Path], ranked_ids: np.ndarray, out: Path,
-                 tolerance: float = DEFAULT_TOLERANCE,
-                 setups: Sequence[str] = ("easy", "medium", "hard")) -> dict[str, Any]:
+                 tolerance: float, setups: Sequence[str]) -> dict[str, Any]:
     """`mining select --n auto`: OUT/auto_n.json (N, the rule, the curves); returns its content.
 
     `ranked_ids`: the photo ids `mining select` would take its top N from, best first

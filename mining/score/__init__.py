@@ -31,14 +31,14 @@ loop → files); `inputs` holds the types they share. The stores are read by `mi
 
 from mining.score.counting import PositiveCounter
 from mining.score.inputs import CandidateVectors, MethodInput, Problem
-from mining.score.loop import (DEFAULT_CHUNK, DEFAULT_REVIEW_TOP, ChunkScores, ScoreResult, TopK, score_candidates,
+from mining.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, TopK, score_candidates,
                                score_chunk)
 from mining.score.output import write_outputs
-from mining.score.stage import method_from_stores, run_score
+from mining.score.stage import Inputs, method_from_stores, run
 from mining.score.streams import PIECE, common_order
 
 __all__ = [
-    "DEFAULT_CHUNK", "DEFAULT_REVIEW_TOP", "PIECE", "CandidateVectors", "ChunkScores", "MethodInput",
-    "PositiveCounter", "Problem", "ScoreResult", "TopK", "common_order", "method_from_stores", "run_score",
+    "DEFAULT_CHUNK", "Inputs", "PIECE", "CandidateVectors", "ChunkScores", "MethodInput",
+    "PositiveCounter", "Problem", "ScoreResult", "TopK", "common_order", "method_from_stores", "run",
     "score_candidates", "score_chunk", "write_outputs",
 ]

@@ -32,7 +32,6 @@ from mining.score.streams import PIECE, Alignment, Cursor, SimilarityStream, can
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 32768
-DEFAULT_REVIEW_TOP = 2000
 
 
 @dataclass
@@ -244,7 +243,8 @@ def score_candidates(
     problem: Problem,
     methods: Sequence[MethodInput],
     chunk: int = DEFAULT_CHUNK,
-    review_top: int = DEFAULT_REVIEW_TOP,
+    *,
+    review_top: int,
     progress: bool = False,
     threads: int | None = None,
 ) -> ScoreResult:

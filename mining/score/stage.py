@@ -4,6 +4,7 @@ loop's inputs → `score_candidates` → the output files."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -11,7 +12,8 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.score.inputs import CandidateVectors, MethodInput, Problem
-from mining.score.loop import DEFAULT_CHUNK, DEFAULT_REVIEW_TOP, score_candidates
+from mining.options import ScoreOptions
+from mining.score.loop import DEFAULT_CHUNK, score_candidates
 from mining.score.output import write_outputs
 
 
@@ -57,14 +59,24 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
     return Problem(names, q_landmark, landmarks, [b.name for b in benchmarks] if several else [""])
 
 
-def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,
-              chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None,
-              near_duplicates: Path | None = None) -> dict:
+@dataclass(frozen=True)
+class Inputs:
+    """What `mining score` reads."""
+
+    landmarks: list[str]  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
+    descriptors: Sequence[Path]  # one DESC/<method> folder per method
+    near_duplicates: Path | None = None  # neardup.parquet: probable landmark images head the queue
+
+
+def run(inputs: Inputs, out: Path, options: ScoreOptions, chunk: int = DEFAULT_CHUNK, threads: int | None = None,
+        progress: bool = True) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
     one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
     candidate is scored against every query of every benchmark."""
     from mining.benchmarks import as_list, fingerprint, load_all, qualify
 
+    landmarks, descriptors, near_duplicates, review_top = (inputs.landmarks, inputs.descriptors,
+                                                           inputs.near_duplicates, options.review_top)
     if review_top < 1:
         raise UserError("--review-top must be at least 1")
     benchmarks = as_list(landmarks)

@@ -1,8 +1,8 @@
 """What a manifest promises (issue 27, items 8 and 10):
 
 - its values reach a command line as values, never as flags: `release.licenses: [by,
-  "--no-blur"]` used to turn face blurring off. Licence lists are codes (the schema), and each
-  rule passes manifest values as `--key=value` words;
+  "--no-blur"]` used to turn face blurring off. Licence lists are codes (the schema), and the
+  rules pass the manifest itself (`--manifest`), never its values: each stage reads its section;
 - it is complete before anything runs: `metadata` (unless demo), and every input file it names
   (metadata, places, hashes, landmark ground truths, GeoJSON areas, local download folders)
   readable at load, one line naming the key and its line — not a KeyError in the Snakefile or a
@@ -18,7 +18,7 @@ import pytest
 import yaml
 from snakerun import REPO, snakemake
 
-from mining import manifest
+from mining import manifest, options
 from mining.cli import build_parser
 from mining.errors import UserError
 from mining.licences import OPEN
@@ -64,7 +64,7 @@ def test_a_licence_value_that_looks_like_a_flag_stays_a_value():
     """How the workflow passes licences: `--licenses=L`, one word each."""
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o",
                                       "--licenses=by", "--licenses=--no-blur"])
-    assert args.licenses == ["by", "--no-blur"] and args.no_blur is False
+    assert args.licenses == ["by", "--no-blur"] and options.from_args(args, "release").blur_faces is True
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o"])
     assert args.licenses is None  # run() reads that as `all`
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o", "--licenses", "by",
@@ -88,7 +88,8 @@ def _mining_args(cmd: str) -> list[list[str]]:
 
 def test_the_workflow_passes_manifest_values_as_values(tmp_path):
     """A dry run of every rule (demo world, micro): each `mining` command line parses with
-    mining's own parser into the manifest's values; the release keeps blurring on."""
+    mining's own parser into the manifest's values (read from the manifest it names); the
+    release keeps blurring on."""
     m = _demo(release={"licenses": ["by", "by-sa"], "face_threshold": 0.8, "min_face_px": 20},
               evaluate={"random_seeds": [3, 4]}, select={"near_duplicates": "keep"})
     r = snakemake(tmp_path, "-n", "-p", "--cores", "2", "--forceall", manifest=_write(tmp_path / "m.yaml", m))
@@ -101,12 +102,12 @@ def test_the_workflow_passes_manifest_values_as_values(tmp_path):
             if argv[:1] == ["demo"] and argv[1:2] == ["serve"]:
                 continue
             parsed.setdefault(argv[0], build_parser().parse_args(argv))
-    rel = parsed["release"]
-    assert rel.licenses == ["by", "by-sa"] and rel.no_blur is False
-    assert (rel.threshold, rel.min_face) == (0.8, 20)
-    assert parsed["evaluate"].random_seeds == [3, 4]
-    assert parsed["select"].near_duplicates_policy == "keep"
-    assert "--licenses=by" in shlex.split(next(c for c in shells if "mining release" in c))
+    rel = options.from_args(parsed["release"], "release")
+    assert rel.licenses == ["by", "by-sa"] and rel.blur_faces is True
+    assert (rel.face_threshold, rel.min_face_px) == (0.8, 20)
+    assert options.from_args(parsed["evaluate"], "evaluate").random_seeds == [3, 4]
+    assert options.from_args(parsed["select"], "select").near_duplicates == "keep"
+    assert "by-sa" not in shlex.split(next(c for c in shells if "mining release" in c))  # no value on the line
 
 
 # ---- item 10: complete before anything runs --------------------------------------------------

@@ -22,7 +22,7 @@ from rotations import FACE, ORIENTATION, STORE, stored_jpeg, upright_source
 
 from mining.layout import image_relpath
 from mining.licences import licence_code
-from mining.release import run_release
+from releasing import run_release
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")
 

@@ -159,32 +159,33 @@ def _enum(sch: dict, defs: dict) -> set | None:
 
 
 def test_typed_sections_agree_with_the_schema_key_for_key():
+    """Each section's options type (mining.options) has the schema's keys; its Literals are the schema's enums."""
+    import dataclasses
     import typing
 
-    from mining.manifest import SECTIONS, schema
+    from mining.manifest import schema
+    from mining.options import SECTIONS
 
     full = schema()
     assert set(SECTIONS) == {k for k, v in full["properties"].items() if v.get("type") == "object"} - {"geofilter"}
-    for name, td in SECTIONS.items():
+    for name, cls in SECTIONS.items():
         props = full["properties"][name]["properties"]
-        hints = typing.get_type_hints(td)
-        assert set(hints) == set(props), name
+        hints = typing.get_type_hints(cls)
+        assert [f.name for f in dataclasses.fields(cls)] == list(props), name
         for key, tp in hints.items():
-            assert _literals(tp) == _enum(props[key], full.get("$defs", {})) or _enum(props[key], full.get("$defs", {})) is None, (name, key)
-        # a required key of the TypedDict has a schema default (load fills it), or is required there
-        for key in td.__required_keys__:
-            assert "default" in props[key] or key in full["properties"][name].get("required", []), (name, key)
+            assert _literals(tp) == _enum(props[key], full.get("$defs", {})), (name, key)
 
 
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob("manifests/*.yaml")))
 def test_each_shipped_manifest_loads_into_complete_typed_sections(path):
-    from mining.manifest import SECTIONS, load
+    from mining.manifest import load
+    from mining.options import SECTIONS, of
 
     m = load(path)
     assert m.methods and m.results and m.name
-    for name, td in SECTIONS.items():
+    for name in SECTIONS:
         section = getattr(m, name)
         if name == "demo" and section is None:
             continue
         assert section is m[name]
-        assert td.__required_keys__ <= set(section), (path.name, name)
+        assert of(m, name) == of(m, name)  # every key there (the options type takes them all)

@@ -24,7 +24,9 @@ from scenes import scene
 from mining.cli import main
 from mining.errors import UserError
 from mining.layout import image_relpath
-from mining.release import FaceDetector, Policy, licence_code, run_release
+from mining.options import defaults
+from mining.release import FaceDetector, Policy, licence_code
+from releasing import run_release
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")
 BY_SA = ("Attribution-ShareAlike License", "http://creativecommons.org/licenses/by-sa/2.0/")
@@ -323,7 +325,8 @@ def test_licence_codes_from_yfcc_names_and_urls():
 def test_detector_finds_the_real_faces_shipped_with_scikit_image():
     from skimage import data
 
-    det = FaceDetector()
+    d = defaults("release")
+    det = FaceDetector(d.face_threshold, d.min_face_px)
     for img, truth in ((data.astronaut(), (182, 63, 87, 111)), (np.stack([data.camera()] * 3, -1), (202, 122, 54, 75))):
         found = det.detect(img)
         assert len(found) == 1 and iou(found[0][:4], truth) > 0.7

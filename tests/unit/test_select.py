@@ -94,7 +94,9 @@ def test_require_full_res_leaves_out_low_res_images(tmp_path):
         rows.append({"photo_id": p, "photo_hash": image_relpath(p)[8:-4], "status": "ok", "low_res": p in low,
                      "source": "multimedia-commons" if p in low else "flickr", "path": image_relpath(p)})
     imageindex.write(root, rows)
-    assert select(tmp_path, scores_dir, dec, tmp_path / "a", "--n", "3", "--images-root", str(root)) == 0
+    # off (the schema's default is on, as the CLI's now)
+    assert select(tmp_path, scores_dir, dec, tmp_path / "a", "--n", "3", "--images-root", str(root),
+                  "--no-require-full-res") == 0
     assert pq.read_table(tmp_path / "a" / "distractors.parquet").column("photo_id").to_pylist() == ranked_ids[:3]
     assert select(tmp_path, scores_dir, dec, tmp_path / "f", "--n", "3", "--images-root", str(root),
                   "--require-full-res") == 0

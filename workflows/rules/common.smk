@@ -87,27 +87,10 @@ def metadata_inputs():
     return [L.world_metadata] if DEMO else M["metadata"]
 
 
-def dask_args(workers=None):
-    """One config key chooses where fan-out stages run (see manifest `dask`); `workers` (the
-    rule's threads) sizes a local cluster and is left out for the others (download refuses both)."""
-    d = M.dask
-    if d["cluster"] == "scheduler":
-        return f"--scheduler {shlex.quote(d['scheduler'])}"
-    if d["cluster"] == "slurm":
-        return f"--slurm {shlex.quote(d['slurm'])}"
-    return "" if workers is None else f"--workers {int(workers)}"
-
-
-def describe_param_args(methods):
-    """`--param METHOD:KEY=VALUE` for each setting the manifest's describe.params gives these
-    methods (values as JSON, which `mining describe` reads back as YAML)."""
-    import json
-
-    return " ".join(
-        f"--param {shlex.quote(f'{m}:{k}={json.dumps(v)}')}"
-        for m in methods
-        for k, v in M.describe["params"].get(m, {}).items()
-    )
+def settings(*sections):
+    """Every stage reads its settings from the manifest itself (`--manifest`, mining.options);
+    this param of a rule is only its rerun trigger: a changed setting reruns the rule."""
+    return {s: M.get(s) for s in sections}
 
 
 def decisions_path():
@@ -163,9 +146,7 @@ def download_sources() -> str:
 DOWNLOAD_SOURCES = download_sources()
 
 
-def select_auto_args(stores):
-    """`select --n auto`: every method's descriptor folders and the curve's tolerance and setups,
-    as quoted words."""
-    words = ["--descriptors", *method_dirs(stores), f"--auto-tolerance={M['select']['auto_tolerance']}",
-             "--setups", *M["evaluate"]["setups"]]
-    return shlex.join(words)
+def descriptors_arg(stores):
+    """`--descriptors DESC/<method> ...` of these stores (nothing for none), quoted."""
+    dirs = method_dirs(stores)
+    return shlex.join(["--descriptors", *dirs]) if dirs else ""

@@ -9,9 +9,8 @@ if DEMO:
             world=L.world_json,
         params:
             out=subpath(output.world, parent=True),
-            preset=M.demo["preset"],
-            seed=M.demo["seed"],
-            cities=f"--benchmarks {M.demo['benchmarks']}" if M.demo["benchmarks"] > 1 else "",
+            manifest=MANIFEST_PATH,
+            settings=settings("demo"),
         log:
             L.log("demo_world"),
         benchmark:
@@ -23,4 +22,4 @@ if DEMO:
         conda:
             ENV
         shell:
-            "mining demo build --preset={params.preset} --seed={params.seed} {params.cities} --workers {threads} --out {params.out:q} > {log:q} 2>&1"
+            "mining demo build --manifest {params.manifest:q} --workers {threads} --out {params.out:q} > {log:q} 2>&1"

@@ -32,9 +32,8 @@ rule describe_candidates:
     params:
         images=subpath(input[0], parent=True),
         out=subpath(output[0], parent=True),
-        dask=dask_args(),
-        shard=M.describe["shard_size"],
-        settings=lambda w: describe_param_args([w.method]),
+        manifest=MANIFEST_PATH,
+        settings=settings("describe", "dask"),
     log:
         L.log("describe/{method}_candidates"),
     benchmark:
@@ -47,8 +46,7 @@ rule describe_candidates:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {params.images:q} --set candidates "
-        "--out {params.out:q} --workers {threads} --shard-size={params.shard} {params.dask} {params.settings} "
-        "> {log:q} 2>&1"
+        "--out {params.out:q} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule describe_landmarks:
@@ -63,7 +61,8 @@ rule describe_landmarks:
     params:
         model=subpath(input.model, parent=True),
         out=subpath(output[0], parent=True),
-        shard=M.describe["shard_size"],
+        manifest=MANIFEST_PATH,
+        settings=settings("describe"),
     log:
         L.log(f"describe/{{method}}_{LM_TAG}"),
     benchmark:
@@ -76,7 +75,8 @@ rule describe_landmarks:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {input.gnd:q} --set {wildcards.set:q} "
-        "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size={params.shard} > {log:q} 2>&1"
+        "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --cluster=local "
+        "--workers {threads} > {log:q} 2>&1"
 
 
 for _i, _group in enumerate(DESCRIBE_SHARED):
@@ -93,9 +93,8 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             methods=",".join(_group),
             images=subpath(input[0], parent=True),
             out=lambda w: f"{L.descriptors}/{{method}}/candidates",  # {method}: mining describe fills it in
-            dask=dask_args(),
-            shard=M.describe["shard_size"],
-            settings=describe_param_args(_group),
+            manifest=MANIFEST_PATH,
+            settings=settings("describe", "dask"),
         log:
             L.log(f"describe/{_tag}_candidates"),
         benchmark:
@@ -108,8 +107,7 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {params.images:q} --set candidates "
-            "--out {params.out:q} --workers {threads} --shard-size={params.shard} {params.dask} {params.settings} "
-            "> {log:q} 2>&1"
+            "--out {params.out:q} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
 
     rule:
         name:
@@ -125,7 +123,8 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             methods=",".join(_group),
             model=lambda w: f"{L.descriptors}/{{method}}/candidates",
             out=landmark_out,
-            shard=M.describe["shard_size"],
+            manifest=MANIFEST_PATH,
+            settings=settings("describe"),
         log:
             L.log(f"describe/{_tag}_{LM_TAG}"),
         benchmark:
@@ -138,5 +137,5 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {input.gnd:q} --set {wildcards.set:q} "
-            "--model {params.model:q} --out {params.out:q} --workers {threads} --shard-size={params.shard} "
-            "> {log:q} 2>&1"
+            "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --cluster=local "
+            "--workers {threads} > {log:q} 2>&1"

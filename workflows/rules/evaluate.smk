@@ -1,5 +1,4 @@
 # The proof that the set is hard (mAP: none / random N / mined N / all; ablation) and the report.
-E = M.evaluate
 
 
 rule evaluate:
@@ -17,11 +16,9 @@ rule evaluate:
         scores=subpath(input.scores, parent=True),
         selected=subpath(input.selected, parent=True),
         out=subpath(output.json, parent=True),
-        # select n: auto → no --n: evaluate takes the selected set's size
-        n_arg="" if (E["n"] or M.select["n"]) == "auto" else shlex.quote(f"--n={E['n'] or M['select']['n']}"),
-        seeds=shlex.join(f"--random-seeds={s}" for s in E["random_seeds"]),
-        setups=" ".join(E["setups"]),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
+        manifest=MANIFEST_PATH,
+        settings=settings("evaluate", "select"),
     log:
         L.log("evaluate"),
     benchmark:
@@ -33,9 +30,9 @@ rule evaluate:
     conda:
         ENV
     shell:
-        "mining evaluate --landmarks {params.landmarks} --descriptors {params.methods:q} --scores {params.scores:q} "
-        "--selected {params.selected:q} --decisions {input.decisions:q} {params.n_arg} "
-        "{params.seeds} --setups {params.setups} --out {params.out:q} > {log:q} 2>&1"
+        "mining evaluate --manifest {params.manifest:q} --landmarks {params.landmarks} --descriptors {params.methods:q} "
+        "--scores {params.scores:q} --selected {params.selected:q} --decisions {input.decisions:q} "
+        "--out {params.out:q} > {log:q} 2>&1"
 
 
 rule report:

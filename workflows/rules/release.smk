@@ -1,5 +1,4 @@
 # The selection → a publishable set: faces blurred, licences chosen, a dataset card, checksums.
-REL = M.release
 
 
 rule release:
@@ -18,13 +17,7 @@ rule release:
         selected=subpath(input.selected, parent=True),
         images=subpath(input.images, parent=True),
         out=subpath(output.card, parent=True),
-        # manifest values reach the command line as `--key=value` words, never as words of their own
-        licenses=shlex.join(f"--licenses={x}" for x in ([REL["licenses"]] if isinstance(REL["licenses"], str)
-                                                          else REL["licenses"])),
-        blur="" if REL["blur_faces"] else "--no-blur",
-        threshold=shlex.quote(f"--threshold={REL['face_threshold']}"),
-        min_face=shlex.quote(f"--min-face={REL['min_face_px']}"),
-        tar=shlex.join(["--tar", f"--shard-size={REL['shard_size']}"]) if REL["tar"] else "",
+        settings=settings("release"),
     log:
         L.log("release"),
     benchmark:
@@ -37,7 +30,6 @@ rule release:
         ENV
     shell:
         "mining release --selected {params.selected:q} --images {params.images:q} --out {params.out:q} "
-        "{params.licenses} --candidates {input.candidates:q} "
+        "--candidates {input.candidates:q} "
         "--candidates-stats {input.candidates_stats:q} --evaluation {input.evaluation:q} "
-        "--manifest {input.manifest:q} {params.blur} {params.threshold} {params.min_face} "
-        "{params.tar} --workers {threads} > {log:q} 2>&1"
+        "--manifest {input.manifest:q} --workers {threads} > {log:q} 2>&1"

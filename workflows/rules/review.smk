@@ -31,8 +31,8 @@ if M.review["mode"] == "simulate":
         output:
             decisions_path(),
         params:
-            reviewers=M.review["reviewers"],
-            seed=M.demo["seed"] if DEMO else 0,
+            manifest=MANIFEST_PATH,
+            settings=settings("review", "demo"),
         log:
             L.log("review_simulate"),
         benchmark:
@@ -45,5 +45,5 @@ if M.review["mode"] == "simulate":
             ENV
         shell:
             "(mining review simulate --db {input.db:q} --truth {input.truth:q} "
-            "--reviewers={params.reviewers} --seed={params.seed} && "
+            "--manifest {params.manifest:q} && "
             "mining review export --db {input.db:q} --out {output:q}) > {log:q} 2>&1"

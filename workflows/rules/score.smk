@@ -12,8 +12,9 @@ rule score:
     params:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
-        top=M.score["review_top"],
         landmarks=lambda w, input: landmarks_arg(input.gnd),
+        manifest=MANIFEST_PATH,
+        settings=settings("score"),
     log:
         L.log("score"),
     benchmark:
@@ -25,5 +26,5 @@ rule score:
     conda:
         ENV
     shell:
-        "mining score --landmarks {params.landmarks} --descriptors {params.methods:q} --out {params.out:q} "
-        "--review-top={params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"
+        "mining score --manifest {params.manifest:q} --landmarks {params.landmarks} --descriptors {params.methods:q} "
+        "--out {params.out:q} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"

@@ -21,14 +21,11 @@ rule select:
     params:
         scores=subpath(input.scores, parent=True),
         out=subpath(output.txt, parent=True),
-        n=shlex.quote(f"--n={M.select['n']}"),
-        auto=lambda w, input: select_auto_args(input.stores) if M.select["n"] == "auto" else "",
-        unclear="--drop-unclear" if M.select["drop_unclear"] else "",
-        near_duplicates=shlex.quote(f"--near-duplicates-policy={M.select['near_duplicates']}"),
-        risk="--allow-unreviewed-risk" if M.select["leak_risk"] == "allow" else "",
+        descriptors=lambda w, input: descriptors_arg(input.stores),
         images=subpath(input.images, parent=True),
-        full_res="--require-full-res" if M.select["require_full_res"] else "",
         landmarks=lambda w, input: landmarks_arg(input.gnd),
+        manifest=MANIFEST_PATH,
+        settings=settings("select", "evaluate"),
     log:
         L.log("select"),
     benchmark:
@@ -40,8 +37,7 @@ rule select:
     conda:
         ENV
     shell:
-        "mining select --scores {params.scores:q} --decisions {input.decisions:q} --candidates {input.candidates:q} "
-        "--landmarks {params.landmarks} {params.n} {params.auto} {params.unclear} --near-duplicates {input.neardup:q} "
-        "{params.near_duplicates} --leak-risk {input.leakrisk:q} {params.risk} "
-        "--images-root {params.images:q} {params.full_res} "
+        "mining select --manifest {params.manifest:q} --scores {params.scores:q} --decisions {input.decisions:q} "
+        "--candidates {input.candidates:q} --landmarks {params.landmarks} {params.descriptors} "
+        "--near-duplicates {input.neardup:q} --leak-risk {input.leakrisk:q} --images-root {params.images:q} "
         "--out {params.out:q} > {log:q} 2>&1"

@@ -1,0 +1,30 @@
+"""The one place two stages meet in code: `select: {n: auto}` takes select's ranking and
+measures evaluate's mAP-vs-N curve on it (`mining/evaluate/choose_n.py`) to choose N. Only
+the CLI and this module may import several stages (tests/unit/test_architecture.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from mining.errors import UserError
+from mining.evaluate.choose_n import check_args, run_choose_n
+from mining.options import SelectOptions
+from mining.select import Inputs, ranked, run
+
+
+def select(inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[Path],
+           setups: list[str]) -> dict:
+    """`mining select`: with `n: auto`, N is the curve's (measured with every method's
+    `descriptors`, on `setups`; OUT/auto_n.json), then the selection of that N."""
+    if options.n != "auto":
+        return run(inputs, out, options)
+    if not inputs.landmarks:
+        raise UserError("--n auto needs --landmarks and --descriptors")
+    if len(inputs.landmarks) > 1:
+        raise UserError("--n auto measures one benchmark's curve; with several benchmarks give --n")
+    check_args(options.auto_tolerance, descriptors, setups)
+    r = ranked(inputs, options)
+    n = run_choose_n(Path(inputs.landmarks[0]), descriptors, r.pid[r.order], out, tolerance=options.auto_tolerance,
+                     setups=setups)["n"]
+    return run(inputs, out, replace(options, n=n), ranking=r)

@@ -1,0 +1,21 @@
+"""`mining.release.run` called the way the release tests describe a run: the old keyword form
+(`licenses=`, `blur=`, `tar=`, ... over the schema's defaults; the card's inputs by name)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from mining.options import defaults
+from mining.release import Inputs, run
+
+_INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest")
+_RUN = ("workers", "margin", "detector_factory", "progress")
+
+
+def run_release(selected: Path, images: Path, out: Path, blur: bool | None = None, **kw: Any) -> dict:
+    inputs = Inputs(selected, images, **{k: kw.pop(k) for k in _INPUTS if k in kw})
+    extras = {k: kw.pop(k) for k in _RUN if k in kw}
+    settings = replace(defaults("release"), **kw, **({} if blur is None else {"blur_faces": blur}))
+    return run(inputs, out, settings, **extras)

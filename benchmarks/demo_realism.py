@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 
-from mining.demo.realism import evaluate_setups, histogram_descriptor
+from mining.stages.demo.realism import evaluate_setups, histogram_descriptor
 from mining.landmarks import load_landmarks
 
 
@@ -51,7 +51,7 @@ def main() -> None:
     if a.world:
         root = Path(a.world)
     else:
-        from mining.demo.world import build_world
+        from mining.stages.demo.world import build_world
 
         root = Path(tempfile.mkdtemp(prefix="demo_realism_"))
         build_world(root, a.preset, a.seed)

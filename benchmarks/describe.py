@@ -28,7 +28,7 @@ on a demo world's images as the stage decodes them, the least cosine per decoded
 
 With `--demo WORLD` (a `mining demo build` output) it instead describes the world's queries,
 database and candidates with each method (default settings, learning on candidates only)
-and prints revisited mAP (Easy/Medium/Hard, via mining.evaluate), a random-ranking
+and prints revisited mAP (Easy/Medium/Hard, via mining.stages.evaluate), a random-ranking
 baseline, and the Spearman rank correlation between methods' rankings of the candidates
 (candidate ranked by its highest similarity to any query).
 """
@@ -48,7 +48,7 @@ import numpy as np
 
 from mining import imageindex, layout
 from mining.descriptors import open_store
-from mining.describe import (describe, describe_many, list_items, load_image, pin_numeric_threads,
+from mining.stages.describe.stage import (describe, describe_many, list_items, load_image, pin_numeric_threads,
                              single_threaded_numerics)
 from mining.methods import get_method
 
@@ -156,7 +156,7 @@ def backend_agreement(world: Path, per_size: int = 2) -> dict[str, object]:
     """cnn-gem's descriptors (default settings, no whitening) on ONNX Runtime against torch
     for the demo world's candidates, database and query crops as the stage decodes them:
     the least cosine per decoded size (`per_size` images of each size)."""
-    from mining.describe import ImageItem
+    from mining.stages.describe.stage import ImageItem
 
     onnx_m, torch_m = (get_method("cnn-gem", {"whiten": False, "backend": b}) for b in ("onnx", "torch"))
     items = [ImageItem(p.stem, str(p)) for p in sorted((world / "images").glob("*.jpg"))]
@@ -273,7 +273,7 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
 
     from mining.descriptors import iter_similarities, open_store
     from mining.metrics import compute_map
-    from mining.evaluate.protocols import setup_gnd
+    from mining.stages.evaluate.protocols import setup_gnd
     from mining.landmarks import load_landmarks
 
     ds = load_landmarks(world / "landmarks")
@@ -336,7 +336,7 @@ def main() -> None:
                               "load_average_start": os.getloadavg(),
                               "note": "stage in-process (workers 0); bare = method.describe on decoded images; "
                                       "times (*_s, *_ms, images_per_s) in CPU seconds of this process"}
-    cv2.setNumThreads(1)  # bare runs under the stage's numeric settings (mining.describe)
+    cv2.setNumThreads(1)  # bare runs under the stage's numeric settings (mining.stages.describe.stage)
     with tempfile.TemporaryDirectory() as tmp, single_threaded_numerics():
         pin_numeric_threads()
         root = Path(tmp)

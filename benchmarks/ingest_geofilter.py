@@ -122,8 +122,8 @@ def _manifest(work: Path, src: Path, r1m_sample: bool) -> tuple[Path, int]:
 
 
 def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
-    from mining import geofilter
-    from mining.ingest import ingest
+    from mining.stages import geofilter
+    from mining.stages.ingest import ingest
 
     meta, cand = Path(work) / "metadata", Path(work) / "candidates"
     for d in (meta, cand):  # time real work, not ingest's "already complete" shortcut
@@ -148,7 +148,7 @@ def _decompress(src: str) -> dict:
 
 
 def _ingest_only(src: str, work: str, workers: int | None) -> dict:
-    from mining.ingest import ingest
+    from mining.stages.ingest import ingest
 
     meta = Path(work) / f"metadata-{Path(src).suffix.lstrip('.')}"
     shutil.rmtree(meta, ignore_errors=True)

@@ -6,7 +6,7 @@ wrong-field-count ones left out as a table cannot hold them), then times, altern
 --repeat times in this process (the fastest of each counts; all times are printed):
   (a) the reference: `for row in conn.execute("select * from yfcc100m_dataset"): pass`
       (Python's sqlite3 module, one thread: what reading the table costs at the least);
-  (b) `mining.ingest.ingest` of the file (rowid ranges on --workers parser threads, typed
+  (b) `mining.stages.ingest.ingest` of the file (rowid ranges on --workers parser threads, typed
       Parquet, quarantine, stats);
   (c) with --tsv: ingest of the same rows as a 23-field TSV file.
 Prints JSON: rows, file_mb, scan_s, ingest_s, rows_per_s of each, ratio = ingest_s / scan_s
@@ -60,7 +60,7 @@ def _scan(db: Path) -> float:
 
 
 def _ingest(src: Path, out: Path, workers: int | None) -> tuple[float, dict]:
-    from mining.ingest import ingest
+    from mining.stages.ingest import ingest
 
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()

@@ -6,7 +6,7 @@ download folder (every image `ok`), described with the method (in-process), and
 `mining neardup` runs with the default thresholds. Prints JSON: the dHash distance and
 cosine of every planted pair (burst copy → its source, re-upload → its landmark image) next
 to the closest unplanted pairs (the margins the thresholds sit in), and precision / recall of
-the groups and of the landmark copies (mining.neardup.measure).
+the groups and of the landmark copies (mining.stages.neardup.stage.measure).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining import neardup
-from mining.demo.world import as_download_folder
+from mining.stages.neardup import stage as neardup
+from mining.stages.demo.world import as_download_folder
 from mining.retrieval import unit_rows
 
 
 def main() -> None:
-    from mining.describe import describe
+    from mining.stages.describe.stage import describe
     from mining.descriptors import open_store
     from mining.landmarks import load_landmarks
 

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workdir", type=Path, help="where the run folder goes (default: a temporary folder)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
-    from mining.report import build_report, inputs_from_run
+    from mining.stages.report import build_report, inputs_from_run
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.workdir or Path(tmp)

@@ -24,9 +24,9 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining.review import db
-from mining.review.app import create_app
-from mining.review.server import running
+from mining.stages.review import db
+from mining.stages.review.app import create_app
+from mining.stages.review.server import running
 
 
 def build(root: Path, n_lm: int, n_items: int, voted: float) -> tuple[Path, dict[str, float]]:

@@ -16,7 +16,7 @@ Stages and sizes (default = full; `--quick` = a smoke run of seconds):
   select            N of a pool of 4.1·N (N = 10k, 100k, 1M): scores, decisions (11 × 2,000
                     reviewed), candidates' metadata; writes distractors.* and ATTRIBUTION.md/.csv
   evaluate          the same pools, 70 queries × 3 methods, 3 random seeds, ablation and curve
-                    (mining.evaluate.experiment on similarity blocks computed as a global store's
+                    (mining.stages.evaluate.experiment on similarity blocks computed as a global store's
                     are: float16 rows × float32 queries; store file reading is not included);
                     the bare similarity GEMMs are the reference in the same child; 1,000 queries
                     at the two smaller pools
@@ -225,7 +225,7 @@ def _plain_read(src: str) -> dict[str, Any]:
 
 
 def _select(run: str, n: int) -> dict[str, Any]:
-    from mining.select import run_select
+    from mining.stages.select.stage import run_select
 
     r = Path(run)
     out = r / f"selected-{n}"
@@ -236,12 +236,12 @@ def _select(run: str, n: int) -> dict[str, Any]:
 def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
     """`mining evaluate`'s work minus reading store files: the sets, then per method its
     similarity blocks (float16 rows × float32 queries, as a global store's) tallied and every
-    metric (mining.evaluate.experiment); the bare similarity GEMMs are timed beside it.
+    metric (mining.stages.evaluate.experiment); the bare similarity GEMMs are timed beside it.
     Writes RUN/evaluation-N-qQ.json for the report."""
     import pyarrow.parquet as pq
 
     from mining.descriptors import as_float32
-    from mining.evaluate.experiment import build_sets, experiment_report, rankings_of, reduce_method
+    from mining.stages.evaluate.experiment import build_sets, experiment_report, rankings_of, reduce_method
     from mining.landmarks import load_landmarks
     from mining.retrieval import LandmarkSims
 
@@ -298,7 +298,7 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mining.review import db
+    from mining.stages.review import db
 
     root = Path(work) / f"review-{landmarks}x{items}"
     shutil.rmtree(root, ignore_errors=True)
@@ -319,7 +319,7 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
 def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[str, Any]:
     from html.parser import HTMLParser
 
-    from mining.report import Inputs, build_report
+    from mining.stages.report import Inputs, build_report
 
     r = Path(run)
     out = r / f"report-{n}.html"
@@ -340,7 +340,7 @@ def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     on the same images (small codebook/PCA sizes, as benchmarks/describe.py uses)."""
     from benchmarks.describe import SMALL_LEARNING, make_folder
 
-    from mining.describe import describe
+    from mining.stages.describe.stage import describe
 
     root = Path(work) / f"extract-{images}"
     if not (root / "images" / "status").is_dir():

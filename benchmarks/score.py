@@ -19,7 +19,7 @@ import numpy as np
 
 
 from mining.descriptors import as_float32
-from mining.score import CandidateVectors, MethodInput, Problem, score_candidates
+from mining.stages.score import CandidateVectors, MethodInput, Problem, score_candidates
 
 
 def normalised(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from mining.errors import UserError
-from mining.evaluate.choose_n import check_args, run_choose_n
+from mining.stages.evaluate.choose_n import check_args, run_choose_n
 from mining.options import SelectOptions
-from mining.select import Inputs, ranked, run
+from mining.stages.select.stage import Inputs, ranked, run
 
 
 def select(inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[Path],

@@ -3,13 +3,13 @@
 Why compiled: for a few dozen queries the similarity GEMM is cheap, and whatever runs per
 (candidate, query) pair in numpy costs a pass over memory per operation (subtract, scale,
 clip, cast, gather, accumulate ...). Here each pair is one pass, in cache-sized tiles, and
-the functions release the GIL so `mining.score` runs them in its own threads beside
+the functions release the GIL so `mining.stages.score` runs them in its own threads beside
 single-threaded BLAS calls. `cache=True`: the machine code is kept next to this file (or in
 numba's user cache when that is read-only), so only the first run pays the compile.
 
 Exactness: `bucket` is the one definition of the bucketing used both to build a counter's
 table and to count with it (same float32 operations, so the same bucket for the same value);
-the count is exact by construction (see `mining.score.PositiveCounter`).
+the count is exact by construction (see `mining.stages.score.PositiveCounter`).
 """
 
 from __future__ import annotations

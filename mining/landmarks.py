@@ -477,7 +477,7 @@ def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
             out.append(GndProblem("error", f"query {q!r} (#{i}): image {path} is missing", q, "qimlist"))
             continue
         try:
-            with Image.open(path) as im:  # the size as shown, as `mining.describe` crops it
+            with Image.open(path) as im:  # the size as shown, as `mining.stages.describe.stage` crops it
                 w, h = shown_size(im)
         except Exception as exc:  # noqa: BLE001 - any decoder failure is the user's file
             out.append(GndProblem("error", f"query {q!r} (#{i}): {path} is not a readable image ({exc})", q, "qimlist"))

@@ -49,7 +49,7 @@ class DownloadOptions:
     max_throttle_wait: float
     tar: bool
     min_ok_fraction: float
-    sources: list[dict[str, Any]] | None  # supersedes host/size (mining.download.sources)
+    sources: list[dict[str, Any]] | None  # supersedes host/size (mining.stages.download.sources)
 
 
 @dataclass(frozen=True)

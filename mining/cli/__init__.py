@@ -1,7 +1,8 @@
 """`mining` command line: parses arguments and calls the package, nothing else.
 
-Each stage has a module `mining.cli.<stage>` with `register(subparsers)`, which adds its
-subcommand and sets `func`. Heavy imports (torch, dask, ...) happen inside `func`, so that
+Each stage's verb is `mining/stages/<stage>/cli.py` with `register(subparsers)`, which adds
+its subcommand and sets `func` (the list: `mining.stages.names()`); this module holds what the
+verbs share. Heavy imports (torch, dask, ...) happen inside `func`, so that
 `mining --help` stays instant.
 """
 
@@ -16,25 +17,9 @@ import re
 import sys
 from typing import Any
 
-from mining import __version__, options
+from mining import __version__, options, stages
 from mining.errors import UserError
 
-STAGES = [
-    "demo",
-    "landmarks",
-    "ingest",
-    "geofilter",
-    "download",
-    "describe",
-    "neardup",
-    "score",
-    "leakrisk",
-    "review",
-    "select",
-    "evaluate",
-    "release",
-    "report",
-]
 
 
 # OSErrors that are about the machine (permissions, space, a path that cannot be a folder),
@@ -108,15 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mining",
         description=(
             "Mine hard distractor images for landmark retrieval benchmarks (R1M-style). "
-            "Stages, in pipeline order: " + ", ".join(STAGES) + ". "
+            "Stages, in pipeline order: " + ", ".join(stages.names()) + ". "
             "Run `mining STAGE --help` for each stage's options."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
-    for stage in STAGES:
-        importlib.import_module(f"mining.cli.{stage}").register(sub)
+    for stage in stages.names():
+        importlib.import_module(f"mining.stages.{stage}.cli").register(sub)
     return parser
 
 

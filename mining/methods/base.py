@@ -151,7 +151,7 @@ class Method:
         """Payload of one decoded image (HxWx3 RGB or HxW gray uint8, long side <= max_side)."""
         raise NotImplementedError
 
-    # ---- one extraction shared by several methods (mining.describe runs them together) --
+    # ---- one extraction shared by several methods (mining.stages.describe.stage runs them together) --
     def extractor(self) -> tuple[Any, ...] | None:
         """Key of the intermediate features this method describes from (e.g. RootSIFT with
         its settings), or None. Methods with the same key, `max_side` and `mode` get one

@@ -8,8 +8,8 @@ import pytest
 from review_world import make_world
 
 from mining.cli import main
-from mining.review.app import create_app
-from mining.review.server import running
+from mining.stages.review.app import create_app
+from mining.stages.review.server import running
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.browser
@@ -105,7 +105,7 @@ def test_review_with_the_keyboard(tmp_path, browser):
 
 def test_a_personal_link_names_the_reviewer(tmp_path, browser):
     """Opened from a per-reviewer link: no name to enter or change; votes and undo are alice's."""
-    from mining.review.access import Access
+    from mining.stages.review.access import Access
 
     w = make_world(tmp_path)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
@@ -182,7 +182,7 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
         assert errors == []
         ctx.close()
 
-    from mining.review import db
+    from mining.stages.review import db
     con = db.connect(w["db"])
     votes = dict(con.execute("""SELECT i.rank, c.vote FROM current c JOIN items i ON i.id = c.item_id
                                 WHERE i.landmark = 'tower'"""))

@@ -4,7 +4,7 @@ limit, the stats, the request log) with a scripted behaviour per photo id and ge
 instead of a world folder.
 
 `FaultServer({id: behaviour})` answers `/{server}/{id}_{secret}_b.jpg` (any server and secret)
-with that photo's behaviour (`ok` or a name in `mining.demo.server.BEHAVIOURS`: `not_found`,
+with that photo's behaviour (`ok` or a name in `mining.stages.demo.server.BEHAVIOURS`: `not_found`,
 `placeholder_offsite`, `truncated`, `throttle`, `stall`, ...) and records every request
 (arrival time, path, code) in `log`, so tests can check politeness from its side. With
 `mirror={id: behaviour}` it is also the Multimedia Commons mirror of those photos:
@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image
 
-from mining.demo.server import BEHAVIOURS, FLICKR_PLACEHOLDER_URL, FlickrServer, Faults
+from mining.stages.demo.server import BEHAVIOURS, FLICKR_PLACEHOLDER_URL, FlickrServer, Faults
 
 
 def download_url(photo_id: int) -> str:

@@ -1,4 +1,4 @@
-"""`mining.release.run` called the way the release tests describe a run: the old keyword form
+"""`mining.stages.release.stage.run` called the way the release tests describe a run: the old keyword form
 (`licenses=`, `blur=`, `tar=`, ... over the schema's defaults; the card's inputs by name)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.options import defaults
-from mining.release import Inputs, run
+from mining.stages.release.stage import Inputs, run
 
 _INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest")
 _RUN = ("workers", "margin", "detector_factory", "progress")

@@ -1,6 +1,6 @@
 """Bulk synthetic `yfcc100m_dataset` rows for tests and benchmarks (no real metadata is reachable).
 
-The rows are the demo world's: `mining.demo.metadata`'s PhotoRecord, vocabularies, row
+The rows are the demo world's: `mining.stages.demo.metadata`'s PhotoRecord, vocabularies, row
 formatter (`row_fields`) and malformed rows (`malform`, one defect per row named by the reject
 reason ingest gives for it). Only the draws differ: the demo draws field by field with numpy
 scalar calls (its bytes are fixed per seed); here each batch of rows is drawn at once, so that
@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from mining import atomic
-from mining.demo import metadata as md
+from mining.stages.demo import metadata as md
 
 BATCH = 10_000
 PLACES = 1024  # distinct geotags in the pool

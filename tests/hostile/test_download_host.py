@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 from download_server import ServerProcess, jpeg, unique
 
-from mining.download import FetchConfig
-from mining.download.downloader import MAX_BODY, MAX_REDIRECTS, download_shard
-from mining.download.logger import EXPLAIN
-from mining.download.ratelimit import HostSchedule
-from mining.download.reader import STATUSES, TRANSIENT, Shard
+from mining.stages.download import FetchConfig
+from mining.stages.download.downloader import MAX_BODY, MAX_REDIRECTS, download_shard
+from mining.stages.download.logger import EXPLAIN
+from mining.stages.download.ratelimit import HostSchedule
+from mining.stages.download.reader import STATUSES, TRANSIENT, Shard
 from mining.layout import image_relpath
 
 

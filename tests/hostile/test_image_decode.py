@@ -13,9 +13,9 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
-from mining.describe import load_image
-from mining.neardup import dhash
-from mining.review.thumbs import render
+from mining.stages.describe.stage import load_image
+from mining.stages.neardup.stage import dhash
+from mining.stages.review.thumbs import render
 from rotations import STORE, stored_jpeg, upright_source
 
 

@@ -21,7 +21,7 @@ from yfcc_rows import write_synthetic
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.ingest import ingest
+from mining.stages.ingest import ingest
 
 
 def _decodable(cut: bytes, kind: str) -> bytes:

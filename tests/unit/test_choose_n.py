@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining.evaluate import choose_n
+from mining.stages.evaluate import choose_n
 from mining.cli import main
 from test_evaluate_experiment import brute_force, build_world, run_inputs
 

@@ -1,7 +1,7 @@
 """`mining evaluate --protocol oxford|gldv2|holidays|ukbench`, driven through the CLI.
 
 Expected values come from the definitions in docs/protocols.md, re-implemented here with
-exact fractions (not from mining.evaluate), on the real Oxford 5k ground truth and on
+exact fractions (not from mining.stages.evaluate), on the real Oxford 5k ground truth and on
 generated GLDv2 / Holidays / UKBench files in each benchmark's own format.
 """
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from mining.demo.world import PRESETS, build_world
+from mining.stages.demo.world import PRESETS, build_world
 from mining.landmarks import load_landmarks
 
 
@@ -76,7 +76,7 @@ def test_metadata_rows_have_25_fields_except_the_malformed(world):
 
 
 def test_easy_views_are_found_more_often_than_hard_ones(world):
-    from mining.demo.realism import evaluate_setups, histogram_descriptor
+    from mining.stages.demo.realism import evaluate_setups, histogram_descriptor
 
     ds = load_landmarks(world / "landmarks")
     got = evaluate_setups(ds, histogram_descriptor)

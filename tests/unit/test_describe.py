@@ -15,7 +15,7 @@ from PIL import Image
 
 from mining import imageindex, layout
 from mining.cli import main
-from mining.describe import describe, describe_many, list_items, load_image, read_failures
+from mining.stages.describe.stage import describe, describe_many, list_items, load_image, read_failures
 from mining.descriptors import iter_similarities, open_store
 from mining.errors import UserError
 from scenes import scene, transformed
@@ -334,7 +334,7 @@ def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
 
 
 def test_shared_groups_put_the_rootsift_methods_together_only_with_the_same_settings():
-    from mining.describe import shared_groups
+    from mining.stages.describe.stage import shared_groups
 
     assert shared_groups(["cnn-gem", "rsift-asmk", "rsift-vlad"]) == [["cnn-gem"], ["rsift-asmk", "rsift-vlad"]]
     assert shared_groups(["rsift-vlad", "cnn-gem", "rsift-asmk"]) == [["rsift-vlad", "rsift-asmk"], ["cnn-gem"]]

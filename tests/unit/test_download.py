@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import main
-from mining.download import FetchConfig, download
-from mining.download.downloader import download_shard, verify
-from mining.download.ratelimit import HostSchedule, parse_retry_after
-from mining.download.reader import Shard
+from mining.stages.download import FetchConfig, download
+from mining.stages.download.downloader import download_shard, verify
+from mining.stages.download.ratelimit import HostSchedule, parse_retry_after
+from mining.stages.download.reader import Shard
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
 from download_server import FaultServer, ServerProcess, download_url, jpeg, unique
@@ -306,7 +306,7 @@ def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
 
 
 def test_resuming_from_another_host_is_the_same_plan():
-    from mining.download.reader import plan_fingerprint
+    from mining.stages.download.reader import plan_fingerprint
 
     ids = [1, 2, 3]
     keys = [key_of(i) for i in ids]
@@ -432,7 +432,7 @@ def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
 
 def test_requests_go_through_the_environment_proxy_unless_no_proxy_exempts_the_host(tmp_path, monkeypatch):
     """urllib3 is used directly, but like requests it honours http_proxy / no_proxy."""
-    from mining.download.downloader import Pools
+    from mining.stages.download.downloader import Pools
 
     with FaultServer() as proxy:
         monkeypatch.setenv("http_proxy", proxy.url)
@@ -454,8 +454,8 @@ def test_the_failure_summary_counts_the_current_hosts_failures_as_resume_does():
     folded. The summary counts only this host's failures when it has any."""
     import pyarrow as pa
 
-    from mining.download.logger import most_common_failure
-    from mining.download.reader import origin
+    from mining.stages.download.logger import most_common_failure
+    from mining.stages.download.reader import origin
 
     urls = (["HTTP://Mirror.example:8000/1/%d_a_b.jpg" % i for i in range(3)]
             + ["http://old.example/1/%d_a_b.jpg" % i for i in range(5)])

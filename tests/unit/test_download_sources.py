@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import build_parser, main
-from mining.download import FetchConfig, Source, download
-from mining.download.sources import section_defaults, section_entries
+from mining.stages.download import FetchConfig, Source, download
+from mining.stages.download.sources import section_defaults, section_entries
 from mining.errors import UserError
 from mining.flickr import mirror_relpath, photo_url, yfcc_hash
 from mining.layout import image_key, image_relpath

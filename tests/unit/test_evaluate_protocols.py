@@ -9,8 +9,8 @@ import pytest
 import scipy.io as sio
 
 from mining.errors import UserError
-from mining.evaluate.loaders import load_gnd
-from mining.evaluate.protocols import (gldv2_gap, gldv2_map_at_k, holidays_groups, holidays_map, load_oxford_gt,
+from mining.stages.evaluate.loaders import load_gnd
+from mining.stages.evaluate.protocols import (gldv2_gap, gldv2_map_at_k, holidays_groups, holidays_map, load_oxford_gt,
                                        oxford_gnd, oxford_map, read_gldv2_recognition_predictions,
                                        read_gldv2_retrieval_predictions, read_gldv2_solution, read_holidays_results,
                                        setup_gnd, ukbench_score)
@@ -120,7 +120,7 @@ def test_load_gnd_pkl_and_one_based_mat(tmp_path):
 
 
 def test_rank_by_similarity_is_a_stable_sort_in_blocks(monkeypatch):
-    from mining.evaluate import protocols
+    from mining.stages.evaluate import protocols
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 3, (50, 4)).astype(np.float32)  # few distinct values: many equal scores

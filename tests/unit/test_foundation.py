@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from mining import atomic, layout
-from mining.cli import STAGES, main
+from mining.cli import main
+from mining.stages import names as stage_names
 from mining.errors import UserError
 from mining.landmarks import load_landmarks
 
@@ -18,7 +19,7 @@ def test_help_lists_every_stage(capsys):
         main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for stage in STAGES:
+    for stage in stage_names():
         assert stage in out
 
 
@@ -98,7 +99,7 @@ def test_arguments_after_double_dash_pass_through(monkeypatch):
         p = sub.add_parser("demo")
         p.set_defaults(func=lambda a: seen.update(tail=a.passthrough) or 0)
 
-    monkeypatch.setattr(cli, "STAGES", ["demo"])
+    monkeypatch.setattr(cli.stages, "names", lambda: ["demo"])
     monkeypatch.setattr(cli.importlib, "import_module", lambda name: argparse.Namespace(register=fake_register))
     assert cli.main(["demo", "--", "mining", "download", "--host", "{host}"]) == 0
     assert seen["tail"] == ["mining", "download", "--host", "{host}"]
@@ -162,7 +163,7 @@ def test_kernels_work_without_a_writable_numba_cache(tmp_path):
         "        return None\n")
     code = ("import numpy as np\n"
             "from mining.descriptors import as_float32\n"
-            "from mining.score import PositiveCounter\n"
+            "from mining.stages.score import PositiveCounter\n"
             "assert as_float32(np.array([[1.5, -2]], np.float16)).tolist() == [[1.5, -2.0]]\n"
             "c = PositiveCounter.build(np.array([0.1, 0.5], np.float32))\n"
             "print(c.count_doubled(np.array([0.0, 0.3, 0.5, 0.9], np.float32)).tolist())\n")

@@ -16,10 +16,10 @@ from geopy.distance import geodesic
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.geofilter import filter as gf
-from mining.geofilter import load
-from mining.geofilter.areas import area_mask
-from mining.geofilter.countries import country_region, load_countries, members
+from mining.stages.geofilter import filter as gf
+from mining.stages.geofilter import load
+from mining.stages.geofilter.areas import area_mask
+from mining.stages.geofilter.countries import country_region, load_countries, members
 from mining.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
@@ -477,7 +477,7 @@ def test_grid_index_agrees_with_plain_geos(gbr):
     """The 0.25° grid shortcut gives exactly what GEOS gives, incl. points on cell edges."""
     import shapely
 
-    from mining.geofilter.regions import PolygonIndex
+    from mining.stages.geofilter.regions import PolygonIndex
 
     rng = np.random.default_rng(0)
     lon = np.concatenate([rng.uniform(-11, 3, 20000), np.arange(-8.0, 2.0, 0.25)])

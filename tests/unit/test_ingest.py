@@ -19,9 +19,9 @@ from ingested import ingested
 from yfcc_rows import write_synthetic
 
 from mining.errors import UserError
-from mining.ingest import ingest, open_dataset, output_schema, read_quarantine
-from mining.ingest import yfcc
-from mining.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
+from mining.stages.ingest import ingest, open_dataset, output_schema, read_quarantine
+from mining.stages.ingest import yfcc
+from mining.stages.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 
 # real rows, copied into tests/data (provenance: its README.md)
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
@@ -180,12 +180,12 @@ def test_fast_and_exact_split_agree(tmp_path):
 
 @pytest.mark.parametrize("nfields", [25, 23])
 def test_every_malformed_kind_is_rejected_for_the_reason_it_is_named_by(tmp_path, nfields):
-    """The one malformed-row vocabulary (mining.demo.metadata.MALFORMED, which the demo world
+    """The one malformed-row vocabulary (mining.stages.demo.metadata.MALFORMED, which the demo world
     and the bulk rows plant): each defect, geotagged row or not, gets exactly its reason."""
     import numpy as np
     from yfcc_rows import rows
 
-    from mining.demo import metadata as md
+    from mining.stages.demo import metadata as md
 
     kinds = [(reason, defect) for reason, defects in md.MALFORMED.items() for defect in defects]
     assert set(md.MALFORMED) <= set(yfcc.REASONS) and set(md.MALFORMED_KINDS) <= set(kinds)
@@ -374,7 +374,7 @@ def test_blocks_smaller_than_a_line_still_parse(tmp_path, sample_lines):
 
 
 def test_places_window_skips_gaps_and_stays_small(tmp_path):
-    from mining.ingest.places import PlacesJoin
+    from mining.stages.ingest.places import PlacesJoin
 
     rng = random.Random(7)
     ids = list(range(1000, 6000))
@@ -485,7 +485,7 @@ def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lin
 
 
 def test_photo_url_refuses_values_outside_their_domains():
-    from mining.download.reader import build_urls
+    from mining.stages.download.reader import build_urls
     from mining.flickr import photo_url
 
     host = "https://live.staticflickr.com"
@@ -567,7 +567,7 @@ def test_empty_input_warns_naming_the_file(tmp_path, caplog):
     empty, full = tmp_path / "empty.tsv", tmp_path / "empty.tsv.gz"
     empty.write_bytes(b"")
     full.write_bytes(gzip.compress(b""))
-    with caplog.at_level("WARNING", logger="mining.ingest"):
+    with caplog.at_level("WARNING", logger="mining.stages.ingest"):
         stats = ingest([empty, SAMPLE, full], tmp_path / "out", progress=False)
     assert stats["rows_out"] == 4
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -632,7 +632,7 @@ def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypa
     """The same rows as plain, multi-stream .bz2 (many 100k blocks, decoded in parallel) and
     multi-member .gz, each with 1-3 workers, and through Arrow's single-threaded decoders
     (what ingest used before): the same Parquet bytes, quarantine and counts."""
-    import mining.ingest as ingest_mod
+    import mining.stages.ingest as ingest_mod
 
     plain = tmp_path / "rows.tsv"
     planted = write_synthetic(plain, 4000, seed=21, nfields=25, malformed=0.05)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mining.errors import UserError
-from mining.ingest import ingest, read_quarantine
-from mining.ingest import yfcc
+from mining.stages.ingest import ingest, read_quarantine
+from mining.stages.ingest import yfcc
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
     "yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"

@@ -18,8 +18,8 @@ from yfcc_rows import SQLITE_COLUMNS, iter_lines, write_sqlite, write_synthetic
 
 from mining.errors import UserError
 from mining.flickr import yfcc_hash
-from mining.ingest import ingest, open_dataset, read_quarantine
-from mining.ingest import output, sqlite
+from mining.stages.ingest import ingest, open_dataset, read_quarantine
+from mining.stages.ingest import output, sqlite
 
 URL = SQLITE_COLUMNS.index("downloadurl")
 
@@ -165,7 +165,7 @@ def test_extra_columns_are_ignored_and_logged(tmp_path, rows, caplog):
     write_sqlite(tmp_path / "x.sql", [[i, *r[:5], "junk\tvalue", *r[5:]] for i, r in enumerate(rows[:300])],
                  columns=cols)
     write_sqlite(tmp_path / "plain.sql", rows[:300])
-    with caplog.at_level("INFO", logger="mining.ingest"):
+    with caplog.at_level("INFO", logger="mining.stages.ingest"):
         stats = ingest([tmp_path / "x.sql"], tmp_path / "a", progress=False)
     assert stats["files"][0]["extra_columns"] == ["rownum", "extra"]
     assert any("beyond YFCC's 23, ignored: rownum, extra" in r.getMessage() for r in caplog.records)
@@ -327,7 +327,7 @@ def test_hash_counts_match_the_plain_rule_on_every_kind_of_near_miss():
     the same length, random 32-digit hex, upper case, nulls and empty values."""
     import pyarrow as pa
 
-    from mining.ingest.hashes import compare
+    from mining.stages.ingest.hashes import compare
 
     rows = demo_rows(3000, seed=8, malformed=0.0)
     urls = [r[URL] for r in rows]

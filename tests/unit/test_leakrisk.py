@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import leakrisk, screening
+from mining import screening
+from mining.stages.leakrisk import stage as leakrisk
 from mining.cli import main
 from mining.descriptors import open_store
 from mining.landmarks import load_landmarks

@@ -136,7 +136,7 @@ def _bench_module():
 
 @pytest.fixture(scope="module")
 def micro_world(tmp_path_factory):
-    from mining.demo.world import build_world
+    from mining.stages.demo.world import build_world
 
     out = tmp_path_factory.mktemp("micro-world")
     build_world(out, "micro", workers=1)

@@ -225,7 +225,7 @@ def test_review_app_shows_every_benchmarks_query_crops(tmp_path):
     from fastapi.testclient import TestClient
     from review_world import make_world
 
-    from mining.review.app import create_app
+    from mining.stages.review.app import create_app
 
     a, b = make_world(tmp_path / "a"), make_world(tmp_path / "b")
     gnd_b = b["landmarks"] / "gnd_test.pkl"
@@ -255,7 +255,7 @@ def test_review_app_shows_every_benchmarks_query_crops(tmp_path):
 
 
 def test_review_gate_names_every_benchmark(tmp_path):
-    from mining.review.gate import next_steps
+    from mining.stages.review.gate import next_steps
 
     (tmp_path / "queue.parquet").touch()
     (tmp_path / "review.sqlite").touch()

@@ -9,10 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import neardup, screening
+from mining import screening
+from mining.stages.neardup import stage as neardup
 from mining.cli import main
-from mining.demo.realism import _read, histogram_descriptor
-from mining.demo.world import as_download_folder, build_world
+from mining.stages.demo.realism import _read, histogram_descriptor
+from mining.stages.demo.world import as_download_folder, build_world
 from mining.descriptors import write_global_shard, write_store_info
 from mining.landmarks import load_landmarks
 

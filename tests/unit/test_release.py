@@ -25,7 +25,7 @@ from mining.cli import main
 from mining.errors import UserError
 from mining.layout import image_relpath
 from mining.options import defaults
-from mining.release import FaceDetector, Policy, licence_code
+from mining.stages.release.stage import FaceDetector, Policy, licence_code
 from releasing import run_release
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")

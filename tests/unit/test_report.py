@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from mining.cli import main
-from mining.evaluate.experiment import run_evaluate
+from mining.stages.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
 from mining import imageindex
 from mining.layout import image_relpath
@@ -115,7 +115,7 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "high risk, outside the review queue</td><td>9</td>" in doc and "lm0 0.970 (#1)" in doc
     assert "N = 40 of 237 usable candidates" in doc and "binding: gem/hard" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
-    from mining.evaluate.bootstrap import fmt_interval
+    from mining.stages.evaluate.bootstrap import fmt_interval
 
     ci = ev["ci"]["gem"]["hard"]
     assert "95 % confidence intervals over queries (bootstrap)" in doc
@@ -173,8 +173,8 @@ def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsy
 def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
     """evaluation.json with `per_benchmark` (several benchmarks mined at once): one row per
     benchmark, method and setup, one sentence each, p as '< 0.0005' when it rounds to 0."""
-    from mining.report import Inputs
-    from mining.report.headline import headline, title
+    from mining.stages.report import Inputs
+    from mining.stages.report.headline import headline, title
 
     def bench(diff, p):
         return {"methods": ["cnn-gem"], "setups": ["easy", "medium"], "n": 30,

@@ -8,9 +8,9 @@ from review_world import make_world
 
 from mining.errors import UserError
 from mining.layout import image_relpath
-from mining.review import db
-from mining.review.app import create_app
-from mining.review.server import resolve_token
+from mining.stages.review import db
+from mining.stages.review.app import create_app
+from mining.stages.review.server import resolve_token
 
 
 @pytest.fixture
@@ -144,7 +144,7 @@ def test_no_path_traversal_on_any_image_endpoint(world):
     """Raw request lines against the real server (http.client sends paths unnormalised)."""
     import http.client
 
-    from mining.review.server import running
+    from mining.stages.review.server import running
 
     (world["images"].parent / "secret").write_text("top secret")
     app = create_app(world["db"], world["images"], world["landmarks"])
@@ -298,7 +298,7 @@ def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp
 def test_a_cache_folder_swapped_for_a_link_while_rendering_gets_nothing(client, world, tmp_path, monkeypatch):
     """The check and the write use one descriptor: swapping the entry's folder for a link to
     elsewhere while the thumbnail renders (after any check by path) writes nothing there."""
-    from mining.review import thumbs
+    from mining.stages.review import thumbs
 
     first = client.get("/thumb/1")
     entry = _thumb_entry(world)
@@ -336,7 +336,7 @@ def test_a_cache_root_that_is_a_symlink_is_fine(world, tmp_path):
 
 def test_a_token_names_its_reviewer(world):
     """One token per reviewer: requests act as the token's reviewer, never as a name they send."""
-    from mining.review.access import Access
+    from mining.stages.review.access import Access
 
     access = Access({"alice-token-0001": "alice", "bob-token-00002": "bob"}, personal=True)
     app = create_app(world["db"], world["images"], world["landmarks"], access=access)
@@ -388,7 +388,7 @@ def test_reviewer_lists_and_the_links_file(tmp_path, monkeypatch):
     import json
     import stat
 
-    from mining.review import access as acc
+    from mining.stages.review import access as acc
 
     monkeypatch.delenv("MINING_REVIEW_TOKEN", raising=False)
     names = tmp_path / "team.txt"

@@ -14,7 +14,7 @@ from review_world import make_world
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.review import db
+from mining.stages.review import db
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_cli_import_is_idempotent(tmp_path, capsys):
 
 def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     from mining.landmarks import load_landmarks
-    from mining.review.app import create_app
+    from mining.stages.review.app import create_app
 
     w = make_world(tmp_path)
     fp = load_landmarks(w["landmarks"]).fingerprint()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mining.review.gate import next_steps
+from mining.stages.review.gate import next_steps
 from mining.shell import mining_command, mining_executable
 
 REPO = Path(__file__).resolve().parents[2]

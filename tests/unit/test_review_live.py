@@ -17,9 +17,9 @@ import pytest
 from review_world import make_world
 
 from mining.cli import main
-from mining.review import db
-from mining.review.app import create_app
-from mining.review.server import running
+from mining.stages.review import db
+from mining.stages.review.app import create_app
+from mining.stages.review.server import running
 
 THREADS, VOTES = 16, 50
 

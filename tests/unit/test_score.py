@@ -11,7 +11,7 @@ import pytest
 from mining.cli import main
 from mining.descriptors import write_global_shard, write_store_info
 from mining.errors import UserError
-from mining.score import PIECE, CandidateVectors, MethodInput, PositiveCounter, Problem, score_candidates
+from mining.stages.score import PIECE, CandidateVectors, MethodInput, PositiveCounter, Problem, score_candidates
 
 
 # ----------------------------------------------------------------------------- reference
@@ -343,7 +343,7 @@ def test_score_chunk_matches_reference_chunk_by_chunk(tmp_path):
     """The chunk body on its own: each chunk's per-method scores, totals, per-landmark sums,
     missing counts and similarity rows equal the slow reference for exactly those candidates
     (three methods: streamed, spilled, streamed with candidates and a query missing)."""
-    from mining.score.loop import Workers, open_readers, prepare, score_chunk
+    from mining.stages.score.loop import Workers, open_readers, prepare, score_chunk
 
     problem, specs = random_problem(4)
     ref, _ = reference(problem, to_reference(specs), review_top=4)
@@ -378,8 +378,8 @@ def test_score_chunk_on_descriptor_stores(tmp_path):
     """Global stores written to disk, read by method_from_stores: each chunk of the fused
     multiply-and-count path gives the brute-force fractions (dyadic vectors: exact products)."""
     from mining.landmarks import load_landmarks
-    from mining.score import method_from_stores
-    from mining.score.loop import Workers, open_readers, prepare, score_chunk
+    from mining.stages.score import method_from_stores
+    from mining.stages.score.loop import Workers, open_readers, prepare, score_chunk
 
     gnd_dir, descs, vectors, gnd = make_world(tmp_path, np.random.default_rng(11), n_cand=30)
     dataset = load_landmarks(gnd_dir)

@@ -33,9 +33,10 @@ def test_alias_bomb_fails_fast_in_little_memory(tmp_path):
     assert bomb.stat().st_size < 1100
     probe = textwrap.dedent(f"""
         import json, resource, time
-        from mining import manifest, geofilter
+        from mining import manifest
+        from mining.stages import geofilter
         from mining.errors import UserError
-        import jsonschema, mining.geofilter.countries
+        import jsonschema, mining.stages.geofilter.countries
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         try:

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from mining import neardup
+from mining.stages.neardup import stage as neardup
 
 pytestmark = pytest.mark.slow
 

@@ -111,8 +111,8 @@ def final_targets():
 
 def review_gate_message():
     """After a run that stopped for the human review: how to review and continue (said only
-    when the queue is there; mining.review.gate words it)."""
-    from mining.review.gate import next_steps
+    when the queue is there; mining.stages.review.gate words it)."""
+    from mining.stages.review.gate import next_steps
 
     if not review_ready():
         message = next_steps(L.review_queue, L.review_db, L.images,
@@ -134,7 +134,7 @@ def download_sources() -> str:
     `mining demo serve ... --` replaces with the server's address."""
     import json
 
-    from mining.download.sources import section_entries
+    from mining.stages.download.sources import section_entries
 
     entries = section_entries(M.download, str(M.path))
     if DEMO:

@@ -1,12 +1,12 @@
 # Images → descriptors, per method and image set. Methods that learn (whitening, codebooks)
 # learn on candidates only; the landmark sets reuse the candidates store as their model.
 # Methods that share one decode and one feature extraction per image (rsift-asmk and
-# rsift-vlad: one RootSIFT; mining.describe.shared_groups says which) are described by one
+# rsift-vlad: one RootSIFT; mining.stages.describe.stage.shared_groups says which) are described by one
 # job, `describe_*_shared`, each into its usual store (same bytes as alone); the others by
 # `describe_candidates` / `describe_landmarks`, one job per method.
 import re as _re
 
-from mining.describe import shared_groups as _shared_groups
+from mining.stages.describe.stage import shared_groups as _shared_groups
 
 DESCRIBE_GROUPS = _shared_groups(METHODS)
 DESCRIBE_SHARED = [g for g in DESCRIBE_GROUPS if len(g) > 1]

@@ -1,0 +1,90 @@
+"""CLI for `mining download`: candidates → verified images + status per shard (see mining.stages.download)."""
+
+from __future__ import annotations
+
+import argparse
+
+from mining import options
+from mining.cli import add_cluster_flags, add_input, add_progress_flag, cluster_of, main_input
+
+STEP = 4  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.download.sources import kind_defaults
+
+    p = sub.add_parser(
+        "download",
+        help="download candidates' 1024 px images: verified, polite, resumable, on Dask",
+        description="Download the geofiltered candidates (Parquet file or folder) into "
+        "DIR/jpg/<3 hex>/<key>.jpg (or DIR/tar/), with DIR/status/shard-NNNNN.parquet, "
+        "DIR/index.parquet (every photo: status, source, path) and DIR/summary.json, from one or more "
+        "sources tried in order (Flickr, the Multimedia Commons mirror, a local folder). Rerunning the "
+        "same command resumes. Defaults are the manifest schema's (download section).",
+    )
+    add_input(p, "candidates", metavar="CANDIDATES", help="geofilter output: a Parquet file or folder")
+    p.add_argument("--out", required=True, metavar="DIR", help="download folder")
+    srcs = p.add_mutually_exclusive_group()
+    srcs.add_argument("--source", action="append", metavar="SPEC", dest="source",
+                      help="a source, tried in the order given (repeat): key=value pairs, e.g. kind=flickr "
+                      "kind=multimedia-commons (host default " + kind_defaults()["multimedia-commons"]["host"] +
+                      ", low_res) kind=local,path=DIR; keys: kind, name, host, size, path, per_host_rps, "
+                      "threads, min_size, low_res. Unset keys: the kind's default, else the settings below; "
+                      "not with --host")
+    srcs.add_argument("--sources-json", metavar="JSON",
+                      help="the sources as a JSON list of objects (the manifest's download.sources)")
+    add_cluster_flags(p)
+    p.add_argument("--placeholder-sha256", metavar="FILE",
+                   help="file of known placeholder image sha256 digests (one per line)")
+    options.add_flags(p, "download", keys=[k for k in options.section_schema("download")["properties"] if k != "sources"])
+    add_progress_flag(p)
+    p.set_defaults(func=run)
+
+
+def sources_from_args(args: argparse.Namespace, d: options.DownloadOptions) -> list:
+    """The resolved sources of a command line: --source/--sources-json, else the settings'
+    (the manifest's sources, or one flickr source at the host)."""
+    from mining.stages.download.sources import check_entries, parse_json, parse_spec, resolve, section_entries
+    from mining.errors import UserError
+
+    section = {"per_host_rps": d.per_host_rps, "threads": d.threads, "min_size": d.min_size, "size": d.size}
+    if args.source or args.sources_json:
+        if getattr(args, options.dest("download", "host")) is not None:
+            raise UserError("--host and --source/--sources-json disagree on where images come from: "
+                            "give the flickr host inside the sources (host=...)")
+        entries = [parse_spec(t) for t in args.source] if args.source else parse_json(args.sources_json)
+        return resolve(check_entries(entries, "--source" if args.source else "--sources-json"), section)
+    where = str(args.manifest) if args.manifest else "--host"
+    return resolve(section_entries({"host": d.host, "sources": d.sources}, where), section)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from mining.stages.download import FetchConfig, download
+    from mining.stages.download.logger import format_summary
+    from mining.errors import UserError
+
+    d = options.from_args(args, "download")
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    sources = sources_from_args(args, d)
+    scheduler, slurm = cluster_of(args)
+    placeholders: frozenset[str] = frozenset()
+    if args.placeholder_sha256:
+        try:
+            lines = Path(args.placeholder_sha256).read_text().split()
+        except OSError as exc:
+            raise UserError(f"cannot read {args.placeholder_sha256}: {exc.strerror}") from None
+        placeholders = frozenset(x.lower() for x in lines)
+    cfg = FetchConfig(min_size=d.min_size, connect_timeout=d.connect_timeout, timeout=d.timeout,
+                      max_retries=d.retries, max_throttle_wait=d.max_throttle_wait, threads=d.threads,
+                      rps=d.per_host_rps, placeholder_sha256=placeholders)
+    if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+    summary = download(main_input(args, "candidates"), args.out, cfg, shard_size=d.shard_size, tar=d.tar,
+                       scheduler=scheduler, workers=args.workers if not (scheduler or slurm) else None, slurm=slurm,
+                       progress=not args.no_progress, min_ok_fraction=d.min_ok_fraction, sources=sources)
+    print(format_summary(summary))
+    return 0

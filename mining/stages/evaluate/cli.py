@@ -1,0 +1,160 @@
+"""CLI for `mining evaluate`: retrieval metrics with no / random / mined / all distractors,
+or (`--protocol`) a standard benchmark's metrics on a user's own rankings or descriptors."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+from mining import options
+from mining.cli import add_progress_flag
+
+STEP = 11  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="mAP and mP@1/5/10 with no, random, mined and all distractors (+ leave-one-method-out)",
+        description=textwrap.fill(
+            "Evaluate every method on the landmark dataset alone, with a random N candidates "
+            "(several seeds: mean and std), with the mined N (select's output) and with all "
+            "candidates; plus the set selected with each method left out. Exact revisitop "
+            "metrics, computed without ranking the distractors. Writes OUT/evaluation.json "
+            "and OUT/evaluation.md. With --protocol instead: score your own rankings or "
+            "descriptors on a standard benchmark (see PROTOCOL MODE below).", 88
+        ),
+        epilog=_PROTOCOL_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pipe = p.add_argument_group("pipeline evaluation (required unless --protocol)")
+    pipe.add_argument("--landmarks", nargs="+", metavar="[NAME=]GND",
+                      help="gnd_<name>.pkl (or its folder); several benchmarks: one each, as `mining score` was "
+                           "given them (the set is evaluated on each)")
+    pipe.add_argument("--descriptors", nargs="+", type=Path, metavar="DESC/METHOD",
+                      help="method folders holding queries/, database/ and candidates/ stores")
+    pipe.add_argument("--scores", type=Path, help="`mining score` output folder (scores.parquet)")
+    pipe.add_argument("--selected", type=Path, help="`mining select` output folder (distractors.parquet)")
+    pipe.add_argument("--out", type=Path, help="output folder")
+    p.add_argument("--decisions", type=Path, help="review decisions.parquet (confirmed landmark images are never distractors)")
+    options.add_flags(p, "evaluate", flags={"random_seeds": "--random-seeds"},
+                      manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
+                      "select.n when that is a number; a flag given here wins)")
+    p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
+                   help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
+    p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
+    add_progress_flag(p)
+    own = p.add_argument_group("protocol mode: your own results (see below)")
+    own.add_argument("--protocol", choices=["oxford", "gldv2", "holidays", "ukbench"],
+                     help="score --ranks or descriptors on this benchmark instead of the pipeline evaluation")
+    own.add_argument("--gt", type=Path, metavar="PATH", help="the benchmark's ground truth (formats below)")
+    own.add_argument("--ranks", type=Path, metavar="PATH", help="your rankings: a .npy or the benchmark's text/CSV form")
+    own.add_argument("--queries", type=Path, metavar="Q.npy", help="query descriptors, one row per query")
+    own.add_argument("--database", type=Path, metavar="X.npy", help="database descriptors, one row per image")
+    own.add_argument("--imlist", type=Path, metavar="NAMES.txt", help="database image names, one a line, in index order")
+    own.add_argument("--qimlist", type=Path, metavar="NAMES.txt", help="query names, one a line, in column/row order")
+    own.add_argument("--json", type=Path, metavar="PATH", help="also write the metrics (and per-query values) as JSON")
+    p.set_defaults(func=run)
+
+
+_PIPELINE = ("landmarks", "descriptors", "scores", "selected", "out")
+_OWN = ("gt", "ranks", "queries", "database", "imlist", "qimlist", "json")
+
+_PROTOCOL_HELP = """\
+PROTOCOL MODE (docs/protocols.md has the exact definitions)
+  mining evaluate --protocol P --gt GT (--ranks R | --database X.npy [--queries Q.npy])
+                  [--json OUT.json]
+Prints a table (mAP etc. in %, UKBench's score 0-4). Index forms, for every protocol:
+  --ranks R.npy       integers, shape (list length, queries): column j = query j's 0-based
+                      database indices, best first (revisitop's `ranks`); may be truncated
+  --database X.npy    (images, dim) and --queries Q.npy (queries, dim): ranked by dot
+                      product (L2-normalise for cosine); equal scores keep index order
+P = oxford (Revisited Oxford/Paris, or the original Oxford/Paris protocol):
+  --gt gnd_roxford5k.pkl|.mat  revisited: mAP and mP@1/5/10 in Easy/Medium/Hard (or
+                      --setups); queries in qimlist order, database indices = imlist
+                      order; indices/rows past imlist are distractors (R1M-style)
+  --gt gt_files/      original: <q>_good/_ok/_junk/_query.txt; mAP, junk ignored;
+                      --ranks RANKED/ (one <q>.txt per query, one image name a line, best
+                      first) or a file of `QUERY NAME NAME ...` lines; index forms need
+                      --imlist (queries in sorted name order unless --qimlist)
+P = gldv2 (Google Landmarks v2):
+  --gt retrieval_solution.csv (id,images,Usage; Ignored rows dropped): mAP@100;
+                      --ranks submission.csv (id,images: space-separated index ids, best
+                      first), or index forms with --imlist (index ids) and --qimlist
+                      (test ids)
+  --gt recognition_solution.csv (id,landmarks,Usage): GAP from --ranks predictions.csv
+                      (id,landmarks = "<label> <confidence>")
+P = holidays (INRIA Holidays):
+  --gt jpg/ (or a list of image names): NNNNNN.jpg, group = NNNN, first image = query;
+                      the query is ignored if returned; every query must be answered;
+                      --ranks results.txt (`query.jpg 0 img.jpg 1 img.jpg ...` lines),
+                      or index forms over the images in number order (queries: the
+                      groups' first images; --database alone takes the query vectors
+                      from its rows)
+P = ukbench (UKBench):
+  --gt full/ (or a list of image names): ukbenchNNNNN.jpg, object = NNNNN // 4; every
+                      image is a query; score = mean of the object's 4 images (the query
+                      itself included) in the top 4, 0-4; --ranks results.txt (`QUERY
+                      NAME NAME NAME NAME ...` lines) or index forms over the images in
+                      number order
+"""
+
+
+def run(args: argparse.Namespace) -> int:
+    from mining.errors import UserError
+
+    if args.protocol is not None:
+        return run_protocol(args)
+    given = [f"--{name}" for name in _OWN if getattr(args, name) is not None]
+    if given:
+        raise UserError(f"{given[0]} belongs to --protocol mode (add --protocol oxford|gldv2|holidays|ukbench)")
+    missing = [f"--{name}" for name in _PIPELINE if getattr(args, name) is None]
+    if missing:
+        raise UserError(f"the following arguments are required: {', '.join(missing)} (or use --protocol)")
+    from mining.stages.evaluate.bootstrap import Spec
+    from mining.stages.evaluate.experiment import run_evaluate
+
+    boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
+    settings = evaluate_options(args)
+    report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
+                          n=settings.n, seeds=settings.random_seeds, setups=settings.setups,
+                          progress=not args.no_progress, boot=boot)
+    per = report.get("per_benchmark") or {"": report}
+    methods = len(next(iter(per.values()))["methods"])
+    where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
+    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / 'evaluation.md'}")
+    return 0
+
+
+def evaluate_options(args: argparse.Namespace) -> options.EvaluateOptions:
+    """The evaluate: section's settings; with n: null, the manifest's select.n when it is a
+    number (with n: auto, the selected set's size)."""
+    settings = options.from_args(args, "evaluate")
+    if settings.n is None and args.manifest is not None:
+        n = options.from_args(argparse.Namespace(manifest=args.manifest), "select").n
+        if isinstance(n, int):
+            settings = replace(settings, n=n)
+    return settings
+
+
+def run_protocol(args: argparse.Namespace) -> int:
+    from mining.atomic import write_json
+    from mining.errors import UserError
+    from mining.stages.evaluate.protocols import Results, evaluate_protocol, protocol_table
+
+    named = {**{name: f"--{name}" for name in (*_PIPELINE, "decisions", "manifest")}, options.dest("evaluate", "n"): "--n"}
+    given = [flag for name, flag in named.items() if getattr(args, name) is not None]
+    if given:
+        raise UserError(f"{given[0]} is for the pipeline evaluation, not --protocol")
+    if args.gt is None:
+        raise UserError("--protocol needs --gt (the benchmark's ground truth)")
+    report = evaluate_protocol(args.protocol, args.gt, Results(args.ranks, args.queries, args.database,
+                                                               args.imlist, args.qimlist),
+                               options.from_args(args, "evaluate").setups)
+    print(protocol_table(report))
+    if args.json is not None:
+        write_json(args.json, report)
+    return 0

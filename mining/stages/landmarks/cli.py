@@ -1,0 +1,69 @@
+"""CLI for `mining landmarks check`: validate a landmark dataset and show its landmarks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+STEP = 1  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "landmarks",
+        help="check a landmark dataset (gnd_<name>.pkl + jpg/) and show the landmarks found in it",
+        description="Landmark datasets in revisitop's format. `mining landmarks check GND` runs first in the workflow.",
+    )
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    c = verbs.add_parser(
+        "check",
+        help="validate a gnd file and its images; print its landmarks",
+        description=(
+            "Validates a landmark dataset: keys, index ranges (easy/hard/junk/ok inside imlist), each query's "
+            "bbx (4 finite numbers, x1 < x2, y1 < y2), query and database images present in jpg/ beside the "
+            "file, queries without positives, and landmark groups that look wrong. Prints the landmarks: a "
+            "query's `landmark` key when the file has one, otherwise the queries whose positives (easy ∪ hard) "
+            "are the same set or nearly so (Jaccard ≥ 0.5). Exits 2 naming the query and the key when the "
+            "file is broken; warnings alone exit 0."
+        ),
+    )
+    c.add_argument("gnd", nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or .mat, or the folder holding the .pkl); several benchmarks of one run: "
+                        "each is checked, and together (distinct names, no ground truth twice); NAME defaults to <name>")
+    c.add_argument("--json", action="store_true",
+                   help='print {"landmarks": [{"name", "queries"}], "queries", "database", "problems"} as JSON')
+    c.add_argument("--no-images", action="store_true", help="do not look for the images on disk")
+    c.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from mining.landmarks import check_dataset
+
+    if len(args.gnd) > 1:
+        return check_several(args)
+    gnd = Path(args.gnd[0])
+    report = check_dataset(gnd, images=not args.no_images)
+    print(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) if args.json else report.text(gnd))
+    report.raise_errors(gnd)
+    return 0
+
+
+def check_several(args: argparse.Namespace) -> int:
+    """Several benchmarks: each one's report (its landmarks and problems named
+    `<benchmark>/...`), then the union's own checks; exit 2 on the first error."""
+    from mining.benchmarks import as_list, load_all, qualify
+    from mining.landmarks import check_dataset
+
+    benchmarks = as_list(args.gnd)  # distinct names
+    reports = [check_dataset(b.gnd, images=not args.no_images) for b in benchmarks]
+    doc = {"benchmarks": [{"name": b.name, "gnd": b.gnd, **r.as_dict()} for b, r in zip(benchmarks, reports)],
+           "landmarks": [{"name": qualify(b.name, lm["name"], True), "queries": [qualify(b.name, q, True) for q in lm["queries"]]}
+                         for b, r in zip(benchmarks, reports) for lm in r.landmarks],
+           "queries": sum(r.queries for r in reports), "database": sum(r.database for r in reports)}
+    print(json.dumps(doc, indent=1, ensure_ascii=False) if args.json else
+          "\n".join(f"[{b.name}] {r.text(b.gnd)}" for b, r in zip(benchmarks, reports)))
+    for b, r in zip(benchmarks, reports):
+        r.raise_errors(Path(b.gnd))
+    load_all(benchmarks)  # the same ground truth under two names is refused
+    return 0

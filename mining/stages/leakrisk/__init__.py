@@ -1,0 +1,1 @@
+"""`mining leakrisk`: each candidate's risk of showing a landmark (`stage.py`)."""

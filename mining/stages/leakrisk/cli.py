@@ -1,0 +1,39 @@
+"""CLI for `mining leakrisk`: each candidate's risk of showing a landmark, and who is outside the queue."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+STEP = 8  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "leakrisk",
+        help="rank candidates by their risk of showing a landmark; count high-risk ones outside the review queue",
+        description=(
+            "risk = the best cosine (a global descriptor) of a candidate to any query crop or positive "
+            "(Easy ∪ Hard) of a landmark; high when it reaches that landmark's threshold (the median "
+            "cosine of its positives to their nearest other image of the landmark). Writes "
+            "OUT/leakrisk.parquet and OUT/stats.json (high_risk_outside_queue); `mining select --leak-risk` "
+            "leaves out high-risk candidates nobody reviewed (see mining/stages/leakrisk/stage.py)."
+        ),
+    )
+    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or its folder); several benchmarks: one each (their stores in "
+                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
+    p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
+                   help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
+    p.add_argument("--scores", required=True, type=Path, help="`mining score` output folder (review_queue.parquet)")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mining.stages.leakrisk.stage import run_leakrisk
+
+    st = run_leakrisk(args.landmarks, args.descriptors, args.scores, args.out)
+    print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
+          f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
+    return 0

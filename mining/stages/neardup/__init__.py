@@ -1,0 +1,1 @@
+"""`mining neardup`: near-duplicate groups and near-copies of landmark images (`stage.py`)."""

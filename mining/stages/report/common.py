@@ -1,0 +1,115 @@
+"""What every report section shares: the inputs, JSON reading, HTML tables, embedded PNG/JPEG."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import io
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mining.benchmarks import prefixed_datasets
+from mining.errors import UserError
+
+log = logging.getLogger("mining.stages.report")
+
+THUMB = 160
+SCATTER_SAMPLE = 20000
+NA = '<p class="na">not available</p>'
+
+
+@dataclass
+class Inputs:
+    """Where each stage's output is; None = not given and not found."""
+
+    metadata: Path | None = None  # METADATA folder (stats.json, part-*.parquet)
+    candidates: Path | None = None  # CANDIDATES folder (stats.json, candidates.parquet)
+    images: Path | None = None  # IMAGES folder (summary.json, jpg/)
+    descriptors: Path | None = None  # DESC folder holding <method>/<set>/store.json
+    scores: Path | None = None  # SCORES folder
+    decisions: Path | None = None  # decisions.parquet
+    selected: Path | None = None  # SELECTED folder
+    evaluation: Path | None = None  # evaluation.json
+    landmarks: Path | None = None  # gnd_*.pkl or its folder
+    manifest: Path | None = None
+    benchmarks: Path | None = None  # folder of snakemake benchmark TSVs
+    neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
+    leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
+    extra: dict[str, Any] = field(default_factory=dict)  # benchmarks: [(name, gnd)]; manifest_obj; run
+
+
+def landmark_sets(inp: Inputs) -> list[tuple[str, Any]]:
+    """(name prefix, LandmarkDataset) of each benchmark (mining.benchmarks.prefixed_datasets)."""
+    return prefixed_datasets(inp.extra.get("benchmarks") or [], inp.landmarks)
+
+
+def read_json(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        log.warning("%s: not valid JSON; section skipped", path)
+        return None
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def table(rows: list[list[Any]], head: list[str]) -> str:
+    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> str:
+    from mining.imagedecode import open_upright
+
+    try:
+        with open_upright(path, "RGB") as im:
+            if box is not None:
+                im = im.crop(tuple(int(round(v)) for v in box))
+            im.thumbnail((THUMB, THUMB))
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=80)
+    except (OSError, ValueError):
+        return '<span class="na">missing</span>'
+    return f'<img alt="{esc(path.name)}" src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+@functools.lru_cache(maxsize=4)
+def _image_paths(images: Path) -> dict[int, str]:
+    """The download's {photo id: image path} ({} without an index.parquet)."""
+    from mining import imageindex
+
+    try:
+        return imageindex.stored(images)
+    except UserError as exc:
+        log.warning("%s; thumbnails skipped", exc)
+        return {}
+
+
+def candidate_thumb(inp: Inputs, photo_id: Any) -> str:
+    """A candidate's thumbnail from the run's image folder ("missing" without one)."""
+    rel = _image_paths(inp.images).get(int(photo_id)) if inp.images else None
+    return thumb(inp.images / rel) if rel else "<span class=na>missing</span>"
+
+
+def figure(img: str, caption: str, cls: str = "") -> str:
+    """An image with its caption (the caption is escaped here)."""
+    attr = f' class="{cls}"' if cls else ""
+    return f"<figure{attr}>{img}<figcaption>{esc(caption)}</figcaption></figure>"

@@ -1,0 +1,127 @@
+"""The report's first screen: its title, the result (mined − random mAP per benchmark, method and
+setup, with the bootstrap interval and p) and where the run came from (provenance)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from mining.publish import fmt_interval, fmt_p
+from mining.stages.report.common import NA, Inputs, esc, read_json, table
+
+
+def per_benchmark(rep: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """{benchmark name: its evaluation} (evaluation.json's `per_benchmark`, else the one)."""
+    if not rep:
+        return {}
+    if rep.get("per_benchmark"):
+        return dict(rep["per_benchmark"])
+    return {str((rep.get("landmarks") or {}).get("name") or "benchmark"): rep}
+
+
+def run_name(inp: Inputs) -> str | None:
+    m = inp.extra.get("manifest_obj")
+    if m is not None and m.get("name"):
+        return str(m["name"])
+    run = inp.extra.get("run")
+    return Path(run).name if run else None
+
+
+def title(inp: Inputs) -> str:
+    """'distractor-mining: <run> (<benchmark names>)': what a browser tab and a mail should say."""
+    names = list(per_benchmark(read_json(inp.evaluation)))
+    if not names:
+        names = [n for n, _ in inp.extra.get("benchmarks") or []]
+    run = run_name(inp)
+    what = f"run {run}" if run else "run report"
+    return f"distractor-mining {what}" + (f": distractors for {', '.join(names)}" if names else "")
+
+
+def _rows(name: str, rep: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for m in rep.get("methods", []):
+        for s in rep.get("setups", []):
+            d = ((rep.get("ci") or {}).get(m, {}).get(s) or {}).get("mined_minus_random")
+            if not d or d.get("diff") is None:
+                continue
+            rows.append([name, m, s, f"{100 * d['diff']:+.2f}", fmt_interval(d["ci"]), fmt_p(d.get("p_not_lower"))])
+    return rows
+
+
+def sentence(name: str, rep: dict[str, Any]) -> str | None:
+    """One plain sentence: the first method on the Medium setup (else the first setup)."""
+    methods, setups = rep.get("methods") or [], rep.get("setups") or []
+    if not methods or not setups:
+        return None
+    m = methods[0]
+    s = "medium" if "medium" in setups else setups[0]
+    d = ((rep.get("ci") or {}).get(m, {}).get(s) or {}).get("mined_minus_random")
+    n = rep.get("n")
+    if not d or d.get("diff") is None:
+        return None
+    cost = -100 * d["diff"]
+    more = "more" if cost >= 0 else "less"
+    lo, hi = sorted(-100 * v for v in d["ci"]) if None not in d["ci"] else (None, None)
+    ci = f"95 % interval {lo:.1f} to {hi:.1f}; " if lo is not None else ""
+    p = fmt_p(d.get("p_not_lower"))
+    return (f"On {name}, the mined {n} cost {m} {abs(cost):.1f} {s.capitalize()} mAP points {more} than a random {n} "
+            f"({ci}p {p if p.startswith('<') else '= ' + p}).")
+
+
+def headline(inp: Inputs) -> str:
+    """The result first: mined − random mAP per benchmark, method and setup, and a sentence each."""
+    benches = per_benchmark(read_json(inp.evaluation))
+    if not benches:
+        return NA
+    said = [sentence(n, r) for n, r in benches.items()]
+    rows = [row for n, r in benches.items() for row in _rows(n, r)]
+    level = next((r["bootstrap"]["level"] for r in benches.values() if r.get("bootstrap")), 0.95)
+    head = ["benchmark", "method", "setup", "mined − random (mAP points)", f"{100 * level:g} % interval", "p"]
+    lines = "".join(f'<p class="lead">{esc(s)}</p>' for s in said if s)
+    note = ("<p>Negative = the mined set makes retrieval harder than a random one of the same size; "
+            "the interval is a paired bootstrap over queries, p the share of resamples where mined is not lower.</p>")
+    return lines + (table(rows, head) + note if rows else '<p class="na">no bootstrap intervals in evaluation.json</p>')
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def provenance(inp: Inputs) -> str:
+    """When, with which code and manifest, from which inputs (their fingerprints where cheap)."""
+    from mining.publish import code_version
+
+    cv = code_version()
+    rows: list[list[Any]] = [["report built", dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")]]
+    if inp.evaluation:
+        when = dt.datetime.fromtimestamp(inp.evaluation.stat().st_mtime, dt.timezone.utc)
+        rows.append(["evaluation written", when.strftime("%Y-%m-%d %H:%M UTC")])
+    rows.append(["report built by", cv["package"]])
+    rows.append(["commit", (cv["commit"] or "unknown (not a git checkout)")
+                 + (" (with local changes)" if cv.get("local_changes") == "yes" else "")])
+    if inp.manifest and inp.manifest.is_file():
+        rows.append([f"manifest {inp.manifest.name} sha256", _sha256(inp.manifest)])
+    meta = read_json(inp.metadata / "stats.json") if inp.metadata else None
+    fp = (meta or {}).get("fingerprint") or {}
+    for i in fp.get("inputs") or []:
+        rows.append([f"metadata input {Path(str(i.get('path', '?'))).name}", f"{i.get('size', '?')} bytes"
+                     + (f", sha256 {i['sha256']}" if i.get("sha256") else "")])
+    if fp.get("hash"):
+        rows.append(["photo-hash input", fp["hash"] if isinstance(fp["hash"], str) else str(fp["hash"])])
+    if meta:
+        rows.append(["metadata rows read", meta.get("rows_in", "?")])
+    for name, r in per_benchmark(read_json(inp.evaluation)).items():
+        lm = r.get("landmarks") or {}
+        if lm.get("fingerprint"):
+            rows.append([f"ground truth {name} fingerprint", f"{lm['fingerprint']} ({lm.get('queries')} queries, "
+                                                          f"{lm.get('database')} database images)"])
+    sel = read_json(inp.selected / "stats.json") if inp.selected else None
+    if sel and sel.get("landmarks_fingerprint"):
+        rows.append(["selection's landmarks fingerprint", sel["landmarks_fingerprint"]])
+    return table(rows, ["", "value"])

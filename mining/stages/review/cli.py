@@ -1,0 +1,126 @@
+"""CLI for `mining review`: import a queue, serve the app, export decisions, simulate reviewers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mining import options
+
+STEP = 9  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "review", help="manual check of the review queue in a local web app (SQLite-backed)",
+        description="Import the review queue into a SQLite database, serve the review web app, "
+                    "export the reviewers' majority decisions to Parquet.")
+    verbs = p.add_subparsers(dest="review_command", required=True, metavar="ACTION")
+
+    imp = verbs.add_parser("import", help="add a review_queue.parquet to the database (idempotent)")
+    imp.add_argument("queue", help="review_queue.parquet from `mining score`")
+    imp.add_argument("--db", required=True, help="review database (created if absent)")
+
+    srv = verbs.add_parser("serve", help="serve the review app")
+    srv.add_argument("--db", required=True, help="review database")
+    srv.add_argument("--images", required=True, help="download root (ROOT/jpg/<3hex>/<key>.jpg)")
+    srv.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
+                     help="gnd_<name>.pkl or its folder (query crops); several benchmarks: one each, as `mining score` "
+                          "was given them")
+    srv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)")
+    srv.add_argument("--port", type=int, default=8765)
+    srv.add_argument("--token", default=None,
+                     help="one person's token, required on every request (default: $MINING_REVIEW_TOKEN); "
+                          "mandatory when --host is not loopback, unless --reviewers")
+    srv.add_argument("--reviewer", default=None,
+                     help="with --token: the reviewer it stands for (default: your login name)")
+    srv.add_argument("--reviewers", default=None, metavar="NAME,NAME",
+                     help="a personal link (token) per reviewer: their votes and undos are theirs alone")
+    srv.add_argument("--reviewers-file", default=None, metavar="FILE",
+                     help="reviewer names, one per line (# comments), as --reviewers")
+    srv.add_argument("--links-file", default=None, metavar="FILE",
+                     help="where the personal links are kept, mode 0600, so a restart keeps them "
+                          "(default: beside the DB, review.links.json)")
+    srv.add_argument("--link-base", default=None, metavar="URL",
+                     help="how reviewers reach the app, for the printed links (default http://HOST:PORT)")
+    srv.add_argument("--new-links", action="store_true",
+                     help="replace every reviewer's token: the old links stop working")
+
+    exp = verbs.add_parser("export", help="write decisions.parquet (majority of each reviewer's latest vote)")
+    exp.add_argument("--db", required=True)
+    exp.add_argument("--out", required=True, help="decisions.parquet")
+    exp.add_argument("--complete", action="store_true",
+                     help="fail (exit 2) while some queued item has no vote yet")
+
+    sim = verbs.add_parser("simulate", help="demo only: simulated reviewers answer from truth.parquet via the API")
+    sim.add_argument("--db", required=True)
+    sim.add_argument("--truth", required=True, help="the demo world's truth.parquet")
+    sim.add_argument("--images", default=None, help="image root (default: a folder beside the DB; unused)")
+    sim.add_argument("--error-rate", type=float, default=0.0, help="chance each vote is wrong")
+    options.add_flags(sim, "review", keys=["reviewers"])
+    options.add_flags(sim, "demo", keys=["seed"])  # the demo world's seed seeds its reviewers too
+    sim.add_argument("--match", choices=["any", "same"], default="any",
+                     help="y for an image of ANY landmark (default, as R1M) or only the queued one")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mining.errors import UserError
+    from mining.stages.review import db
+
+    cmd = args.review_command
+    if cmd == "import":
+        con = db.connect(args.db, create=True)
+        try:
+            r = db.import_queue(con, args.queue)
+        finally:
+            con.close()
+        _report({"rows": r.rows, "added": r.added, "updated": r.updated})
+        return 0
+    if cmd == "export":
+        con = db.connect_readonly(args.db)
+        try:
+            if args.complete:
+                _, unvoted = db.export_rows(con)
+                if unvoted:
+                    raise UserError(f"{unvoted} queued item(s) have no vote yet; "
+                                    f"open the app with `mining review serve --db {args.db} ...`")
+            _report(db.export(con, args.out))
+        finally:
+            con.close()
+        return 0
+
+    from mining.stages.review.app import create_app
+
+    if cmd == "serve":
+        from mining.stages.review.access import announce, links_file_for, resolve_access
+        from mining.stages.review.server import serve
+
+        links_file = args.links_file or links_file_for(args.db)
+        access = resolve_access(args.host, args.token, args.reviewer, args.reviewers, args.reviewers_file,
+                                links_file, args.new_links)
+        app = create_app(args.db, args.images, args.landmarks, access=access)
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        base = (args.link_base or f"http://{shown}:{args.port}").rstrip("/")
+        for line in announce(access, base, links_file):
+            print(line, file=sys.stderr)
+        print("(Ctrl-C to stop)", file=sys.stderr)
+        serve(app, args.host, args.port)
+        return 0
+    if cmd == "simulate":
+        from mining.stages.review.simulate import load_truth, simulate
+
+        truth = load_truth(args.truth)
+        images = Path(args.images) if args.images else Path(args.db).resolve().parent
+        app = create_app(args.db, images, None, images_required=False)
+        reviewers, seed = options.from_args(args, "review").reviewers, options.from_args(args, "demo").seed
+        _report(simulate(app, truth, reviewers, args.error_rate, seed, args.match))
+        return 0
+    raise UserError(f"unknown review action {cmd}")  # pragma: no cover - argparse refuses it
+
+
+def _report(obj: dict) -> None:
+    print(json.dumps(obj, sort_keys=True))

@@ -1,0 +1,54 @@
+"""CLI for `mining score`: descriptor stores → per-candidate distractor scores + review queue."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mining import options
+from mining.cli import add_progress_flag
+
+STEP = 7  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="score every candidate by the fraction of landmark positives it outranks",
+        description=(
+            "For every method and landmark query, the fraction of the query's positives (Easy ∪ Hard) "
+            "whose similarity is below the candidate's (a tie counts one half), summed over queries and "
+            "methods. Writes OUT/scores.parquet, OUT/review_queue.parquet (top K per landmark), OUT/stats.json."
+        ),
+    )
+    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl or the folder holding it; several benchmarks: one each (NAME defaults to "
+                        "the file's <name>; their queries and database stores are then in "
+                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
+    p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
+                   help="one folder per method holding queries/, database/ and candidates/ stores")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--chunk", type=int, default=32768, metavar="N",
+                   help="candidates per processing chunk (memory vs. overhead; default 32768; "
+                        "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the similarities and the counting (default: the CPUs this process may "
+                        "use); the result does not depend on it")
+    p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
+                   help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
+                        "images) head its review queue, marked probable_landmark")
+    options.add_flags(p, "score", flags={"review_top": "--review-top"})
+    add_progress_flag(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mining.stages.score import Inputs, run
+
+    stats = run(Inputs(args.landmarks, args.descriptors, args.near_duplicates), args.out,
+                options.from_args(args, "score"), chunk=args.chunk, threads=args.threads, progress=not args.no_progress)
+    summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
+                                     "review_queue_rows")}
+    print(json.dumps(summary))
+    return 0

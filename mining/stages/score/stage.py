@@ -1,0 +1,124 @@
+"""`mining score` as a stage: descriptor stores (read through `mining.retrieval`) → the
+loop's inputs → `score_candidates` → the output files."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from mining.errors import UserError
+from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
+from mining.options import ScoreOptions
+from mining.stages.score.loop import DEFAULT_CHUNK, score_candidates
+from mining.stages.score.output import write_outputs
+
+
+def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, bench_index: int = 0,
+                       query_offset: int = 0) -> tuple[MethodInput, dict]:
+    """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
+    With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
+    its rows numbered from `query_offset` in the run's queries."""
+    from mining.descriptors import similarity_function
+    from mining.retrieval import open_method
+
+    stores = open_method(method_dir, benchmark=benchmark)
+    landmark = stores.landmark_similarities(dataset)
+    positive_sims, positives_missing = landmark.positives(dataset)
+    missing_queries = sorted(set(range(len(dataset.qimlist))) - set(landmark.query_index.tolist()))
+    ids = stores.candidate_ids()
+    q_store, c_store = stores.queries, stores.candidates
+    sim = similarity_function(q_store, c_store)
+    _, q_payload = q_store.load_all()
+    is_global = stores.is_global
+
+    def blocks() -> Iterator[np.ndarray | CandidateVectors]:
+        for _, payload in c_store.iter_blocks():
+            # global descriptors: the loop multiplies them itself, fused with the counting
+            yield CandidateVectors(payload) if is_global else np.asarray(sim(q_payload, payload), dtype=np.float32)
+
+    stats = {"queries_without_descriptor": [dataset.qimlist[i] for i in missing_queries],
+             "positives_without_descriptor": int(positives_missing)}
+    return MethodInput(stores.name, landmark.query_index + query_offset, positive_sims, ids, blocks,
+                       q_payload if is_global else None, bench_index), stats
+
+
+def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
+    """The queries and landmarks of every benchmark, in order (names `<benchmark>/<name>` with several)."""
+    from mining.benchmarks import qualify
+
+    several = len(benchmarks) > 1
+    names, q_landmark, landmarks = [], [], []
+    for b, ds in zip(benchmarks, datasets):
+        names += [qualify(b.name, q, several) for q in ds.qimlist]
+        q_landmark += [qualify(b.name, ds.query_landmark(i), several) for i in range(len(ds.qimlist))]
+        landmarks += [qualify(b.name, lm, several) for lm in ds.landmarks]
+    return Problem(names, q_landmark, landmarks, [b.name for b in benchmarks] if several else [""])
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What `mining score` reads."""
+
+    landmarks: list[str]  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
+    descriptors: Sequence[Path]  # one DESC/<method> folder per method
+    near_duplicates: Path | None = None  # neardup.parquet: probable landmark images head the queue
+
+
+def run(inputs: Inputs, out: Path, options: ScoreOptions, chunk: int = DEFAULT_CHUNK, threads: int | None = None,
+        progress: bool = True) -> dict:
+    """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
+    one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
+    candidate is scored against every query of every benchmark."""
+    from mining.benchmarks import as_list, fingerprint, load_all, qualify
+
+    landmarks, descriptors, near_duplicates, review_top = (inputs.landmarks, inputs.descriptors,
+                                                           inputs.near_duplicates, options.review_top)
+    if review_top < 1:
+        raise UserError("--review-top must be at least 1")
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    several = len(benchmarks) > 1
+    t0 = time.perf_counter()
+    inputs, read_stats, names = [], {}, set()
+    for d in descriptors:
+        offset = 0
+        for bi, (b, ds) in enumerate(zip(benchmarks, datasets)):
+            m, st = method_from_stores(Path(d), ds, b.name if several else None, bi, offset)
+            offset += len(ds.qimlist)
+            if bi == 0 and m.name in names:
+                raise UserError(f"method {m.name!r} given twice (--descriptors {d})")
+            names.add(m.name)
+            inputs.append(m)
+            read_stats[qualify(b.name, m.name, several)] = st
+    if not inputs:
+        raise UserError("give at least one --descriptors DESC/<method> folder")
+    problem = problem_of(benchmarks, datasets)
+    t_read = time.perf_counter() - t0
+    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress,
+                              threads=threads)
+    for name, st in read_stats.items():
+        result.stats["methods"][name].update(st)
+    with_pos = sum(bool(ds.positives(i)) for ds in datasets for i in range(len(ds.qimlist)))
+    n_queries = sum(len(ds.qimlist) for ds in datasets)
+    groups = {qualify(b.name, lm, several): [qualify(b.name, q, several) for q in qs]
+              for b, ds in zip(benchmarks, datasets) for lm, qs in ds.landmark_queries().items()}
+    result.stats.update({
+        "landmarks_fingerprint": fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)]),
+        "landmarks_dataset": "+".join(ds.name for ds in datasets),
+        "landmarks": problem.landmarks,
+        "landmark_queries": groups,  # the grouping found from the ground truth
+        "queries": n_queries,
+        "queries_with_positives": with_pos,
+        "queries_without_positives": n_queries - with_pos,
+    })
+    if several:
+        result.stats["benchmarks"] = [{"name": b.name, "gnd": b.gnd, "landmarks_fingerprint": ds.fingerprint(),
+                                       "queries": len(ds.qimlist), "landmarks": len(ds.landmarks)}
+                                      for b, ds in zip(benchmarks, datasets)]
+    result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
+    write_outputs(result, problem, out, near_duplicates)
+    return result.stats

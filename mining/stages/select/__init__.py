@@ -1,0 +1,1 @@
+"""`mining select`: scores + review decisions -> the final distractor set (`stage.py`: `run`)."""

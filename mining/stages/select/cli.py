@@ -1,0 +1,62 @@
+"""CLI for `mining select`: scores + review decisions → the final distractor set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mining import options
+from mining.cli import add_input, main_input
+
+STEP = 10  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "select",
+        help="keep the N highest-scoring candidates that reviewers did not confirm as landmarks",
+        description=(
+            "Drops every candidate confirmed `landmark` (for any landmark; with --drop-unclear also "
+            "`unclear` ones), keeps the N highest scores (ties: lower photo id first) and writes "
+            "OUT/distractors.txt (paths relative to the image root, as revisitop1m.txt), "
+            "OUT/distractors.parquet, OUT/ATTRIBUTION.md, OUT/ATTRIBUTION.csv and OUT/stats.json."
+        ),
+    )
+    add_input(p, "scores", type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
+    p.add_argument("--decisions", required=True, type=Path, help="decisions.parquet from `mining review export`")
+    p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
+    p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
+                   help="with --n auto: every method's descriptor folder (the curve is measured with each)")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--landmarks", nargs="+", default=None, metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl (or its folder): refuse scores made for another landmark dataset; "
+                        "several benchmarks: one each, as `mining score` was given them")
+    p.add_argument("--images-root", type=Path, default=None,
+                   help="download folder (with its index.parquet): skip candidates whose image is not there; "
+                   "the set's paths, photo hashes and sources come from its index")
+    p.add_argument("--url-host", default=None, help="image host for the URLs (default live.staticflickr.com)")
+    p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
+                   help="`mining neardup` output: near-copies of landmark images are kept only when reviewed "
+                        "not_landmark, and near-duplicate groups are handled by --near-duplicates-policy")
+    p.add_argument("--leak-risk", type=Path, default=None, metavar="LEAKRISK.parquet",
+                   help="`mining leakrisk` output: high-risk candidates that no reviewer decided on are left out")
+    p.add_argument("--allow-unreviewed-risk", dest=options.dest("select", "leak_risk"), action="store_const", const="allow",
+                   help="the same as --leak-risk-policy allow")
+    options.add_flags(p, "select", flags={"near_duplicates": "--near-duplicates-policy",
+                                          "leak_risk": "--leak-risk-policy"})
+    # n: auto's curve is measured on evaluate's setups
+    options.add_flags(p, "evaluate", keys=["setups"])
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mining.joins import select
+    from mining.stages.select.stage import Inputs
+
+    inputs = Inputs(main_input(args, "scores"), args.decisions, args.candidates, args.landmarks, args.images_root,
+                    args.near_duplicates, args.leak_risk, args.url_host)
+    stats = select(inputs, args.out, options.from_args(args, "select"), args.descriptors,
+                   options.from_args(args, "evaluate").setups)
+    print(json.dumps({k: stats[k] for k in ("n_selected", "dropped", "warning")}))
+    return 0

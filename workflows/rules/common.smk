@@ -89,7 +89,7 @@ def metadata_inputs():
 
 def settings(*sections):
     """Every stage reads its settings from the manifest itself (`--manifest`, mining.options);
-    this param of a rule is only its rerun trigger: a changed setting reruns the rule."""
+    a rule's `settings=settings(...)` param is only its rerun trigger (a changed setting reruns it)."""
     return {s: M.get(s) for s in sections}
 
 

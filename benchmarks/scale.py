@@ -225,11 +225,15 @@ def _plain_read(src: str) -> dict[str, Any]:
 
 
 def _select(run: str, n: int) -> dict[str, Any]:
-    from mining.stages.select.stage import run_select
+    from dataclasses import replace
+
+    from mining.options import defaults
+    from mining.stages.select.stage import Inputs, run as select
 
     r = Path(run)
     out = r / f"selected-{n}"
-    st = run_select(r / "scores", r / "review" / "decisions.parquet", r / "candidates" / "candidates.parquet", out, n=n)
+    st = select(Inputs(r / "scores", r / "review" / "decisions.parquet", r / "candidates" / "candidates.parquet"), out,
+                replace(defaults("select"), n=n))
     return {"n_selected": st["n_selected"], "disk_bytes": du(out), "attribution_md_bytes": (out / "ATTRIBUTION.md").stat().st_size}
 
 

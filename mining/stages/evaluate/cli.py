@@ -151,9 +151,10 @@ def run_protocol(args: argparse.Namespace) -> int:
         raise UserError(f"{given[0]} is for the pipeline evaluation, not --protocol")
     if args.gt is None:
         raise UserError("--protocol needs --gt (the benchmark's ground truth)")
+    # the benchmark's own setups, checked by the protocol (not a manifest setting here)
+    setups = getattr(args, options.dest("evaluate", "setups")) or options.defaults("evaluate").setups
     report = evaluate_protocol(args.protocol, args.gt, Results(args.ranks, args.queries, args.database,
-                                                               args.imlist, args.qimlist),
-                               options.from_args(args, "evaluate").setups)
+                                                               args.imlist, args.qimlist), setups)
     print(protocol_table(report))
     if args.json is not None:
         write_json(args.json, report)

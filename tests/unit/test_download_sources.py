@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mining import options
 from mining.cli import build_parser, main
 from mining.stages.download import FetchConfig, Source, download
 from mining.stages.download.sources import section_defaults, section_entries
@@ -201,13 +202,14 @@ def test_kill_and_resume_with_two_sources_gives_the_same_bytes(tmp_path):
 def test_cli_defaults_are_the_schemas():
     d = section_defaults()
     args = build_parser().parse_args(["download", "c.parquet", "--out", "o"])
+    settings = options.from_args(args, "download")
     for key in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",
                 "retries", "max_throttle_wait", "min_ok_fraction", "tar"):
-        assert getattr(args, key) == d[key], key
+        assert getattr(settings, key) == d[key], key
     assert d["per_host_rps"] == 20 and d["shard_size"] == 5000
-    assert args.host is None  # None = the schema's host (one flickr source)
+    assert getattr(args, options.dest("download", "host")) is None  # None = the schema's host (one flickr source)
     help_text = build_parser()._subparsers._group_actions[0].choices["download"].format_help()
-    assert "default 20)" in " ".join(help_text.split()) and "(default 5000)" in help_text
+    assert "default 20;" in " ".join(help_text.split()) and "(default 5000;" in help_text
 
 
 @pytest.mark.parametrize("argv, msg", [

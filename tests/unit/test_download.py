@@ -107,7 +107,7 @@ def test_retry_after_cools_the_whole_host(tmp_path):
     with FaultServer(behaviour, default="ok", delay=0.02, retry_after="1") as s:
         ids = list(range(1, 41))
         urls = [f"{s.url}/7/{i}_5ec4e7_b.jpg" for i in ids]
-        download_shard(Shard(0, ids, urls), tmp_path, FetchConfig(threads=4), HostSchedule(0))
+        download_shard(Shard(0, ids, urls), tmp_path, FetchConfig(threads=4, rps=0), HostSchedule(0))
         log = sorted(s.log)
     t429 = next(t for t, _, c in log if c == 429)
     # requests already in flight may land just after; then nothing until Retry-After has passed

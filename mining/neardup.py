@@ -24,9 +24,12 @@ The default thresholds were measured on the demo world's planted bursts and re-u
 the hash margins on the tiny world, and the landmark cosine raised to 0.85 after 0.60 flagged
 hard negatives (cosine 0.71-0.74) on an unplanted tiny run.
 
-Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale);
-the candidate pairs are all pairs (blockwise float32 products, O(n²·d)): 50k candidates take
-seconds, R1M's million is an hours-long job for a big node.
+Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale). The
+candidate pairs are not all pairs: the pairs within the hash distance come from a
+multi-index hash (`mining.hashindex`, exact), and only their cosines are computed; the
+candidates against the landmark images are a (candidates × landmark images) product, linear
+in the candidates. `all_close_pairs` (all pairs, O(n²·d)) is kept as the tests' oracle.
+Figures: `benchmarks/neardup_index.py` and docs/performance.md.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ MIN_COSINE = 0.90  # cnn-gem, candidate pairs
 LANDMARK_MAX_HASH_DISTANCE = 10  # bits of 64, candidate vs the nearest of a landmark image's 11 crops
 LANDMARK_MIN_COSINE = 0.85  # cnn-gem, candidate vs landmark image (queries: their bbox crop)
 BLOCK = 4096
+PAIR_BLOCK = 16384  # pairs whose cosine is computed at once (2 x 16,384 x dim float32 rows)
 
 
 @dataclass(frozen=True)
@@ -144,14 +148,41 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
     return np.array([_find(parent, i) for i in range(n)], dtype=np.int64)
 
 
-def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
-                block: int = BLOCK, normalize: bool = False, progress: bool = False) -> np.ndarray:
-    """(i, j), i < j, of candidates that pass both tests, in (i, j) order.
+def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds, rows: np.ndarray | None = None,
+                normalize: bool = False, threads: int = 1, progress: bool = False) -> np.ndarray:
+    """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
+    all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
+    the cosine of the pairs it leaves, in float64 from each row's unit float32 values (the
+    all-pairs oracle, `all_close_pairs`, takes float32 GEMM tiles: a pair whose cosine is
+    within ~1e-6 of `min_cosine` is the one place the two could differ).
 
-    `normalize`: `vectors` are a store's raw rows (float16 at half the memory of float32
-    unit rows); each tile is made unit float32 rows as it is used (`unit_rows` works row by
-    row, so a tile's rows are the same bits as the whole matrix's)."""
+    `rows`: candidate i's row of `vectors` is rows[i] (default: i). `normalize`: `vectors`
+    are a store's raw rows (float16), made unit float32 rows where used (`unit_rows` works
+    row by row, so a row's values are the same bits as in the whole matrix's)."""
+    from mining.hashindex import hamming_pairs
     from mining.progress import bar
+    from mining.retrieval import unit_rows
+
+    rows = np.arange(len(hashes)) if rows is None else rows
+    with bar(total=None, desc="neardup: pairs", unit="chunk", disable=not progress) as tiles:
+        pairs = hamming_pairs(hashes, th.max_hash_distance, threads=threads, progress=tiles)
+    if pairs is None:  # a radius so wide that every pair is a candidate
+        return all_close_pairs(vectors[rows], hashes, ok, th, normalize=normalize)
+    pairs = pairs[ok[pairs[:, 0]] & ok[pairs[:, 1]]]
+    keep = np.zeros(len(pairs), bool)
+    for a in range(0, len(pairs), PAIR_BLOCK):
+        ii, jj = rows[pairs[a:a + PAIR_BLOCK, 0]], rows[pairs[a:a + PAIR_BLOCK, 1]]
+        left, right = vectors[ii], vectors[jj]
+        if normalize:
+            left, right = unit_rows(left), unit_rows(right)
+        keep[a:a + PAIR_BLOCK] = np.einsum("ij,ij->i", left, right, dtype=np.float64) >= th.min_cosine
+    return pairs[keep]
+
+
+def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
+                    block: int = BLOCK, normalize: bool = False) -> np.ndarray:
+    """What `close_pairs` finds, by comparing all pairs (blockwise float32 products, O(n²·d)):
+    the test oracle, not used by the stage."""
     from mining.retrieval import unit_rows
 
     def rows(a: int) -> np.ndarray:
@@ -159,13 +190,10 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
         return unit_rows(tile) if normalize else tile
 
     n = vectors.shape[0]
-    k = -(-n // block)
     out = []
-    tiles = bar(total=k * (k + 1) // 2, desc="neardup: pairs", unit="tile", disable=not progress)
     for a in range(0, n, block):
         left = rows(a)
         for b in range(a, n, block):  # only j ≥ a: each pair once; one block × block tile in memory
-            tiles.update(1)
             sims = left @ (left if b == a else rows(b)).T
             ii, jj = np.nonzero(sims >= th.min_cosine)
             ii, jj = ii + a, jj + b
@@ -173,7 +201,6 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
             ii, jj = ii[keep], jj[keep]
             keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
             out.append(np.stack([ii[keep], jj[keep]], axis=1))
-    tiles.close()
     pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
 
@@ -213,13 +240,14 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
     # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'
-    # 4, made unit float32 one tile at a time (R1M: 4.2 GB held, 8.4 GB at the peak, not ~25)
+    # 4, made unit float32 rows where used (R1M: 4.2 GB held; photo-id order through `order`,
+    # not a reordered copy)
     c_ids, raw = stores.candidates.load_all(as_stored=True)
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
-    order = np.argsort(pid, kind="stable")
-    pid, raw = pid[order], raw[order]
+    order = np.argsort(pid, kind="stable")  # candidate i (by photo id) is raw[order[i]]: no reordered copy
+    pid = pid[order]
     hashes, ok = hash_files(image_paths(images, pid), threads, progress=progress)
-    pairs = close_pairs(raw, hashes, ok, th, normalize=True, progress=progress)
+    pairs = close_pairs(raw, hashes, ok, th, rows=order, normalize=True, threads=threads, progress=progress)
     root = groups_of(pid.size, pairs)
     group = pid[root]
     size = np.bincount(root, minlength=pid.size)[root]
@@ -244,7 +272,7 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     copy_cos = np.full(pid.size, np.nan)
     copy_dist = np.full(pid.size, -1, np.int64)
     for a in range(0, pid.size, BLOCK):
-        sims = unit_rows(raw[a:a + BLOCK]) @ lm_vecs.T
+        sims = unit_rows(raw[order[a:a + BLOCK]]) @ lm_vecs.T
         # hash distances only where the cosine passes (few): a dense (block, images, crops) array
         # of distances would take gigabytes for a 5k-image landmark dataset
         rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])

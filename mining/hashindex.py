@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from math import comb
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -124,10 +124,12 @@ def _tasks(hashes: np.ndarray, radius: int, subs: list[tuple[int, int, int]], ch
 
 
 def hamming_pairs(hashes: np.ndarray, radius: int, threads: int = 1, chunk: int = 16384,
-                  progress: Any = None) -> np.ndarray | None:
+                  progress: Any = None, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
     """(i, j), i < j, of every pair of `hashes` (uint64) at most `radius` bits apart, sorted.
     None when the cost model says all pairs are cheaper (the caller compares all pairs then).
-    `progress`: a bar updated per chunk of buckets (its total is set here)."""
+    `progress`: a bar updated per chunk of buckets (its total is set here). `keep`: a further
+    test (pairs → bool per pair) applied to each chunk's pairs in its thread, so that only
+    the pairs passing it are held (memory: the largest chunk's pairs within the radius)."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     subs = plan(hashes.size, radius)
     if subs is None:
@@ -136,8 +138,12 @@ def hamming_pairs(hashes: np.ndarray, radius: int, threads: int = 1, chunk: int 
     if progress is not None:
         progress.total = len(tasks)
     parts = []
+    def run(args: tuple[Any, ...]) -> np.ndarray:
+        found = _substring_pairs(*args)
+        return found if keep is None or not len(found) else found[keep(found)]
+
     with ThreadPoolExecutor(max(1, threads)) as pool:  # the kernel releases the GIL
-        for found in pool.map(lambda args: _substring_pairs(*args), tasks):
+        for found in pool.map(run, tasks):
             parts.append(found)
             if progress is not None:
                 progress.update(1)

@@ -164,19 +164,23 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
     from mining.retrieval import unit_rows
 
     rows = np.arange(len(hashes)) if rows is None else rows
+
+    def cosine_passes(pairs: np.ndarray) -> np.ndarray:
+        readable = np.flatnonzero(ok[pairs[:, 0]] & ok[pairs[:, 1]])
+        keep = np.zeros(len(pairs), bool)
+        for a in range(0, readable.size, PAIR_BLOCK):
+            at = readable[a:a + PAIR_BLOCK]
+            left, right = vectors[rows[pairs[at, 0]]], vectors[rows[pairs[at, 1]]]
+            if normalize:
+                left, right = unit_rows(left), unit_rows(right)
+            keep[at] = np.einsum("ij,ij->i", left, right, dtype=np.float64) >= th.min_cosine
+        return keep
+
     with bar(total=None, desc="neardup: pairs", unit="chunk", disable=not progress) as tiles:
-        pairs = hamming_pairs(hashes, th.max_hash_distance, threads=threads, progress=tiles)
+        pairs = hamming_pairs(hashes, th.max_hash_distance, threads=threads, progress=tiles, keep=cosine_passes)
     if pairs is None:  # a radius so wide that every pair is a candidate
         return all_close_pairs(vectors[rows], hashes, ok, th, normalize=normalize)
-    pairs = pairs[ok[pairs[:, 0]] & ok[pairs[:, 1]]]
-    keep = np.zeros(len(pairs), bool)
-    for a in range(0, len(pairs), PAIR_BLOCK):
-        ii, jj = rows[pairs[a:a + PAIR_BLOCK, 0]], rows[pairs[a:a + PAIR_BLOCK, 1]]
-        left, right = vectors[ii], vectors[jj]
-        if normalize:
-            left, right = unit_rows(left), unit_rows(right)
-        keep[a:a + PAIR_BLOCK] = np.einsum("ij,ij->i", left, right, dtype=np.float64) >= th.min_cosine
-    return pairs[keep]
+    return pairs
 
 
 def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
@@ -203,6 +207,34 @@ def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th:
             out.append(np.stack([ii[keep], jj[keep]], axis=1))
     pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
+
+
+def landmark_copies(raw: np.ndarray, order: np.ndarray, hashes: np.ndarray, ok: np.ndarray, lm_vecs: np.ndarray,
+                    lm_hash: np.ndarray, lm_ok: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate i (its raw row raw[order[i]]): the landmark image it copies (-1: none),
+    the cosine and the hash distance (nearest of the image's crops; NaN / -1 for none). The
+    most similar image that passes both landmark tests wins, then the nearest hash, then the
+    first image. Linear in the candidates: a block × landmark images product at a time."""
+    from mining.retrieval import unit_rows
+
+    n = len(order)
+    best = np.full(n, -1, np.int64)
+    copy_cos, copy_dist = np.full(n, np.nan), np.full(n, -1, np.int64)
+    for a in range(0, n, BLOCK):
+        sims = unit_rows(raw[order[a:a + BLOCK]]) @ lm_vecs.T
+        # hash distances only where the cosine passes (few): a dense (block, images, crops) array
+        # of distances would take gigabytes for a 5k-image landmark dataset
+        rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])
+        dist = hamming(hashes[a + rr, None], lm_hash[cc]).min(axis=1)  # the nearest crop
+        keep = dist <= th.landmark_max_hash_distance
+        rr, cc, dist = rr[keep], cc[keep], dist[keep]
+        cos = sims[rr, cc]
+        o = np.lexsort((cc, dist, -cos, rr))  # per row: most similar, then nearest hash, then first image
+        rr, cc, dist, cos = rr[o], cc[o], dist[o], cos[o]
+        first = np.unique(rr, return_index=True)[1]
+        at = a + rr[first]
+        best[at], copy_cos[at], copy_dist[at] = cc[first], cos[first].astype(np.float64), dist[first]
+    return best, copy_cos, copy_dist
 
 
 # ----------------------------------------------------------------------------- the stage
@@ -267,25 +299,9 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
     lm_hash, lm_ok = hash_files(paths, threads, LANDMARK_TRIMS, progress=progress,
                                 desc="neardup: hashing landmark images")
-    copy_of = np.full(pid.size, None, dtype=object)
-    probable = np.full(pid.size, None, dtype=object)
-    copy_cos = np.full(pid.size, np.nan)
-    copy_dist = np.full(pid.size, -1, np.int64)
-    for a in range(0, pid.size, BLOCK):
-        sims = unit_rows(raw[order[a:a + BLOCK]]) @ lm_vecs.T
-        # hash distances only where the cosine passes (few): a dense (block, images, crops) array
-        # of distances would take gigabytes for a 5k-image landmark dataset
-        rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])
-        dist = hamming(hashes[a + rr, None], lm_hash[cc]).min(axis=1)  # the nearest crop
-        keep = dist <= th.landmark_max_hash_distance
-        rr, cc, dist = rr[keep], cc[keep], dist[keep]
-        cos = sims[rr, cc]
-        o = np.lexsort((cc, dist, -cos, rr))  # per row: most similar, then nearest hash, then first image
-        rr, cc, dist, cos = rr[o], cc[o], dist[o], cos[o]
-        for k in np.unique(rr, return_index=True)[1].tolist():
-            i, best = a + int(rr[k]), int(cc[k])
-            copy_of[i], probable[i] = names[best], owners[best]
-            copy_cos[i], copy_dist[i] = float(cos[k]), int(dist[k])
+    best, copy_cos, copy_dist = landmark_copies(raw, order, hashes, ok, lm_vecs, lm_hash, lm_ok, th)
+    copy_of = np.array([None if b < 0 else names[b] for b in best.tolist()], dtype=object)
+    probable = np.array([None if b < 0 else owners[b] for b in best.tolist()], dtype=object)
     table = pa.table({
         "photo_id": pa.array(pid, pa.int64()),
         "dhash": pa.array(hashes.view(np.int64), pa.int64()),

@@ -52,7 +52,6 @@ MIN_COSINE = 0.90  # cnn-gem, candidate pairs
 LANDMARK_MAX_HASH_DISTANCE = 10  # bits of 64, candidate vs the nearest of a landmark image's 11 crops
 LANDMARK_MIN_COSINE = 0.85  # cnn-gem, candidate vs landmark image (queries: their bbox crop)
 BLOCK = 4096
-PAIR_BLOCK = 16384  # pairs whose cosine is computed at once (2 x 16,384 x dim float32 rows)
 
 
 @dataclass(frozen=True)
@@ -152,28 +151,31 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
                 normalize: bool = False, threads: int = 1, progress: bool = False) -> np.ndarray:
     """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
     all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
-    the cosine of the pairs it leaves, in float64 from each row's unit float32 values (the
-    all-pairs oracle, `all_close_pairs`, takes float32 GEMM tiles: a pair whose cosine is
-    within ~1e-6 of `min_cosine` is the one place the two could differ).
+    the cosine of the pairs it leaves, summed in float64 from each row's unit float32 values
+    (`kernels.pair_cosines`; the all-pairs oracle, `all_close_pairs`, takes float32 GEMM
+    tiles: a pair whose cosine is within ~1e-6 of `min_cosine` is the one place they could differ).
 
     `rows`: candidate i's row of `vectors` is rows[i] (default: i). `normalize`: `vectors`
-    are a store's raw rows (float16), made unit float32 rows where used (`unit_rows` works
-    row by row, so a row's values are the same bits as in the whole matrix's)."""
+    are a store's raw rows (float16), each divided by its norm where used, as `unit_rows` does
+    (same bits: the norms are unit_rows' own, computed row by row)."""
+    from mining.descriptors import as_float32
     from mining.hashindex import hamming_pairs
+    from mining.kernels import pair_cosines
     from mining.progress import bar
-    from mining.retrieval import unit_rows
 
-    rows = np.arange(len(hashes)) if rows is None else rows
+    rows = np.arange(len(hashes)) if rows is None else np.asarray(rows, np.int64)
+    scale = np.ones(len(vectors), np.float32)
+    if normalize:
+        for a in range(0, len(vectors), BLOCK):
+            scale[a:a + BLOCK] = np.maximum(np.linalg.norm(as_float32(vectors[a:a + BLOCK]), axis=1), 1e-12)
+    stored = vectors.view(np.uint16) if vectors.dtype == np.float16 else vectors
 
     def cosine_passes(pairs: np.ndarray) -> np.ndarray:
         readable = np.flatnonzero(ok[pairs[:, 0]] & ok[pairs[:, 1]])
+        cos = np.empty(readable.size, np.float64)
+        pair_cosines(stored, rows[pairs[readable, 0]], rows[pairs[readable, 1]], scale, cos)
         keep = np.zeros(len(pairs), bool)
-        for a in range(0, readable.size, PAIR_BLOCK):
-            at = readable[a:a + PAIR_BLOCK]
-            left, right = vectors[rows[pairs[at, 0]]], vectors[rows[pairs[at, 1]]]
-            if normalize:
-                left, right = unit_rows(left), unit_rows(right)
-            keep[at] = np.einsum("ij,ij->i", left, right, dtype=np.float64) >= th.min_cosine
+        keep[readable] = cos >= th.min_cosine
         return keep
 
     with bar(total=None, desc="neardup: pairs", unit="chunk", disable=not progress) as tiles:

@@ -28,6 +28,7 @@ import math
 import os
 import threading
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -55,12 +56,13 @@ def cache_dir() -> Path:
 
 
 def onnx_file_name() -> str:
-    import torch
-
+    # torch's version from its installed metadata (the same string as torch.__version__):
+    # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
+    # runs while the rules are read, in each dry run and each SLURM job)
     from mining.methods.cnn_gem import file_sha256, lite0_weights_path
 
     weights = file_sha256(str(lite0_weights_path()))
-    return f"efficientnet-lite0-{weights}-torch{torch.__version__.split('+')[0]}-v{EXPORT_VERSION}.onnx"
+    return f"efficientnet-lite0-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +167,21 @@ def test_onnx_backend_is_exported_once_verified_and_recorded():
     assert a.dtype == np.float32 and a.shape == (1280,) and a.tobytes() == b.tobytes()  # deterministic
     with pytest.raises(UserError, match="onnx_sha256=0000 but this machine's export"):
         get_method("cnn-gem", {"onnx_sha256": "0000"})
+
+
+def test_reading_the_rules_does_not_import_torch():
+    """The Snakefile groups the methods (`shared_groups`, which builds each one) while the rules
+    are read: in every dry run and in each SLURM job. With the model cached, that imports no
+    torch (~2.5 s of CPU per parse; the cache file's name takes torch's version from its metadata)."""
+    from mining.methods import lite0_onnx
+
+    lite0_onnx.ensure_model()  # exported once per session, then cached
+    code = ("import sys; from mining.describe import shared_groups; "
+            "print(shared_groups(['cnn-gem', 'rsift-asmk', 'rsift-vlad']), 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["[['cnn-gem'],", "['rsift-asmk',", "'rsift-vlad']]", "False"], r.stdout
 
 
 def test_an_onnx_model_off_tolerance_is_refused_and_not_cached(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from mining import atomic, leakbound
 from mining.errors import UserError
 from mining.tables import load_decisions, read_table
 
-SELECTION = ("rank", "photo_id", "path")
+SELECTION = ("rank", "photo_id")
 QUEUE_KIND = b"queue_kind"  # schema metadata of the queue: the review app words its question by it
 
 
@@ -127,6 +127,7 @@ def estimate(selected: Path, decisions: Path, audit_dir: Path, out: Path,
         "released_digest": leakbound.ids_digest(kept.photo_id),
     })
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(kept, preserve_index=False))
-    atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in kept.path))
+    if "path" in kept:
+        atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in kept.path))
     atomic.write_json(out / "audit.json", result)
     return result

@@ -17,6 +17,7 @@ from mining.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
 from mining import imageindex
 from mining.layout import image_relpath
+from selection import write_decisions
 from test_evaluate_experiment import build_world, run_inputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +86,17 @@ def make_run(tmp_path):
         "method": "gem", "candidates": 240, "thresholds": {"lm0": 0.8}, "high_risk": 12, "high_risk_in_queue": 3,
         "high_risk_outside_queue": 9, "outside_queue_examples": [{"photo_id": g[0], "risk": 0.97, "landmark": "lm0",
                                                                   "nearest": "db_001", "risk_rank": 1}]}))
+    # the leak audit (mining audit): every selected image checked, the first one a landmark image
+    sel = pq.read_table(run / "selected" / "distractors.parquet")
+    if "rank" not in sel.column_names:  # select's rank (the test world's selection is in rank order)
+        sel = sel.append_column("rank", pa.array(np.arange(1, sel.num_rows + 1)))
+        pq.write_table(sel, run / "selected" / "distractors.parquet")
+    assert main(["audit", "draw", "--selected", str(run / "selected"), "--out", str(run / "audit")]) == 0
+    sampled = [p for s in json.loads((run / "audit" / "plan.json").read_text())["sampled_ids"] for p in s]
+    write_decisions(tmp_path / "audit.parquet", [("lm0", p, "landmark" if p == g[0] else "not_landmark")
+                                                 for p in sampled])
+    assert main(["audit", "estimate", "--selected", str(run / "selected"), "--decisions", str(tmp_path / "audit.parquet"),
+                 "--audit", str(run / "audit"), "--out", str(run / "audit")]) == 0
     (run / "benchmarks").mkdir()
     (run / "benchmarks" / "score.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t345.6\t20.1\n")
     (tmp_path / "manifest.yaml").write_text((REPO / "manifests" / "demo.yaml").read_text()
@@ -114,6 +126,10 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "(2 images)</h3>" in doc and "probable lm0" in doc and "near-copies of landmark images" in doc
     assert "high risk, outside the review queue</td><td>9</td>" in doc and "lm0 0.970 (#1)" in doc
     assert "N = 40 of 237 usable candidates" in doc and "binding: gem/hard" in doc
+    audit = json.loads((run / "audit" / "audit.json").read_text())  # the leak audit: a census, one leak found
+    assert audit["method"] == "census" and audit["leaks_found"] == [g0 := int(audit["leaks_found"][0])]
+    assert (f"found 1 showing a landmark: estimated leak rate {100 / audit['set_size']:.2f} %, 95% one-sided upper "
+            f"bound <b>{100 / audit['set_size']:.2f} %</b>") in doc and f">{g0}</figcaption>" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
     from mining.evaluate.bootstrap import fmt_interval
 

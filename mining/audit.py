@@ -13,8 +13,8 @@ Two steps around a review (docs/stages.md, docs/protocols.md):
   mining.leakbound) and AUDIT/distractors.parquet + .txt: the selection less every photo the audit
   found to show a landmark (`landmark` or `unclear`: both count as leaks, conservatively) and less
   the members of their near-duplicate groups (NEARDUP/neardup.parquet: a near-copy of a landmark
-  photo shows the landmark too). `mining release` publishes that set, and refuses it when the bound
-  is above the target unless told otherwise.
+  photo shows the landmark too). `released_upper` bounds that set's rate (mining.leakbound); `mining
+  release` publishes the set, and refuses it when that bound is above the target unless told otherwise.
 """
 
 from __future__ import annotations
@@ -118,14 +118,15 @@ def estimate(selected: Path, decisions: Path, audit_dir: Path, out: Path,
     dups = near_duplicates_of(set(found), neardup, in_set)
     kept = frame[~frame.photo_id.isin(set(found) | set(dups))].reset_index(drop=True)
     result.update({
-        "max_leak_rate": plan["max_leak_rate"], "passes": result["upper"] <= plan["max_leak_rate"],
-        "seed": plan["seed"], "bands": plan["bands"],
+        "max_leak_rate": plan["max_leak_rate"], "seed": plan["seed"], "bands": plan["bands"],
         "strata": [{"size": s, "sampled": len(ids), "leaks": x}
                    for s, ids, x in zip(plan["strata"], sampled, leaks_h)],
         "leaks_found": found, "near_duplicates_removed": dups,
         "removed": len(found) + len(dups), "released_set_size": int(len(kept)),
         "released_digest": leakbound.ids_digest(kept.photo_id),
     })
+    result["released_upper"] = leakbound.released_upper(result)
+    result["passes"] = result["released_upper"] <= plan["max_leak_rate"]
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(kept, preserve_index=False))
     if "path" in kept:
         atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in kept.path))

@@ -64,5 +64,5 @@ def run_estimate(args: argparse.Namespace) -> int:
     from mining.audit import estimate
 
     r = estimate(main_input(args, "selected"), args.decisions, args.audit, args.out, args.near_duplicates)
-    print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "passes", "removed")}))
+    print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "removed", "released_upper", "passes")}))
     return 0

@@ -115,9 +115,10 @@ def test_a_found_leak_and_its_near_duplicates_leave_the_set(tmp_path, capsys):
     assert result["estimate"] == pytest.approx(0.05 / plan["sample"][0])  # one leak, weighted by its stratum
 
 
-def _release_world(tmp_path, n):
+def _release_world(tmp_path, n, images=True):
     sel, ids = _selection(tmp_path, n)
-    for i in ids:
+    (tmp_path / "images").mkdir()
+    for i in ids[:n if images else 0]:
         path = tmp_path / "images" / image_relpath(int(i))
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(scene(int(i), 64, 48)).save(path, "JPEG")
@@ -126,32 +127,46 @@ def _release_world(tmp_path, n):
     frame["license_url"] = "http://creativecommons.org/licenses/by/2.0/"
     frame["user_nsid"] = "x@N00"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), sel / "distractors.parquet")
+    return sel
+
+
+def _audit(tmp_path, sel, leaks):
+    """draw + estimate with the first `leaks` sampled photos answered `landmark`."""
     audit = tmp_path / "audit"
-    main(["audit", "draw", "--selected", str(sel), "--out", str(audit)])
-    return sel, audit, [p for s in json.loads((audit / "plan.json").read_text())["sampled_ids"] for p in s]
+    assert main(["audit", "draw", "--selected", str(sel), "--out", str(audit)]) == 0
+    sampled = [p for s in json.loads((audit / "plan.json").read_text())["sampled_ids"] for p in s]
+    decisions = write_decisions(tmp_path / "d.parquet", [("tower", p, "landmark" if k < leaks else "not_landmark")
+                                                         for k, p in enumerate(sampled)])
+    assert main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
+                 "--out", str(audit)]) == 0
+    return audit, json.loads((audit / "audit.json").read_text())
 
 
 def test_release_refuses_a_set_whose_bound_is_above_the_target(tmp_path):
-    sel, audit, sampled = _release_world(tmp_path, 40)  # 40 images: every one is checked (a census)
-    decisions = write_decisions(tmp_path / "d.parquet", [("tower", p, "landmark" if p == sampled[0] else
-                                                          "not_landmark") for p in sampled])
-    main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
-          "--out", str(audit)])
-    result = json.loads((audit / "audit.json").read_text())
-    assert result["method"] == "census" and result["upper"] == pytest.approx(1 / 40) and not result["passes"]
+    sel = _release_world(tmp_path, 600, images=False)
+    audit, result = _audit(tmp_path, sel, 5)  # 5 of ~330 sampled: the bound is far above 1 %
+    assert result["method"] == "korn-graubard" and result["upper"] > result["released_upper"] > 0.01
+    assert result["released_upper"] == pytest.approx((result["upper"] * 600 - 5) / 595)
+    assert not result["passes"]
     with pytest.raises(UserError, match="above the target"):
         run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json")
     with pytest.raises(UserError, match="not the set the audit left"):  # the selection before the audit
         run_release(sel, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json",
                     allow_over_target=True)
-    stats = run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json",
-                        allow_over_target=True)
-    assert stats["released"] == 39
-    card = (tmp_path / "rel" / "README.md").read_text()
-    assert "estimated leak rate 2.50 %, 95% one-sided upper bound **2.50 %**" in card and "NOT met" in card
-    # no leak found: within the target, released without being told
-    write_decisions(decisions, [("tower", p, "not_landmark") for p in sampled])
-    main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
-          "--out", str(audit)])
+    with pytest.raises(UserError, match="image of photo .* not found"):  # told otherwise: past the gate
+        run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json",
+                    allow_over_target=True)
+    words = leakbound.sentence(result)  # what the card and the report say
+    assert f"at most **{100 * result['released_upper']:.2f} %** in the released set" in words and "NOT met" in words
+
+
+def test_a_census_that_removed_its_leaks_releases_a_clean_set(tmp_path):
+    sel = _release_world(tmp_path, 40)  # 40 images: every one is checked
+    audit, result = _audit(tmp_path, sel, 1)
+    assert result["method"] == "census" and result["upper"] == pytest.approx(1 / 40)
+    assert result["released_upper"] == 0 and result["passes"]
     stats = run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json")
-    assert stats["released"] == 40 and "upper bound **0.00 %**" in (tmp_path / "rel" / "README.md").read_text()
+    card = (tmp_path / "rel" / "README.md").read_text()
+    assert stats["released"] == 39 and "estimated leak rate 2.50 % of the set as selected" in card
+    assert "at most **0.00 %** in the released set" in card and "target 1.00 %: met" in card
+    assert "| removed by the leak audit (landmark images found, their near-duplicates) | 1 |" in card

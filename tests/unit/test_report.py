@@ -128,8 +128,9 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "N = 40 of 237 usable candidates" in doc and "binding: gem/hard" in doc
     audit = json.loads((run / "audit" / "audit.json").read_text())  # the leak audit: a census, one leak found
     assert audit["method"] == "census" and audit["leaks_found"] == [g0 := int(audit["leaks_found"][0])]
-    assert (f"found 1 showing a landmark: estimated leak rate {100 / audit['set_size']:.2f} %, 95% one-sided upper "
-            f"bound <b>{100 / audit['set_size']:.2f} %</b>") in doc and f">{g0}</figcaption>" in doc
+    x = f"{100 / audit['set_size']:.2f} %"
+    assert f"found 1 showing a landmark: estimated leak rate {x} of the set as selected, 95% one-sided upper bound {x}" in doc
+    assert "at most <b>0.00 %</b> in the released set" in doc and f">{g0}</figcaption>" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
     from mining.evaluate.bootstrap import fmt_interval
 
@@ -170,8 +171,8 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    # incl. availability, near-duplicates, leak risk, N chosen, the result, the review gallery and agreement
-    assert doc.count("not available") == 12
+    # incl. availability, near-duplicates, leak risk, the audit, N chosen, the result, the review gallery and agreement
+    assert doc.count("not available") == 13
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 
@@ -219,6 +220,7 @@ def test_report_size_benchmark_stays_bounded(tmp_path):
     assert json.loads((tmp_path / "size.json").read_text()) == res
     assert res["rows"] == 2000 and res["html_bytes"] > 100_000 and res["build_s"] > 0
     assert set(res["sections_missing"]) == {"Near-duplicates and copies of landmark images",
+                                            "Leak rate measured by the audit",
                                             "Leak risk beyond the review queue", "Settings and timings"}
     doc = (tmp_path / "report.html").read_text()
     assert doc.count("<h3>lm") == 40 and "landmarks beyond the first 40 are not shown" in doc

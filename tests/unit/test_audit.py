@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fastapi.testclient import TestClient
 from PIL import Image
 from scenes import scene
 from scipy.stats import beta
@@ -21,6 +22,8 @@ from mining.cli import main
 from mining.errors import UserError
 from mining.layout import image_relpath
 from mining.release import run_release
+from mining.review import db
+from mining.review.app import create_app
 
 
 def test_sample_size_from_the_target():
@@ -95,6 +98,14 @@ def test_a_found_leak_and_its_near_duplicates_leave_the_set(tmp_path, capsys):
     plan = json.loads((audit / "plan.json").read_text())
     sampled = [p for s in plan["sampled_ids"] for p in s]
     assert sorted(queue.column("photo_id").to_pylist()) == sorted(sampled) and len(set(sampled)) == len(sampled)
+    # its own review queue: the app knows it is the audit's (it asks about any landmark)
+    con = db.connect(tmp_path / "audit.sqlite", create=True)
+    assert db.import_queue(con, audit / "audit_queue.parquet").added == len(sampled)
+    (tmp_path / "imgs").mkdir()
+    app = TestClient(create_app(tmp_path / "audit.sqlite", tmp_path / "imgs", images_required=False),
+                     base_url="http://127.0.0.1:8765")
+    listed = app.get("/api/landmarks").json()
+    assert listed["kind"] == "audit" and listed["total"] == len(sampled)
     leak = plan["sampled_ids"][0][0]  # a landmark image among the hardest
     twin, other = (int(i) for i in ids[~np.isin(ids, sampled)][:2])  # unsampled: its near-duplicate, a stranger
     pq.write_table(pa.table({"photo_id": pa.array([leak, twin, other], pa.int64()),

@@ -175,8 +175,9 @@ def sentence(audit: dict[str, Any]) -> str:
            "clopper-pearson": "exact Clopper–Pearson",
            "korn-graubard": "stratified sample; Clopper–Pearson on the Korn–Graubard effective sample "
                             f"size {audit['n_eff']:.0f}"}[audit["method"]]
-    return (f"A reviewed random sample of {audit['sampled']} of the {audit['set_size']} selected images found "
-            f"{audit['leaks']} showing a landmark: estimated leak rate {100 * audit['estimate']:.2f} % of the set as "
+    who = (f"Reviewers checked all {audit['set_size']} selected images and" if audit["method"] == "census" else
+           f"A reviewed random sample of {audit['sampled']} of the {audit['set_size']} selected images")
+    return (f"{who} found {audit['leaks']} showing a landmark: estimated leak rate {100 * audit['estimate']:.2f} % of the set as "
             f"selected, {audit['confidence']:.0%} one-sided upper bound {100 * audit['upper']:.2f} % ({how}). The "
             f"{len(audit['leaks_found'])} found and {len(audit['near_duplicates_removed'])} near-duplicate(s) of "
             f"them were removed, which leaves a leak rate of at most **{100 * audit['released_upper']:.2f} %** in "

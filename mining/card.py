@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.errors import UserError
+from mining.leakbound import sentence
 from mining.publish import md_text
 
 def _cell(v: Any) -> str:
@@ -85,11 +86,19 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
             lines.append(f"| excluded: {_cell(reason)} | {count} |")
         if "photos_out" in cand_stats:
             lines.append(f"| candidates (geofilter) | {cand_stats['photos_out']} |")
-    lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
+    audit = stats.get("audit")
+    if audit:
+        lines += [f"| selected (top-N by distractor score, reviewed) | {audit['set_size']} |",
+                  f"| removed by the leak audit (landmark images found, their near-duplicates) | {audit['removed']} |"]
+    else:
+        lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
     for reason, count in stats["excluded"].items():
         lines.append(f"| left out by the release: {_cell(reason)} | {count} |")
     lines.append(f"| **released** | **{stats['released']}** |")
     lines += _sources_md(stats.get("sources"))
+    lines += ["", "## Leak rate (audit)", "", sentence(audit) if audit else
+              "This set was **not audited** (`mining release` was given no `--audit`): its share of images that "
+              "show a landmark has not been measured."]
     lines += ["", "## Licences", "",
               f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
               "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "

@@ -104,6 +104,10 @@ class RunLayout:
         return self.path("selected")
 
     @property
+    def audit(self) -> str:
+        return self.path("audit")
+
+    @property
     def evaluation(self) -> str:
         return self.path("evaluation")
 
@@ -221,6 +225,32 @@ class RunLayout:
     @property
     def selected_stats(self) -> str:
         return f"{self.selected}/stats.json"
+
+    @property
+    def audit_queue(self) -> str:
+        return f"{self.audit}/audit_queue.parquet"
+
+    @property
+    def audit_plan(self) -> str:
+        return f"{self.audit}/plan.json"
+
+    @property
+    def audit_db(self) -> str:
+        return f"{self.audit}/audit.sqlite"
+
+    @property
+    def audit_decisions(self) -> str:
+        """The audit review's exported answers (a person exports them here, as for the review)."""
+        return f"{self.audit}/decisions.parquet"
+
+    @property
+    def audit_json(self) -> str:
+        return f"{self.audit}/audit.json"
+
+    @property
+    def audited_table(self) -> str:
+        """The selection less what the audit found (what `mining release` publishes)."""
+        return f"{self.audit}/distractors.parquet"
 
     @property
     def evaluation_json(self) -> str:

@@ -218,6 +218,13 @@ class SelectSection(TypedDict):
     require_full_res: bool
 
 
+class AuditSection(TypedDict):
+    max_leak_rate: float
+    confidence: float
+    seed: int
+    over_target: Literal["refuse", "allow"]
+
+
 class EvaluateSection(TypedDict):
     n: int | None
     random_seeds: list[int]
@@ -238,7 +245,8 @@ class ReleaseSection(TypedDict):
 
 SECTIONS: dict[str, type] = {
     "demo": DemoSection, "download": DownloadSection, "dask": DaskSection, "describe": DescribeSection,
-    "score": ScoreSection, "review": ReviewSection, "select": SelectSection, "evaluate": EvaluateSection,
+    "score": ScoreSection, "review": ReviewSection, "select": SelectSection, "audit": AuditSection,
+    "evaluate": EvaluateSection,
     "release": ReleaseSection,
 }
 
@@ -306,6 +314,10 @@ class Manifest(dict):
     @property
     def select(self) -> SelectSection:
         return cast(SelectSection, self["select"])
+
+    @property
+    def audit(self) -> AuditSection:
+        return cast(AuditSection, self["audit"])
 
     @property
     def evaluate(self) -> EvaluateSection:

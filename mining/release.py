@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-from mining import atomic, card
+from mining import atomic, card, leakbound
 from mining.errors import UserError
 from mining.publish import code_version  # noqa: F401 - release.code_version, as before
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
@@ -202,7 +202,8 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
                 evaluation: Path | None = None, manifest: Path | None = None, blur: bool = True,
                 threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
                 margin: float = DEFAULT_MARGIN, workers: int = 1, tar: bool = False,
-                shard_size: int = DEFAULT_SHARD, detector_factory: Any = None, progress: bool = False) -> dict:
+                shard_size: int = DEFAULT_SHARD, detector_factory: Any = None, progress: bool = False,
+                audit: Path | None = None, allow_over_target: bool = False) -> dict:
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
@@ -230,6 +231,8 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
     frame = frame.sort_values("rank", kind="stable").reset_index(drop=True)
     cand_stats = _read_json(candidates_stats, "candidates stats")
     evaluation_report = _read_json(evaluation, "evaluation")
+    audit_report = _read_json(audit, "audit")  # AUDIT/audit.json: the set's measured leak rate (mining/audit.py)
+    leakbound.release_gate(audit_report, allow_over_target, frame.photo_id)
     if manifest is not None and not manifest.is_file():
         raise UserError(f"manifest not found: {manifest}")
 
@@ -372,6 +375,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
         "faces": {"blur": bool(blur), "detector": DETECTOR if blur else None, "threshold": threshold,
                   "min_face_px": int(min_face), "margin": margin, "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
+        "audit": audit_report,
         "sources": card.sources(frame, released, images),
         "code": code_version(),
         "manifest": ({"path": str(manifest), "sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()}

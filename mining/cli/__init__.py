@@ -31,6 +31,7 @@ STAGES = [
     "leakrisk",
     "review",
     "select",
+    "audit",
     "evaluate",
     "release",
     "report",

@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
     p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
     p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
+    p.add_argument("--audit", type=Path, default=None,
+                   help="AUDIT/audit.json (`mining audit estimate`): the measured leak rate in the card; the "
+                        "selection must then be the set the audit left (AUDIT/distractors.parquet)")
+    p.add_argument("--allow-over-target", action="store_true",
+                   help="release even when the audit's upper bound is above its target (refused by default)")
     p.add_argument("--manifest", type=Path, default=None, help="the run's manifest, named and hashed in the card")
     p.add_argument("--no-blur", action="store_true", help="do not look for faces (the card says so)")
     p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
@@ -56,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
                         candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
                         blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
                         workers=args.workers, tar=args.tar, shard_size=args.shard_size,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, audit=args.audit,
+                        allow_over_target=args.allow_over_target)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

@@ -14,6 +14,7 @@ _INPUTS = {
     "decisions": "review decisions.parquet",
     "selected": "select output folder (distractors.parquet)",
     "evaluation": "evaluate's evaluation.json",
+    "audit": "mining audit's output folder (audit.json: the measured leak rate)",
     "landmarks": "gnd_<name>.pkl or its folder (query crops)",
     "benchmarks": "folder of snakemake benchmark TSVs (timings)",
 }

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the similarities and the counting (default: the CPUs this process may "
                         "use); the result does not depend on it")
+    p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
+                   help="candidates Parquet (date_taken): a photo taken before a landmark's `since` date (in the "
+                        "ground truth) stays out of that landmark's review queue (mining/since.py)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
                       chunk=args.chunk, progress=not args.no_progress, threads=args.threads,
-                      near_duplicates=args.near_duplicates)
+                      near_duplicates=args.near_duplicates, candidates=args.candidates)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

@@ -7,7 +7,7 @@ run folder; every image is a base64 PNG/JPEG. Each section reads one stage's out
 
 The modules: common (inputs, tables, images), headline (title, result, provenance), charts
 (funnel, scores, N, evaluation), maps (geotags over country outlines), sections (availability,
-thumbnails, review, near-duplicates, leak risk, settings).
+thumbnails, review, near-duplicates, leak risk, settings), audit (the measured leak rate).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mining import atomic
 from mining.benchmarks import run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
+from mining.report.audit import leak_audit
 from mining.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.report.common import Inputs, log, read_json
 from mining.report.headline import headline, provenance, title
@@ -44,7 +45,7 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "descriptors": lay.descriptors, "scores": lay.scores, "decisions": lay.decisions,
             "selected": lay.selected, "evaluation": lay.evaluation_json,
             "landmarks": lay.world_landmarks, "benchmarks": lay.benchmarks, "neardup": lay.neardup,
-            "leakrisk": lay.leakrisk,
+            "leakrisk": lay.leakrisk, "audit": lay.audit,
         }
         found = {k: Path(v) for k, v in found.items()}
         world = read_json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
@@ -88,6 +89,7 @@ SECTIONS: list[tuple[str, str, Callable[[Inputs], str]]] = [
     ("scores", "Distractor scores", score_distribution),
     ("neardup", "Near-duplicates and copies of landmark images", near_duplicates),
     ("leakrisk", "Leak risk beyond the review queue", leak_risk),
+    ("audit", "Leak rate measured by the audit", leak_audit),
     ("n", "N chosen from the mAP-vs-N curve", chosen_n),
     ("evaluation", "Retrieval with and without distractors", evaluation_section),
     ("settings", "Settings and timings", settings),

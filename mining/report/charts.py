@@ -74,6 +74,12 @@ def funnel(inp: Inputs) -> str:
     rows += [["describe", f"candidates described ({m})", n, "images"] for m, n in described]
     if described:
         photos_chart.append(("images described", min(n for _, n in described)))
+    dates = ((read_json(inp.scores / "stats.json") if inp.scores else None) or {}).get("since")
+    if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/since.py)
+        rows.append(["score", "candidates taken before a landmark existed (not reviewed for it)",
+                     dates["candidates_exempt_for_some_landmark"], "photos"])
+        rows += [["score", f"taken before {lm} ({d['since']})", d["candidates_before"], "photos"]
+                 for lm, d in dates["landmarks"].items()]
     if inp.decisions:
         import pyarrow.parquet as pq
 

@@ -39,6 +39,7 @@ class Inputs:
     benchmarks: Path | None = None  # folder of snakemake benchmark TSVs
     neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
     leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
+    audit: Path | None = None  # AUDIT folder (audit.json)
     extra: dict[str, Any] = field(default_factory=dict)  # benchmarks: [(name, gnd)]; manifest_obj; run
 
 

@@ -171,7 +171,7 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         for lm in overview:
             lm["queries"] = queries.get(lm["landmark"], [])
         return {"landmarks": overview, "total": sum(x["total"] for x in overview),
-                "mine": sum(x["mine"] for x in overview)}
+                "mine": sum(x["mine"] for x in overview), "kind": db.queue_kind(con)}
 
     @app.get("/api/items")
     def api_items(request: Request, landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0, le=MAX_ID),

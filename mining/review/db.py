@@ -63,6 +63,7 @@ CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id)
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 FINGERPRINT = "landmarks_fingerprint"
+KIND = "queue_kind"  # `audit` for `mining audit draw`'s queue (the app asks about any landmark); else absent
 
 
 def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
@@ -179,6 +180,9 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
             raise UserError(f"{p}: queue is for landmark dataset {fp}, but this database holds {known}")
         if fp and not known:
             con.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (FINGERPRINT, fp))
+        kind = (table.schema.metadata or {}).get(KIND.encode())
+        if kind:
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (KIND, kind.decode()))
         before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
         changes_before = con.total_changes
         con.executemany(
@@ -210,6 +214,12 @@ def queue_fingerprint(queue: Path, table: Any) -> str | None:
             return None
         return str(value) if value else None
     return None
+
+
+def queue_kind(con: sqlite3.Connection) -> str:
+    """`audit` for an audit queue (mining/audit.py), `review` for the score's review queue."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (KIND,)).fetchone()
+    return str(row[0]) if row else "review"
 
 
 def fingerprint(con: sqlite3.Connection) -> str | None:

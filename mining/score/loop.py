@@ -28,6 +28,7 @@ from mining.errors import UserError
 from mining.score.counting import Counters
 from mining.score.inputs import MethodInput, Problem
 from mining.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
+from mining.since import before, exempt_counts
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,12 @@ def score_candidates(
     review_top: int = DEFAULT_REVIEW_TOP,
     progress: bool = False,
     threads: int | None = None,
+    since: dict[str, np.datetime64] | None = None,
+    taken_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> ScoreResult:
-    """Stream every candidate of every method through the score (`score_chunk` per chunk)."""
+    """Stream every candidate of every method through the score (`score_chunk` per chunk).
+    `since` (landmark → day) and `taken_of` (photo ids → days taken): a candidate taken before a
+    landmark's day never enters that landmark's review queue (mining/since.py)."""
     from mining.progress import bar as progress_bar
 
     if chunk < 1:
@@ -265,6 +270,9 @@ def score_candidates(
     review = {lm: TopK(review_top) for lm in problem.landmarks}
     q_landmark = query_landmarks(problem)
     lm_queries = [np.flatnonzero(q_landmark == li) for li in range(n_l)]
+    taken = taken_of(ids_all) if since and taken_of else None
+    exempt = {li: before(taken, since[lm]) for li, lm in enumerate(problem.landmarks)
+              if taken is not None and since and lm in since}
     t_prep = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory(prefix="mining-score-") as tmp, Workers.start(n_threads) as workers:
@@ -288,7 +296,10 @@ def score_candidates(
                 qs = lm_queries[li]
                 if not qs.size:
                     continue
-                review[lm].merge(c.landmark_sum[:, li], pid,
+                contrib = c.landmark_sum[:, li]
+                if li in exempt:  # taken before the landmark existed: nothing to review for it
+                    contrib = np.where(exempt[li][a:b], 0.0, contrib)
+                review[lm].merge(contrib, pid,
                                  lambda keep, qs=qs, li=li, c=c: best_query(keep, qs, li, prepared, c.parts))
             bar.update(b - a)
         bar.close()
@@ -303,6 +314,8 @@ def score_candidates(
         "review_top": int(review_top),
         "seconds": {"prepare": round(t_prep, 3), "total": round(t_total, 3)},
     }
+    if taken is not None and since:
+        stats["since"] = exempt_counts(taken, since)
     return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores)
 
 

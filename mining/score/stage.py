@@ -13,6 +13,7 @@ from mining.errors import UserError
 from mining.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.score.loop import DEFAULT_CHUNK, DEFAULT_REVIEW_TOP, score_candidates
 from mining.score.output import write_outputs
+from mining.since import days_taken, of_benchmarks
 
 
 def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, bench_index: int = 0,
@@ -59,7 +60,7 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
 
 def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,
               chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None,
-              near_duplicates: Path | None = None) -> dict:
+              near_duplicates: Path | None = None, candidates: Path | None = None) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
     one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
     candidate is scored against every query of every benchmark."""
@@ -86,8 +87,10 @@ def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int
         raise UserError("give at least one --descriptors DESC/<method> folder")
     problem = problem_of(benchmarks, datasets)
     t_read = time.perf_counter() - t0
+    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
     result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress,
-                              threads=threads)
+                              threads=threads, since=since,
+                              taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
     for name, st in read_stats.items():
         result.stats["methods"][name].update(st)
     with_pos = sum(bool(ds.positives(i)) for ds in datasets for i in range(len(ds.qimlist)))

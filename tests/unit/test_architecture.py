@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mining"
-STAGES = {"ingest", "geofilter", "download", "describe", "score", "review", "select", "neardup", "leakrisk",
+STAGES = {"ingest", "geofilter", "download", "describe", "score", "review", "select", "audit", "neardup", "leakrisk",
           "evaluate", "report", "release"}
 
 

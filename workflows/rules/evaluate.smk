@@ -42,6 +42,7 @@ rule report:
     input:
         evaluation=L.evaluation_json,
         selected=L.distractors_table,
+        audit=L.audit_json,
         images=L.images_summary,
         candidates=L.candidates_stats,
         metadata=L.metadata_stats,

@@ -38,6 +38,7 @@ rule leakrisk:
         gnd=landmark_gnds(),
         stores=stores_of([NEARDUP_METHOD]),
         queue=L.review_queue,
+        candidates=L.candidates_parquet,
     output:
         table=L.leakrisk_table,
         stats=L.leakrisk_stats,
@@ -58,4 +59,4 @@ rule leakrisk:
         ENV
     shell:
         "mining leakrisk --landmarks {params.landmarks} --descriptors {params.desc:q} --scores {params.scores:q} "
-        "--out {params.out:q} > {log:q} 2>&1"
+        "--candidates {input.candidates:q} --out {params.out:q} > {log:q} 2>&1"

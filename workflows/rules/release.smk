@@ -4,7 +4,8 @@ REL = M.release
 
 rule release:
     input:
-        selected=L.distractors_table,
+        selected=L.audited_table,
+        audit=L.audit_json,
         images=L.images_summary,
         candidates=L.candidates_parquet,
         candidates_stats=L.candidates_stats,
@@ -24,6 +25,7 @@ rule release:
         blur="" if REL["blur_faces"] else "--no-blur",
         threshold=shlex.quote(f"--threshold={REL['face_threshold']}"),
         min_face=shlex.quote(f"--min-face={REL['min_face_px']}"),
+        over="--allow-over-target" if M.audit["over_target"] == "allow" else "",
         tar=shlex.join(["--tar", f"--shard-size={REL['shard_size']}"]) if REL["tar"] else "",
     log:
         L.log("release"),
@@ -39,5 +41,6 @@ rule release:
         "mining release --selected {params.selected:q} --images {params.images:q} --out {params.out:q} "
         "{params.licenses} --candidates {input.candidates:q} "
         "--candidates-stats {input.candidates_stats:q} --evaluation {input.evaluation:q} "
+        "--audit {input.audit:q} {params.over} "
         "--manifest {input.manifest:q} {params.blur} {params.threshold} {params.min_face} "
         "{params.tar} --workers {threads} > {log:q} 2>&1"

@@ -6,6 +6,7 @@ rule score:
         gnd=landmark_gnds(),
         stores=stores_of(METHODS),
         neardup=L.neardup_table,
+        candidates=L.candidates_parquet,
     output:
         scores=L.scores_table,
         queue=L.review_queue,
@@ -26,4 +27,5 @@ rule score:
         ENV
     shell:
         "mining score --landmarks {params.landmarks} --descriptors {params.methods:q} --out {params.out:q} "
-        "--review-top={params.top} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"
+        "--review-top={params.top} --threads {threads} --near-duplicates {input.neardup:q} "
+        "--candidates {input.candidates:q} > {log:q} 2>&1"

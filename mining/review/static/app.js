@@ -42,6 +42,11 @@
   async function loadLandmarks() {
     const data = await api("/api/landmarks?" + q({ reviewer: st.name }));
     st.landmarks = data.landmarks;
+    if (data.kind === "audit") {  // mining audit's sample: one question about every landmark
+      document.title = "mining audit";
+      $("question").textContent = "Audit: does this image show any of these landmarks (any benchmark landmark)?";
+      $("other-box").open = true;
+    }
     const sel = $("landmark");
     const keep = st.lm;
     sel.innerHTML = "";

@@ -163,3 +163,19 @@ def test_city100_preset_has_a_hundred_distinct_landmarks_and_the_others_keep_the
     assert [lm.index for lm in lms] == list(range(cfg["landmarks"]))
     # the first 15 are the medium world's, name for name (the presets' worlds are unchanged)
     assert [lm.name for lm in lms[:15]] == [lm.name for lm in _landmarks(PRESETS["medium"], seed=0)]
+
+
+def test_report_says_how_the_budget_was_spent(tmp_path):
+    from mining.report.budget import review_budget
+    from mining.report.common import Inputs
+
+    risks, pids = random_queues(11, n_landmarks=45)
+    _, spent = allocate(risks, pids, budget=300, min_per_landmark=2)
+    (tmp_path / "stats.json").write_text(json.dumps({"review_budget": spent}))
+    doc = review_budget(Inputs(scores=tmp_path))
+    assert f"<td>items queued</td><td>{spent['items']}</td>" in doc
+    top = min(spent["per_landmark"].items(), key=lambda kv: (-kv[1], kv[0]))
+    assert f"<tr><td>{top[0]}</td><td>{top[1]}</td></tr>" in doc  # the most items listed first
+    assert doc.count("</tr>") == 1 + 8 + 1 + 40 and "5 more landmarks hold" in doc
+    (tmp_path / "stats.json").write_text(json.dumps({"review_top": 50}))
+    assert review_budget(Inputs(scores=tmp_path)) == ""  # top K per landmark: nothing to say

@@ -150,7 +150,7 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
 # One TypedDict per stage section, key for key the schema's (a unit test checks they agree):
 # after `load`, every key without `NotRequired` below is present (schema defaults filled).
 class DemoSection(TypedDict):
-    preset: Literal["micro", "tiny", "small", "medium"]
+    preset: Literal["micro", "tiny", "small", "medium", "city100"]
     seed: int
     benchmarks: int
     port: int
@@ -207,6 +207,8 @@ class ReviewSection(TypedDict):
     mode: Literal["human", "simulate"]
     reviewers: int
     decisions: str | None
+    budget: int | None  # total review items over all landmarks (mining.score.budget); None: review_top each
+    min_per_landmark: int
 
 
 class SelectSection(TypedDict):

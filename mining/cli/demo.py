@@ -15,8 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "images, their truth, and a Flickr-like image server with fault injection.")
     dsub = p.add_subparsers(dest="demo_command", required=True, metavar="COMMAND")
     b = dsub.add_parser("build", help="generate a world (deterministic from --preset and --seed)")
-    b.add_argument("--preset", default="tiny", choices=["micro", "tiny", "small", "medium"],
-                   help="size: tiny ≈ 300 candidates (CI), small ≈ 5,000, medium ≈ 50,000 (micro: unit tests)")
+    b.add_argument("--preset", default="tiny", choices=["micro", "tiny", "small", "medium", "city100"],
+                   help="size: tiny ≈ 300 candidates (CI), small ≈ 5,000, medium ≈ 50,000 (micro: unit tests; "
+                        "city100: 100 landmarks, 500 queries, 600 candidates)")
     b.add_argument("--seed", type=int, default=0, help="world seed (same preset + seed → same bytes)")
     b.add_argument("--benchmarks", type=int, default=1, metavar="K",
                    help="cities, each a landmark benchmark of its own (landmarks/city<k>/gnd_city<k>.pkl), with one "

@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--review-top", type=int, default=2000, metavar="K",
                    help="candidates per landmark in the review queue (default 2000, as R1M)")
+    p.add_argument("--review-budget", type=int, default=None, metavar="N",
+                   help="review items in all, spread over the landmarks by leak risk instead of K each: "
+                        "every landmark's top --review-min first, then the riskiest of any landmark "
+                        "(docs/stages.md, 'Review budget'); stats.json says how it was spent")
+    p.add_argument("--review-min", type=int, default=1, metavar="M",
+                   help="with --review-budget: the items every landmark gets first (default 1)")
     p.add_argument("--chunk", type=int, default=32768, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default 32768; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
@@ -49,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     stats = run_score(args.landmarks, args.descriptors, args.out, review_top=args.review_top,
                       chunk=args.chunk, progress=not args.no_progress, threads=args.threads,
-                      near_duplicates=args.near_duplicates, candidates=args.candidates)
+                      near_duplicates=args.near_duplicates, candidates=args.candidates,
+                      review_budget=args.review_budget, review_min=args.review_min)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

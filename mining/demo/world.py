@@ -32,6 +32,8 @@ PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(landmarks=5, queries=2, easy=5, hard=4, junk=2, db_negatives=20, candidates=300),
     "small": dict(landmarks=11, queries=5, easy=12, hard=10, junk=4, db_negatives=200, candidates=5000),
     "medium": dict(landmarks=15, queries=5, easy=15, hard=12, junk=5, db_negatives=1000, candidates=50000),
+    # city100: many landmarks, few candidates (review that scales with the landmarks; docs/big-city.md)
+    "city100": dict(landmarks=100, queries=5, easy=3, hard=2, junk=1, db_negatives=100, candidates=600),
 }
 SHARES = {"landmark": 0.05, "hard_negative": 0.20}  # the rest: unrelated scenes
 SMALL_SHARE = 0.04  # candidate images stored below 1024 px (the downloader must reject them)
@@ -192,8 +194,8 @@ def _landmarks(cfg: dict[str, int], seed: int, city: int = 0) -> list[Landmark]:
     for i in range(cfg["landmarks"]):
         fam = render.FAMILIES[i % len(render.FAMILIES)]
         nouns = _NOUNS[fam]
-        out.append(Landmark(f"{_NAMES[int(order[i])]}_{nouns[int(rng.integers(len(nouns)))]}", fam,
-                            city * CITY_STRIDE + i))
+        name = _NAMES[int(order[i % len(_NAMES)])] + (str(i // len(_NAMES) + 1) if i >= len(_NAMES) else "")
+        out.append(Landmark(f"{name}_{nouns[int(rng.integers(len(nouns)))]}", fam, city * CITY_STRIDE + i))
     return out
 
 

@@ -73,6 +73,7 @@ class ScoreResult:
     review: dict[str, TopK]
     stats: dict
     benchmark_scores: np.ndarray | None = None  # float64 (benchmarks, n): each one's part of score
+    landmark_rows: np.ndarray | None = None  # per landmark: its (method, query with positives) pairs
 
 
 def _threads(threads: int | None) -> int:
@@ -316,7 +317,9 @@ def score_candidates(
     }
     if taken is not None and since:
         stats["since"] = exempt_counts(taken, since)
-    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores)
+    rows = np.bincount(np.concatenate([np.zeros(0, np.int64)] + [np.asarray(p.counters.landmark, np.int64)
+                                                                 for p in prepared]), minlength=n_l)
+    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores, rows)
 
 
 def best_query(keep: np.ndarray, qs: np.ndarray, landmark: int, prepared: Sequence[Prepared],

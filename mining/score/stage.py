@@ -10,6 +10,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from mining.errors import UserError
+from mining.score import budget
 from mining.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.score.loop import DEFAULT_CHUNK, DEFAULT_REVIEW_TOP, score_candidates
 from mining.score.output import write_outputs
@@ -60,14 +61,18 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
 
 def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int = DEFAULT_REVIEW_TOP,
               chunk: int = DEFAULT_CHUNK, progress: bool = True, threads: int | None = None,
-              near_duplicates: Path | None = None, candidates: Path | None = None) -> dict:
+              near_duplicates: Path | None = None, candidates: Path | None = None,
+              review_budget: int | None = None, review_min: int = 1) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
     one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
-    candidate is scored against every query of every benchmark."""
+    candidate is scored against every query of every benchmark. `review_budget`: the queue
+    holds that many items in all, spread by leak risk (`mining.score.budget`), not review_top each."""
     from mining.benchmarks import as_list, fingerprint, load_all, qualify
 
     if review_top < 1:
         raise UserError("--review-top must be at least 1")
+    if review_budget is not None:
+        budget.check(review_budget, review_min)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
@@ -88,9 +93,11 @@ def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int
     problem = problem_of(benchmarks, datasets)
     t_read = time.perf_counter() - t0
     since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
-    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress,
-                              threads=threads, since=since,
+    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_budget or review_top,
+                              progress=progress, threads=threads, since=since,
                               taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
+    if review_budget is not None:
+        budget.apply_budget(result, review_budget, review_min)
     for name, st in read_stats.items():
         result.stats["methods"][name].update(st)
     with_pos = sum(bool(ds.positives(i)) for ds in datasets for i in range(len(ds.qimlist)))

@@ -14,6 +14,8 @@ rule score:
         methods=lambda w, input: method_dirs(input.stores),
         out=subpath(output.scores, parent=True),
         top=M.score["review_top"],
+        budget=(f"--review-budget={M.review['budget']} --review-min={M.review['min_per_landmark']}"
+                if M.review["budget"] else ""),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
     log:
         L.log("score"),
@@ -27,5 +29,5 @@ rule score:
         ENV
     shell:
         "mining score --landmarks {params.landmarks} --descriptors {params.methods:q} --out {params.out:q} "
-        "--review-top={params.top} --threads {threads} --near-duplicates {input.neardup:q} "
+        "--review-top={params.top} {params.budget} --threads {threads} --near-duplicates {input.neardup:q} "
         "--candidates {input.candidates:q} > {log:q} 2>&1"

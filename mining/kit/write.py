@@ -73,17 +73,18 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
     rows: list[Any] = []
     names: list[str] = []
 
-    def flush() -> None:
+    def flush(k: int) -> None:
+        """The first k rows kept so far as the next shard."""
         name = f"{len(names):05d}"
         if method is None:
-            write_global_shard(dst, name, ids, np.concatenate(rows))
+            dim = int(src.info.get("dim", 0))
+            write_global_shard(dst, name, ids[:k], np.stack(rows[:k]) if k else np.zeros((0, dim), np.float16))
         else:
             (dst / "shards").mkdir(parents=True, exist_ok=True)
-            method.write_payloads(dst / "shards", name, rows)
-            write_ids(dst, name, ids)
+            method.write_payloads(dst / "shards", name, rows[:k])
+            write_ids(dst, name, ids[:k])
         names.append(name)
-        ids.clear()
-        rows.clear()
+        del ids[:k], rows[:k]
 
     kept = 0
     for block_ids, payload in src.iter_blocks():
@@ -93,7 +94,7 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
             continue
         ids.extend(block_ids[i] for i in take)
         if method is None:
-            rows.append(np.asarray(payload)[take])
+            rows.extend(np.asarray(payload)[take])  # float16 rows, as stored
         else:
             try:
                 rows.extend(method.take_rows(payload, take))
@@ -101,12 +102,10 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
                 raise UserError(f"method {src.method!r} (store kind {src.kind!r}) cannot go into a kit: its plug-in "
                                 "has no `take_rows`") from None
         kept += take.size
-        if len(ids) >= shard_rows:
-            flush()
+        while len(ids) >= shard_rows:
+            flush(shard_rows)
     if ids or not names:
-        if not ids and method is None:
-            rows.append(np.zeros((0, int(src.info.get("dim", 0))), np.float16))
-        flush()
+        flush(len(ids))
     if (src.path / MODEL_FILE).is_file():
         shutil.copyfile(src.path / MODEL_FILE, dst / MODEL_FILE)
     write_store_info(dst, _store_info(src.info, kept, len(names)))

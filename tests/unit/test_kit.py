@@ -1,0 +1,66 @@
+"""The evaluation kit on a small generated world (test_evaluate_experiment's: 2 global methods,
+exact ties, a positive never described): written from a run's stores and evaluation, it
+reproduces that evaluation's none / mined / curve values exactly, and holds only the selection.
+The demo run's kit (three real methods, ASMK included) is tests/workflow/test_kit.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_evaluate_experiment import build_world, run_inputs
+
+from mining.cli import main
+from mining.errors import UserError
+from mining.evaluate.kit import evaluate_kit
+from mining.kit import open_kit
+from mining.kit.write import write_kit
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_world(tmp_path_factory.mktemp("kitworld"))
+
+
+def test_kit_reproduces_the_evaluation_exactly(world, tmp_path):
+    ds, _, _, selected = run_inputs(world, tmp_path)
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--landmarks", str(world / "lm/gnd_city.pkl"), "--descriptors", str(world / "desc/gem"),
+                 str(world / "desc/sift"), "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
+                 "--decisions", str(tmp_path / "decisions.parquet"), "--out", str(out), "--bootstrap-samples", "0"]) == 0
+    run = json.loads((out / "evaluation.json").read_text())
+    sel = pd.DataFrame({"rank": np.arange(1, selected.size + 1), "photo_id": selected,
+                        "path": [f"jpg/000/{i}.jpg" for i in selected], "released": selected % 2 == 0})
+    stats = write_kit(tmp_path / "kit", [world / "desc/gem", world / "desc/sift"], sel, run, shard_rows=16)
+    kit = open_kit(tmp_path / "kit")
+    assert kit.methods == ["gem", "sift"] and stats["methods"]["gem"]["distractors"] == selected.size
+    ids, x = kit.vectors("gem", "distractors")
+    assert sorted(map(int, ids)) == sorted(selected.tolist()) and x.shape == (selected.size, 16)
+    assert len(kit.store("gem", "distractors").shard_names()) == 3  # 40 rows: 16 + 16 + 8
+    rep = evaluate_kit(tmp_path / "kit", [str(world / "lm/gnd_city.pkl")])
+    assert rep["reproduced"]["ok"] and rep["reproduced"]["values"] == 2 * 3 * (8 + len(run["curve"]["gem"]["easy"]["sizes"]))
+    for m in ("gem", "sift"):
+        for s in ("easy", "medium", "hard"):
+            for kind in ("none", "mined"):
+                assert rep["results"][m][s][kind] == run["results"][m][s][kind]  # equal, not merely close
+            assert rep["curve"][m][s]["mined"] == run["curve"][m][s]["mined"]
+    assert kit.distractors()["released"].sum() == int((selected % 2 == 0).sum())
+
+
+def test_kit_refuses_other_landmarks_and_a_missing_evaluation(world, tmp_path):
+    import pickle
+
+    gnd = pickle.loads((world / "lm/gnd_city.pkl").read_bytes())
+    gnd["gnd"][0]["easy"] = gnd["gnd"][0]["easy"][1:]
+    other = tmp_path / "gnd_city.pkl"
+    other.write_bytes(pickle.dumps(gnd))
+    sel = pd.DataFrame({"rank": [1], "photo_id": [1000], "path": ["x"], "released": [True]})
+    with pytest.raises(UserError, match="--evaluation"):
+        write_kit(tmp_path / "k0", [world / "desc/gem"], sel, None)
+    run = {"landmarks": {"name": "city", "fingerprint": "not-this-one"}, "n": 1, "methods": ["gem"],
+           "setups": ["hard"], "curve": {"gem": {"hard": {"sizes": [0, 1]}}}}
+    write_kit(tmp_path / "k1", [world / "desc/gem"], sel, run)
+    with pytest.raises(UserError, match="not the landmark dataset this kit was made for"):
+        evaluate_kit(tmp_path / "k1", [str(other)])

@@ -64,3 +64,46 @@ def test_kit_refuses_other_landmarks_and_a_missing_evaluation(world, tmp_path):
     write_kit(tmp_path / "k1", [world / "desc/gem"], sel, run)
     with pytest.raises(UserError, match="not the landmark dataset this kit was made for"):
         evaluate_kit(tmp_path / "k1", [str(other)])
+
+
+def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
+    """Two benchmarks (the world's gnd, and a copy with other positives for one query): the kit
+    keeps each one's landmark stores under benchmarks/<name>/ and reproduces each one's table."""
+    import pickle
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, _, _, selected = run_inputs(world, tmp_path)
+    gnd = pickle.loads((world / "lm/gnd_city.pkl").read_bytes())
+    gnd["gnd"][0]["easy"], gnd["gnd"][0]["hard"] = gnd["gnd"][0]["hard"], gnd["gnd"][0]["easy"]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/gnd_b.pkl").write_bytes(pickle.dumps(gnd))
+    desc = tmp_path / "desc2/gem"
+    shutil.copytree(world / "desc/gem/candidates", desc / "candidates")
+    for name in ("a", "b"):
+        for part in ("queries", "database"):
+            shutil.copytree(world / "desc/gem" / part, desc / "benchmarks" / name / part)
+    scores = pq.read_table(tmp_path / "scores/scores.parquet")
+    half = pa.compute.divide(scores.column("score"), 2.0)
+    pq.write_table(scores.append_column("benchmark_score_a", half).append_column("benchmark_score_b", half),
+                   tmp_path / "scores/scores.parquet")
+    (tmp_path / "scores/stats.json").unlink()
+    landmarks = [f"a={world / 'lm/gnd_city.pkl'}", f"b={tmp_path / 'b/gnd_b.pkl'}"]
+    assert main(["evaluate", "--landmarks", *landmarks, "--descriptors", str(desc), "--scores", str(tmp_path / "scores"),
+                 "--selected", str(tmp_path / "selected"), "--out", str(tmp_path / "eval"),
+                 "--bootstrap-samples", "0"]) == 0
+    run = json.loads((tmp_path / "eval/evaluation.json").read_text())
+    sel = pd.DataFrame({"rank": np.arange(1, selected.size + 1), "photo_id": selected, "path": "p", "released": True})
+    write_kit(tmp_path / "kit", [desc], sel, run)
+    kit = open_kit(tmp_path / "kit")
+    assert kit.benchmarks == ["a", "b"] and (tmp_path / "kit/methods/gem/benchmarks/b/queries/store.json").is_file()
+    rep = evaluate_kit(tmp_path / "kit", landmarks)
+    for name in ("a", "b"):
+        got, want = rep["per_benchmark"][name], run["per_benchmark"][name]
+        assert got["reproduced"]["ok"] and got["results"]["gem"] == {
+            s: {k: want["results"]["gem"][s][k] for k in ("none", "mined")} for s in want["setups"]}
+    assert rep["per_benchmark"]["a"]["results"] != rep["per_benchmark"]["b"]["results"]
+    with pytest.raises(UserError, match="the kit's benchmarks are a, b"):
+        evaluate_kit(tmp_path / "kit", [f"c={tmp_path / 'b/gnd_b.pkl'}"])

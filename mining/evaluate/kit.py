@@ -134,11 +134,13 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
         if method is not None and method != name:
             raise UserError(f"--queries {path} holds {name!r} descriptors, not --method {method!r}")
         ref = kit.store(name, "distractors")
-        for key in ("kind", "params"):
-            if json.dumps(store.info.get(key), sort_keys=True) != json.dumps(ref.info.get(key), sort_keys=True):
-                raise UserError(f"--queries {path}: described with other {name} {key} than the kit's "
-                                f"({store.info.get(key)} ≠ {ref.info.get(key)}); describe with --model "
-                                f"{ref.path}")
+        mine, theirs = store.info.get("params") or {}, ref.info.get("params") or {}
+        # every setting of the kit's, as the kit has it (a setting newer than the kit may be added)
+        differ = sorted(k for k in theirs if json.dumps(mine.get(k)) != json.dumps(theirs[k]))
+        if store.kind != ref.kind or differ:
+            what = f"{differ[0]}={mine.get(differ[0])!r} (the kit's: {theirs[differ[0]]!r})" if differ else store.kind
+            raise UserError(f"--queries {path}: described with other {name} settings than the kit's: {what}; "
+                            f"describe with --model {ref.path}")
         want = (ref.info.get("model") or {}).get("sha256")
         have = (store.info.get("model") or {}).get("sha256")
         if want != have:

@@ -203,3 +203,10 @@ def test_user_queries_from_another_model_are_refused(kit_copy, tmp_path, capsys)
                "--queries", str(store)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "another model" in err[0] and "--model" in err[0]
+    info["model"] = json.loads((kit_copy / "kit/methods/rsift-asmk/queries/store.json").read_text())["model"]
+    info["params"]["alpha"] = 2.0
+    (store / "store.json").write_text(json.dumps(info))
+    rc = main(["evaluate", "--kit", str(kit_copy / "kit"), "--landmarks", str(kit_copy / "gnd_demo.pkl"),
+               "--queries", str(store)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "alpha=2.0 (the kit's: 3.0)" in err[0]

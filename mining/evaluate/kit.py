@@ -21,11 +21,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mining.descriptors import iter_similarities
 from mining.errors import UserError
 from mining.evaluate.experiment import KAPPAS, Ranking, evaluate_setups, reduce_method, setup_base
 from mining.publish import pct
 
 TOLERANCE = 1e-6
+SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor is off by far more
 _METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
 
 
@@ -68,8 +70,10 @@ def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None =
                 raise UserError(f"{dataset.path}: not the landmark dataset this kit was made for (fingerprint "
                                 f"{dataset.fingerprint()} ≠ {fp}); with your own queries add --queries")
             stores = [(m, kit.stores(m, bench)) for m in kit.methods]
-            reports[bench] = _report(dataset, ev, stores, ranking, n, sizes)
+            sims = {m: kit.similarities(m, bench) for m in kit.methods}
+            reports[bench] = _report(dataset, ev, stores, ranking, n, sizes, sims)
             reports[bench]["reproduced"] = compare(reports[bench], ev)
+            reports[bench]["descriptors_vs_similarities"] = agreement(stores, sims)
         else:
             with tempfile.TemporaryDirectory(prefix="kit-queries-") as tmp:
                 m, store = user_queries(kit, queries, method, dataset, Path(tmp))
@@ -84,14 +88,23 @@ def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None =
 
 
 def _report(dataset: Any, ev: dict[str, Any], stores: list[tuple[str, Any]], ranking: Ranking, n: int,
-            sizes: list[int]) -> dict[str, Any]:
+            sizes: list[int], sims: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Any]:
+    """The table for these methods; `sims`: the run's own similarities (the kit's), else
+    computed from the stores' descriptors."""
+    from mining.retrieval import LandmarkSims
+
     setups = list(ev["setups"])
     rep: dict[str, Any] = {"landmarks": {"name": dataset.name, "fingerprint": dataset.fingerprint(),
                                          "queries": len(dataset.qimlist), "database": len(dataset.imlist)},
                            "n": n, "setups": setups, "kappas": list(KAPPAS), "methods": [], "results": {},
                            "curve": {}}
     for name, st in stores:
-        md = reduce_method(name, dataset, st.landmark_similarities(dataset), st.candidate_similarities(), [ranking])
+        if sims is None:
+            md = reduce_method(name, dataset, st.landmark_similarities(dataset), st.candidate_similarities(), [ranking])
+        else:
+            lm, dis = sims[name]
+            landmark = LandmarkSims.from_ids(str(st.path), dataset, st.queries.ids(), st.database.ids(), lm)
+            md = reduce_method(name, dataset, landmark, [(st.candidates.ids(), dis)], [ranking])
         bases = {s: setup_base(md, dataset.gnd, s) for s in setups}
         none = evaluate_setups(md, bases, None)
         at = {k: evaluate_setups(md, bases, md.above(0, k)) for k in sorted(set(sizes) | {n})}
@@ -99,6 +112,25 @@ def _report(dataset: Any, ev: dict[str, Any], stores: list[tuple[str, Any]], ran
         rep["results"][name] = {s: {"none": none[s], "mined": at[n][s]} for s in setups}
         rep["curve"][name] = {s: {"sizes": sizes, "mined": [at[k][s]["mAP"] for k in sizes]} for s in setups}
     return rep
+
+
+def agreement(stores: list[tuple[str, Any]], sims: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Per method, the largest difference between the kit's stored similarities and those its
+    descriptors give here (float32 products in another order or on another CPU differ in the
+    last bits; a descriptor that does not belong to the similarities differs by far more)."""
+    out: dict[str, Any] = {}
+    for name, st in stores:
+        lm, dis = sims[name]
+        got_lm = np.concatenate([b for _, b in iter_similarities(st.queries, st.database)], axis=1) if lm.size else lm
+        got_dis = np.concatenate([b for _, b in st.candidate_similarities()], axis=1) if dis.size else dis
+        if got_lm.shape != lm.shape or got_dis.shape != dis.shape:
+            raise UserError(f"{st.path}: the kit's similarities do not match its descriptors' shapes")
+        diff = max(float(np.max(np.abs(a - b), initial=0.0)) for a, b in ((got_lm, lm), (got_dis, dis)))
+        if not diff <= SIMS_AGREE:
+            raise UserError(f"{st.path}: the kit's descriptors give similarities up to {diff:.3g} away from its "
+                            f"stored ones (> {SIMS_AGREE}); the kit is inconsistent")
+        out[name] = diff
+    return out
 
 
 def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:

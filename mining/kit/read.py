@@ -29,6 +29,7 @@ EVALUATION = "evaluation.json"
 TABLE = "distractors.parquet"
 METHODS = "methods"
 PARTS = ("queries", "database", "distractors")
+SIMS = "similarities"  # the run's own similarities, beside a method's (or benchmark's) landmark stores
 
 
 @dataclass
@@ -81,6 +82,15 @@ class Kit:
         q = queries if queries is not None else self.store(method, "queries", benchmark)
         return MethodStores(self.method_dir(method), q, self.store(method, "database", benchmark),
                             self.store(method, "distractors"))
+
+    def similarities(self, method: str, benchmark: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 similarities the run's evaluation ranked by: queries × database (rows and
+        columns in the queries' and database's store order) and queries × distractors (the
+        distractors store's order)."""
+        from mining.benchmarks import store_dir
+
+        folder = store_dir(self.method_dir(method), self._bench(benchmark)) / SIMS
+        return np.load(folder / "landmarks.npy"), np.load(folder / "distractors.npy")
 
     def model(self, method: str) -> dict[str, np.ndarray] | None:
         """What the method learned on the candidates (PCA-whitening, codebook), or None."""

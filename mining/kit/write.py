@@ -19,9 +19,10 @@ import pyarrow as pa
 
 from mining import atomic, checksums
 from mining.benchmarks import store_dir
-from mining.descriptors import GLOBAL, MODEL_FILE, open_store, write_global_shard, write_ids, write_store_info
+from mining.descriptors import (GLOBAL, MODEL_FILE, iter_similarities, open_store, write_global_shard, write_ids,
+                                write_store_info)
 from mining.errors import UserError
-from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, TABLE, VERSION
+from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
 from mining.publish import code_version
 
 SHARD_ROWS = 10_000  # distractors per shard of a kit's store
@@ -112,6 +113,31 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
     return kept
 
 
+def _similarities(method_dir: Path, bench: str | None, out: Path, wanted: np.ndarray, kept_ids: list[str]) -> None:
+    """The similarities the run's evaluation ranked by, computed here by the same code on the
+    run's own stores (same shards, same shapes: the same float32 bits): queries × database
+    (store orders) and queries × the kept distractors (the kit's distractors store order)."""
+    from mining.retrieval import open_method, parse_ids
+
+    stores = open_method(method_dir, benchmark=bench)
+    blocks = [sims for _, sims in iter_similarities(stores.queries, stores.database)]
+    nq = len(stores.queries.ids())
+    landmarks = np.concatenate(blocks, axis=1) if blocks else np.zeros((nq, 0), np.float32)
+    ids: list[str] = []
+    cols = []
+    for block_ids, sims in stores.candidate_similarities():
+        take = np.flatnonzero(np.isin(parse_ids(block_ids, str(method_dir)), wanted))
+        ids.extend(block_ids[i] for i in take)
+        cols.append(np.asarray(sims, np.float32)[:, take])
+    if ids != kept_ids:
+        raise UserError(f"{method_dir}/candidates changed while the kit was written; run `mining release --kit` again")
+    out.mkdir(parents=True)
+    for name, arr in (("landmarks", landmarks), ("distractors", np.concatenate(cols, axis=1) if cols
+                                                 else np.zeros((nq, 0), np.float32))):
+        with atomic.atomic_path(out / f"{name}.npy") as tmp, open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(arr, np.float32))
+
+
 def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -139,16 +165,23 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
             for part in ("queries", "database"):
                 _copy_store(open_store(store_dir(d, bench) / part), store_dir(base, bench) / part)
         kept = _subset_store(cand, base / "distractors", wanted, shard_rows)
+        for bench in benchmarks or [None]:
+            _similarities(Path(d), bench, store_dir(base, bench) / SIMS, wanted, open_store(base / "distractors").ids())
         model = cand.info.get("model")
-        landmark_bytes = _tree_bytes(base) - _tree_bytes(base / "distractors")
-        dist_bytes = _tree_bytes(base / "distractors")
+        model_file = base / "distractors" / MODEL_FILE
+        model_bytes = model_file.stat().st_size if model_file.is_file() else 0
+        sims_bytes = sum((store_dir(base, b) / SIMS / "distractors.npy").stat().st_size for b in benchmarks or [None])
+        dist_bytes = _tree_bytes(base / "distractors") - model_bytes  # what grows with the set
+        landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes
         methods[name] = {
             "kind": cand.kind, "dim": cand.info.get("dim"), "params": cand.info.get("params"),
             "model_sha256": model["sha256"] if model else None, "distractors": kept,
             "missing": int(wanted.size - kept),  # selected photos this method could not describe
-            "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes},
-            "bytes_per_distractor": round(dist_bytes / kept, 1) if kept else None,
-            "gb_per_million": round(dist_bytes / kept * 1e6 / 1e9, 3) if kept else None,
+            "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes, "model": model_bytes,
+                      "similarities": sims_bytes},
+            # what grows with the set: its descriptors, and the run's similarities of every query to it
+            "bytes_per_distractor": round((dist_bytes + sims_bytes) / kept, 1) if kept else None,
+            "gb_per_million": round((dist_bytes + sims_bytes) / kept * 1e6 / 1e9, 3) if kept else None,
         }
     if several:
         fps = {b: several[b]["landmarks"]["fingerprint"] for b in benchmarks}

@@ -73,7 +73,8 @@ def test_the_release_kit_verifies_and_is_on_the_card(demo_run):
 
 
 def test_kit_similarities_are_the_runs_bit_for_bit(demo_run):
-    """The kit keeps the stores' own bytes (float16 rows, ASMK codes): what evaluate computed."""
+    """The kit keeps the similarities the run's evaluation ranked by (same code, same shards: the
+    same float32 bits) and the stores' own descriptor bytes, which give them again to rounding."""
     root = _root(demo_run)
     kit = open_kit(root / "release/kit")
     for m in kit.methods:
@@ -83,9 +84,15 @@ def test_kit_similarities_are_the_runs_bit_for_bit(demo_run):
         for ids, block in run.candidate_similarities():
             for j, i in enumerate(ids):
                 run_sims[i] = block[:, j]
-        got = [(i, block[:, j]) for ids, block in ks.candidate_similarities() for j, i in enumerate(ids)]
-        assert got and all(np.array_equal(s, run_sims[i]) for i, s in got), m
+        lm, dis = kit.similarities(m)
+        kit_ids = ks.candidates.ids()
+        assert len(kit_ids) == dis.shape[1] == 30
+        assert all(np.array_equal(dis[:, c], run_sims[i]) for c, i in enumerate(kit_ids)), m
+        from_descriptors = np.concatenate([b for _, b in ks.candidate_similarities()], axis=1)
+        assert np.abs(from_descriptors - dis).max() <= 1e-6, m  # float32 GEMM of another shape: last bits
         assert ks.queries.ids() == run.queries.ids()
+        if ks.candidates.kind == "asmk":  # no GEMM: the same bits from the descriptors too
+            assert np.array_equal(from_descriptors, dis)
 
 
 def test_evaluate_kit_reproduces_the_demo_table_without_any_image(demo_run, kit_copy, capsys):

@@ -59,10 +59,11 @@ def _kit_md(kit: dict | None) -> list[str]:
         return []
     out = ["- `kit/`: the evaluation kit: per method the descriptors of every selected image (released or not: "
            "the set evaluated above), of the landmark queries and of the database, exactly as the run evaluated "
-           "them (global vectors float16, ASMK's visual words and residual codes), with the method's settings, "
-           "model (whitening, codebook), library versions and its own `SHA256SUMS`. `mining evaluate --kit kit "
-           "--landmarks gnd_<name>.pkl` reproduces the table above (none and mined) without any image; "
-           "`kit/README.md` says how to evaluate your own queries. Size of the distractors' descriptors, measured "
+           "them (global vectors float16, ASMK's visual words and residual codes), the similarities the run ranked "
+           "by, the method's settings, model (whitening, codebook), library versions and its own `SHA256SUMS`. "
+           "`mining evaluate --kit kit --landmarks gnd_<name>.pkl` reproduces the table above (none and mined) "
+           "without any image; `kit/README.md` says how to evaluate your own queries. Size of what grows with the "
+           "set (the distractors' descriptors and every query's similarity to them, 4 bytes per query), measured "
            "here and scaled linearly (the landmark stores do not grow with the set):", "",
            "  | method | distractors | bytes per distractor | per million distractors |", "  |---|---|---|---|"]
     for m, v in kit["methods"].items():

@@ -15,13 +15,17 @@ loader for anyone else. docs/formats.md ("Evaluation kit") is the format's refer
                             the selected set's descriptors and the method's model.npz (whitening,
                             codebook) when it learns one; with several benchmarks the landmark
                             stores are in methods/<method>/benchmarks/<name>/{queries,database}/
+  KIT/methods/<method>/similarities/{landmarks,distractors}.npy   the run's float32 similarities
+                            (queries × database, queries × distractors), the evaluation's own bits
   KIT/README.md             how to use it
   KIT/SHA256SUMS            every other file's sha256 (`sha256sum -c SHA256SUMS`); `open_kit`
                             refuses a kit where any file differs, is missing or was added
 
 Descriptors are kept exactly as the run's stores hold them (global vectors float16, ASMK's
 visual words and 128-bit residual codes), which is what the run's evaluation computed its
-similarities from: the kit's numbers are the run's, not an approximation of them.
+similarities from; those similarities are kept too (a float32 product of another shape or on
+another CPU differs in the last bits, which among a million distractors can move a positive
+by a place): the kit's numbers are the run's by construction, not an approximation of them.
 """
 
 from mining.kit.read import Kit, open_kit

@@ -231,5 +231,6 @@ them: evaluate against the set without downloading an image.
 Format: `kit.json` (settings, versions, sizes), `evaluation.json`, `distractors.parquet` (rank, photo_id,
 path, released), `methods/<method>/{{queries,database,distractors}}/` (descriptor stores: `store.json`,
 `shards/NNNNN.ids.parquet` + `NNNNN.npy` float16 rows or `NNNNN.asmk.npz` codes; `model.npz` beside the
-distractors when the method learned one), `SHA256SUMS`. Reference: docs/formats.md of distractor-mining.
+distractors when the method learned one), `methods/<method>/similarities/` (the run's float32 similarities of
+the queries to the database and to the distractors), `SHA256SUMS`. Reference: docs/formats.md of distractor-mining.
 """

@@ -89,7 +89,7 @@ def test_kit_similarities_are_the_runs_bit_for_bit(demo_run):
         assert len(kit_ids) == dis.shape[1] == 30
         assert all(np.array_equal(dis[:, c], run_sims[i]) for c, i in enumerate(kit_ids)), m
         from_descriptors = np.concatenate([b for _, b in ks.candidate_similarities()], axis=1)
-        assert np.abs(from_descriptors - dis).max() <= 1e-6, m  # float32 GEMM of another shape: last bits
+        assert np.abs(from_descriptors - dis).max() <= 1e-5, m  # float32 GEMM of another shape: last bits
         assert ks.queries.ids() == run.queries.ids()
         if ks.candidates.kind == "asmk":  # no GEMM: the same bits from the descriptors too
             assert np.array_equal(from_descriptors, dis)

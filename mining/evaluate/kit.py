@@ -71,9 +71,10 @@ def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None =
                                 f"{dataset.fingerprint()} ≠ {fp}); with your own queries add --queries")
             stores = [(m, kit.stores(m, bench)) for m in kit.methods]
             sims = {m: kit.similarities(m, bench) for m in kit.methods}
+            agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
             reports[bench] = _report(dataset, ev, stores, ranking, n, sizes, sims)
             reports[bench]["reproduced"] = compare(reports[bench], ev)
-            reports[bench]["descriptors_vs_similarities"] = agreement(stores, sims)
+            reports[bench]["descriptors_vs_similarities"] = agree
         else:
             with tempfile.TemporaryDirectory(prefix="kit-queries-") as tmp:
                 m, store = user_queries(kit, queries, method, dataset, Path(tmp))
@@ -218,8 +219,12 @@ def markdown(report: dict[str, Any]) -> str:
         if rp:
             lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
                        "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
-                      + (f" ({rp['worst']})" if rp.get("worst") else "") + (f"; {rp['why']}" if rp.get("why") else "")
+                      + (f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else "") + (f"; {rp['why']}" if rp.get("why") else "")
                       + ".", ""]
+        agree = rep.get("descriptors_vs_similarities")
+        if agree:
+            lines += ["The kit's descriptors give its stored similarities again (largest difference per method: "
+                      + ", ".join(f"{m} {d:.2g}" for m, d in agree.items()) + ").", ""]
         lines += ["| method | setup | distractors | " + " | ".join(_METRICS) + " |", "|" + "---|" * (3 + len(_METRICS))]
         for m in rep["methods"]:
             for s in rep["setups"]:

@@ -146,8 +146,8 @@ def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         for s in mine["setups"]:
             pairs = [(f"{kind} {key}", mine["results"][m][s][kind][key], run["results"][m][s][kind][key])
                      for kind in ("none", "mined") for key in _METRICS]
-            pairs += [(f"curve {k}", a, b) for k, a, b in zip(mine["curve"][m][s]["sizes"],
-                                                               mine["curve"][m][s]["mined"], run["curve"][m][s]["mined"])]
+            curve, theirs = mine["curve"][m][s], run["curve"][m][s]["mined"]
+            pairs += [(f"curve {k}", a, b) for k, a, b in zip(curve["sizes"], curve["mined"], theirs)]
             for label, a, b in pairs:
                 d = abs(float(a) - float(b))
                 count += 1
@@ -217,10 +217,11 @@ def markdown(report: dict[str, Any]) -> str:
                   + (f", benchmark {bench}" if bench else ""), ""]
         rp = rep.get("reproduced")
         if rp:
+            where = f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else ""
+            why = f"; {rp['why']}" if rp.get("why") else ""
             lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
                        "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
-                      + (f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else "") + (f"; {rp['why']}" if rp.get("why") else "")
-                      + ".", ""]
+                      + where + why + ".", ""]
         agree = rep.get("descriptors_vs_similarities")
         if agree:
             lines += ["The kit's descriptors give its stored similarities again (largest difference per method: "

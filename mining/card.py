@@ -54,6 +54,24 @@ def _sources_md(sources: dict | None) -> list[str]:
     return out
 
 
+def _kit_md(kit: dict | None) -> list[str]:
+    """The card's lines on the evaluation kit (`mining.kit`): what it is and its size per method."""
+    if not kit:
+        return []
+    out = ["- `kit/`: the evaluation kit: per method the descriptors of every selected image (released or not: "
+           "the set evaluated above), of the landmark queries and of the database, exactly as the run evaluated "
+           "them (global vectors float16, ASMK's visual words and residual codes), the similarities the run ranked "
+           "by, the method's settings, model (whitening, codebook), library versions and its own `SHA256SUMS`. "
+           "`mining evaluate --kit kit --landmarks gnd_<name>.pkl` reproduces the table above (none and mined) "
+           "without any image; `kit/README.md` says how to evaluate your own queries. Size of what grows with the "
+           "set (the distractors' descriptors and every query's similarity to them, 4 bytes per query), measured "
+           "here and scaled linearly (the landmark stores do not grow with the set):", "",
+           "  | method | distractors | bytes per distractor | per million distractors |", "  |---|---|---|---|"]
+    for m, v in kit["methods"].items():
+        out.append(f"  | {_cell(m)} | {v['distractors']} | {v['bytes_per_distractor']} | {v['gb_per_million']} GB |")
+    return out + [""]
+
+
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
     """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
     checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
@@ -167,6 +185,7 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
         lines.append(f"- `webdataset/release-NNNNNN.tar` ({len(stats['webdataset_shards'])} shard(s)): WebDataset "
                      "(`<key>.jpg` + `<key>.json`), loadable with `datasets.load_dataset(\"webdataset\", "
                      "data_files=\"webdataset/*.tar\")`.")
+    lines += _kit_md(stats.get("kit"))
     lines += [
         "- `SHA256SUMS`: check with `sha256sum -c SHA256SUMS` in this folder.", "",
         "## How to cite", "",

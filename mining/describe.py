@@ -48,7 +48,7 @@ from mining.threads import in_order
 log = logging.getLogger(__name__)
 
 SETS = ("queries", "database", "candidates")
-MODEL_FILE = "model.npz"
+MODEL_FILE = descriptors.MODEL_FILE
 PLAN_FILE = "describe.json"  # the settings of a store being written; a resume must match them
 RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
 PREFETCH = 4  # images decoded ahead of those being described (decode overlaps compute)

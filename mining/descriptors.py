@@ -29,6 +29,7 @@ from mining import atomic
 from mining.errors import UserError
 
 GLOBAL = "global"
+MODEL_FILE = "model.npz"  # a learning method's state (whitening, codebook), in its candidates store
 
 
 @dataclass

@@ -242,6 +242,7 @@ class ReleaseSection(TypedDict):
     face_threshold: float
     min_face_px: int
     tar: bool
+    kit: bool
     shard_size: int
 
 

@@ -45,12 +45,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
 
 from mining import atomic, card, leakbound
+from mining.checksums import sha256sums
 from mining.errors import UserError
 from mining.publish import code_version  # noqa: F401 - release.code_version, as before
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
@@ -203,7 +204,8 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
                 threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE,
                 margin: float = DEFAULT_MARGIN, workers: int = 1, tar: bool = False,
                 shard_size: int = DEFAULT_SHARD, detector_factory: Any = None, progress: bool = False,
-                audit: Path | None = None, allow_over_target: bool = False) -> dict:
+                audit: Path | None = None, allow_over_target: bool = False,
+                kit: bool = False, descriptors: Sequence[Path] = ()) -> dict:
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
@@ -225,6 +227,8 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
         raise UserError(f"--margin must be a number from 0 to 5 (a share of the face box on each side), got {margin}")
     if not images.is_dir():
         raise UserError(f"--images {images} is not a folder (the download root)")
+    if kit and (evaluation is None or not descriptors):
+        raise UserError("--kit needs --evaluation (the run's evaluation.json) and --descriptors DESC/<method> ...")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected
     frame = read_table(table_path, ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid"),
                        "selection", hint="make it with `mining select`").to_pandas()
@@ -340,6 +344,14 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
     })
     atomic.write_parquet(staging / "release.parquet", pa.Table.from_pandas(table, preserve_index=False))
 
+    kit_stats = None
+    if kit:  # the evaluation kit (mining.kit): the selection's descriptors, as the run evaluated them
+        from mining.kit.write import write_kit
+
+        shutil.rmtree(staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
+        kit_stats = write_kit(staging / "kit", descriptors, frame[["rank", "photo_id", "path"]].assign(
+            released=[st == "released" for st in status]), evaluation_report)
+
     shards: list[str] = []
     if tar:
         shards = write_webdataset(staging, rel, table, shard_size)
@@ -376,6 +388,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
                   "min_face_px": int(min_face), "margin": margin, "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
         "audit": audit_report,
+        "kit": kit_stats,
         "sources": card.sources(frame, released, images),
         "code": code_version(),
         "manifest": ({"path": str(manifest), "sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()}
@@ -435,23 +448,6 @@ def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths:
         staging.mkdir(parents=True)
         atomic.write_json(staging / _SETTINGS, settings)
     return records
-
-
-def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:
-    """`sha256sum` lines (two spaces, binary-safe paths relative to root) for every file
-    under root except SHA256SUMS, sorted by path. `known`: digests already computed from the
-    bytes written (relative path → hex), not read and hashed again."""
-    known = {Path(k).as_posix(): v for k, v in (known or {}).items()}
-    lines = []
-    for p in sorted(q.relative_to(root).as_posix() for q in root.rglob("*") if q.is_file()):
-        if p == "SHA256SUMS":
-            continue
-        digest = known.get(p)
-        if digest is None:
-            with open(root / p, "rb") as f:
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
-        lines.append(f"{digest}  {p}\n")
-    return "".join(lines)
 
 
 def write_webdataset(root: Path, rel: Any, table: Any, shard_size: int) -> list[str]:

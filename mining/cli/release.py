@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
+    p.add_argument("--kit", action="store_true",
+                   help="also write OUT/kit/: the evaluation kit (the selection's, queries' and database's descriptors "
+                        "per method, with their models, settings and checksums; needs --evaluation and --descriptors)")
+    p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
+                   help="with --kit: the method folders the run evaluated (queries/, database/, candidates/)")
     p.add_argument("--tar", action="store_true", help="also write WebDataset tar shards")
     p.add_argument("--shard-size", type=int, default=DEFAULT_SHARD, help=f"images per tar shard (default {DEFAULT_SHARD})")
     add_progress_flag(p)
@@ -62,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
                         blur=not args.no_blur, threshold=args.threshold, min_face=args.min_face, margin=args.margin,
                         workers=args.workers, tar=args.tar, shard_size=args.shard_size,
                         progress=not args.no_progress, audit=args.audit,
-                        allow_over_target=args.allow_over_target)
+                        allow_over_target=args.allow_over_target, kit=args.kit, descriptors=args.descriptors)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

@@ -185,6 +185,11 @@ class Method:
     def concat_payloads(self, blocks: list[Any], info: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def take_rows(self, payload: Any, rows: np.ndarray) -> list[Any]:
+        """The payloads of these images (rows) of one loaded shard, as `write_payloads` takes
+        them: the evaluation kit (`mining.kit`) keeps the selected distractors of a store."""
+        raise NotImplementedError
+
     def similarity(self, queries: Any, database: Any, info: dict[str, Any]) -> np.ndarray:
         """float32 (n_queries, n_database) similarities; higher is more similar."""
         return np.asarray(queries, np.float32) @ np.asarray(database, np.float32).T

@@ -11,6 +11,7 @@ rule release:
         candidates_stats=L.candidates_stats,
         evaluation=L.evaluation_json,
         manifest=MANIFEST_PATH,
+        stores=stores_of(METHODS) if REL["kit"] else [],
     output:
         card=report(L.release_card, category="Release", caption="../report/card.rst"),
         sums=L.release_sums,
@@ -27,6 +28,8 @@ rule release:
         min_face=shlex.quote(f"--min-face={REL['min_face_px']}"),
         over="--allow-over-target" if M.audit["over_target"] == "allow" else "",
         tar=shlex.join(["--tar", f"--shard-size={REL['shard_size']}"]) if REL["tar"] else "",
+        # the evaluation kit: the method folders the evaluation read (one shell word each)
+        kit=lambda w, input: shlex.join(["--kit", "--descriptors", *method_dirs(input.stores)]) if REL["kit"] else "",
     log:
         L.log("release"),
     benchmark:
@@ -43,4 +46,4 @@ rule release:
         "--candidates-stats {input.candidates_stats:q} --evaluation {input.evaluation:q} "
         "--audit {input.audit:q} {params.over} "
         "--manifest {input.manifest:q} {params.blur} {params.threshold} {params.min_face} "
-        "{params.tar} --workers {threads} > {log:q} 2>&1"
+        "{params.tar} {params.kit} --workers {threads} > {log:q} 2>&1"

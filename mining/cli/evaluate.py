@@ -161,6 +161,9 @@ def run_kit(args: argparse.Namespace) -> int:
 
     given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "n", "protocol", "gt", "ranks",
                                       "database", "imlist", "qimlist", "json") if getattr(args, name) is not None]
+    given += [f"--{name.replace('_', '-')}" for name, default in (("setups", ["easy", "medium", "hard"]),
+                                                                  ("random_seeds", None))
+              if getattr(args, name) != default]
     if given:
         raise UserError(f"{given[0]} does not go with --kit (the kit holds the descriptors and the selection)")
     if not args.landmarks:

@@ -142,6 +142,13 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _timeless(value: Any) -> Any:
+    """`value` without its `seconds` entries, at any depth (each benchmark's report has its own)."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k != "seconds"}
+    return [_timeless(v) for v in value] if isinstance(value, list) else value
+
+
 def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation: dict[str, Any] | None,
               shard_rows: int = SHARD_ROWS) -> dict[str, Any]:
     """Write the kit into `out` (a new folder). `selection`: rank, photo_id, path, released
@@ -192,7 +199,8 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
             "selection": {"distractors": int(len(selection)), "released": int(np.sum(selection["released"]))},
             "methods": methods}
     atomic.write_json(out / INFO, info)
-    atomic.write_text(out / EVALUATION, json.dumps(evaluation, indent=2, sort_keys=True) + "\n")
+    # the run's table without its timing (`seconds`), so that a kit is the same bytes on every rerun
+    atomic.write_text(out / EVALUATION, json.dumps(_timeless(evaluation), indent=2, sort_keys=True) + "\n")
     table = pa.table({"rank": pa.array(selection["rank"].to_numpy(np.int64)),
                       "photo_id": pa.array(selection["photo_id"].to_numpy(np.int64)),
                       "path": pa.array([str(p) for p in selection["path"]], pa.string()),

@@ -217,3 +217,18 @@ def test_user_queries_from_another_model_are_refused(kit_copy, tmp_path, capsys)
                "--queries", str(store)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "alpha=2.0 (the kit's: 3.0)" in err[0]
+
+
+@pytest.mark.parametrize("extra", [["--setups", "easy"], ["--random-seeds", "7"]])
+def test_settings_the_kit_cannot_honour_are_refused(kit_copy, capsys, extra):
+    # the kit reproduces the run's own setups and rows; a different request is an error, never ignored
+    rc = main(["evaluate", "--kit", str(kit_copy / "kit"), "--landmarks", str(kit_copy / "gnd_demo.pkl"), *extra])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == ""
+    assert extra[0] in cap.err and "does not go with --kit" in cap.err
+
+
+def test_the_kits_evaluation_holds_no_timing(kit_copy):
+    # a rerun writes the same kit bytes: the run's evaluation.json is copied without its seconds
+    text = (kit_copy / "kit/evaluation.json").read_text()
+    assert '"seconds"' not in text and '"results"' in text

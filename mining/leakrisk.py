@@ -25,8 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
+from mining.retrieval import open_method, parse_ids, unit_rows
+from mining.tables import read_table
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +72,6 @@ def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path)
     """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
     `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
     landmark and image names are `<benchmark>/<name>`)."""
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.retrieval import open_method, parse_ids, unit_rows
-    from mining.tables import read_table
-
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1

@@ -33,14 +33,24 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
+from PIL import Image
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
+from mining.imagedecode import open_upright
+from mining.imageindex import image_paths
+from mining.progress import bar
+from mining.retrieval import open_method, parse_ids, unit_rows
+from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +86,6 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
     """64-bit difference hash of an image file (None: unreadable). With several `trims`, a
     list: the hash of the whole image (trim 0) and, per trim t > 0, of the image with a
     fraction t cut off each dimension, centred and at each corner (what a cropped copy looks like)."""
-    from PIL import Image
-
-    from mining.imagedecode import open_upright
-
     try:  # as shown (EXIF orientation, 16 bits scaled to 8); JPEG: decoded at a reduced scale, much faster
         with open_upright(path, "L", size=(288, 256)) as im:
             w, h = im.size
@@ -103,9 +109,6 @@ def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] =
                progress: bool = False, desc: str = "neardup: hashing") -> tuple[np.ndarray, np.ndarray]:
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
-    from mining.progress import bar
-    from mining.threads import in_order
-
     threads = max(1, threads)
     with ThreadPoolExecutor(threads) as pool:  # Pillow releases the GIL while decoding
         found = [h for _, h in bar(in_order(pool, lambda p: dhash(p, trims), paths, 4 * threads), total=len(paths),
@@ -151,9 +154,6 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
     `normalize`: `vectors` are a store's raw rows (float16 at half the memory of float32
     unit rows); each tile is made unit float32 rows as it is used (`unit_rows` works row by
     row, so a tile's rows are the same bits as the whole matrix's)."""
-    from mining.progress import bar
-    from mining.retrieval import unit_rows
-
     def rows(a: int) -> np.ndarray:
         tile = vectors[a:a + block]
         return unit_rows(tile) if normalize else tile
@@ -195,15 +195,6 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
     `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
     landmark and image names are `<benchmark>/<name>`)."""
-    import time
-
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.imageindex import image_paths
-    from mining.retrieval import open_method, parse_ids, unit_rows
-
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)

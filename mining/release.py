@@ -45,15 +45,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
+import pyarrow as pa
+from PIL import Image, JpegImagePlugin
 
 from mining import atomic, card
+from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.errors import UserError
-from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.imagedecode import open_upright
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
+from mining.progress import bar as progress_bar
+from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.tables import read_table
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
@@ -85,8 +90,6 @@ class FaceDetector:
         self._net = MTCNN(min_face_size=int(min_face))
 
     def detect(self, rgb: np.ndarray) -> list[tuple[int, int, int, int, float]]:
-        import numpy as np
-
         if rgb.ndim == 2:
             rgb = np.stack([rgb] * 3, -1)
         h, w = rgb.shape[:2]
@@ -107,7 +110,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
     """A copy of `pixels` with every box (grown by `margin` of its size on each side)
     Gaussian-blurred with sigma = BLUR_SIGMA × its longer side."""
     import cv2
-    import numpy as np
 
     out = pixels.copy()
     h, w = out.shape[:2]
@@ -124,8 +126,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
 def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
     """`pixels` as a JPEG with the source's quantization tables, chroma subsampling, mode
     and ICC profile (so the same size and quality); fixed encoder settings, no EXIF."""
-    from PIL import Image, JpegImagePlugin
-
     with Image.open(io.BytesIO(src_bytes)) as src:
         qtables = src.quantization
         sampling = JpegImagePlugin.get_sampling(src)
@@ -144,10 +144,6 @@ def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
 
 def decode(data: bytes) -> np.ndarray:
     """The JPEG's pixels as shown (EXIF orientation applied: `mining.imagedecode`)."""
-    import numpy as np
-
-    from mining.imagedecode import open_upright
-
     with open_upright(data, formats=("JPEG",)) as im:
         if im.mode not in ("RGB", "L"):
             raise ValueError(f"JPEG mode {im.mode} is not handled")
@@ -159,8 +155,6 @@ def process_image(data: bytes, detector: FaceDetector | None, margin: float = DE
     """(bytes to release, faces found in the image as shown, boxes in its upright pixels). No
     face, no detector or `modify=False`: the source bytes (their orientation tag still shows
     them upright); else the upright image, blurred, with no orientation tag."""
-    import numpy as np
-
     if detector is None:
         return data, []
     pixels = decode(data)
@@ -206,12 +200,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
-    import numpy as np
     import pandas as pd
-    import pyarrow as pa
-
-    from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
-    from mining.tables import read_table
 
     policy = Policy.parse(licenses)
     if not 0 < threshold <= 1:
@@ -257,8 +246,6 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
             return (*process_image(data, local.det, margin, modify=not noderivs(codes[i])), None)
         except (ValueError, OSError) as exc:  # undecodable: never released unchecked
             return None, [], str(exc).splitlines()[0]
-
-    from mining.progress import bar as progress_bar
 
     staging = out.parent / f".{out.name}.partial"
     settings = {"selection_sha256": hashlib.sha256(table_path.read_bytes()).hexdigest(),

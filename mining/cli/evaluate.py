@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from mining.cli import add_progress_flag
+from mining.evaluate.protocols.registry import protocol_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
     add_progress_flag(p)
     own = p.add_argument_group("protocol mode: your own results (see below)")
-    own.add_argument("--protocol", choices=["oxford", "gldv2", "holidays", "ukbench"],
+    own.add_argument("--protocol", choices=protocol_names(),
                      help="score --ranks or descriptors on this benchmark instead of the pipeline evaluation")
     own.add_argument("--gt", type=Path, metavar="PATH", help="the benchmark's ground truth (formats below)")
     own.add_argument("--ranks", type=Path, metavar="PATH", help="your rankings: a .npy or the benchmark's text/CSV form")
@@ -128,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
 def run_protocol(args: argparse.Namespace) -> int:
     from mining.atomic import write_json
     from mining.errors import UserError
-    from mining.evaluate.protocols import Results, evaluate_protocol, protocol_table
+    from mining.evaluate.protocols.readers import Results
+    from mining.evaluate.protocols.registry import evaluate_protocol
+    from mining.evaluate.protocols.report import protocol_table
 
     given = [f"--{name.replace('_', '-')}" for name in (*_PIPELINE, "decisions", "n")
              if getattr(args, name) is not None]

@@ -190,9 +190,15 @@ def named_paths(text: str) -> set[str]:
     return found
 
 
+def layout_names(text: str) -> set[str]:
+    """The first name of each unindented line of the "## Layout" block (`mining/`, `fixtures/`, ...)."""
+    block = text.split("## Layout", 1)[1].split("```", 2)[1] if "## Layout" in text else ""
+    return {line.split()[0] for line in block.splitlines() if line[:1].strip() and re.match(r"[\w.-]+/?$", line.split()[0])}
+
+
 def test_architecture_names_only_what_exists():
     text = (ROOT / "docs" / "architecture.md").read_text()
-    named = named_paths(text)
+    named = named_paths(text) | layout_names(text)
     assert len(named) >= 10, f"docs/architecture.md names {len(named)} paths in backticks"
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert missing == [], "docs/architecture.md names paths that do not exist: " + ", ".join(missing)
@@ -201,3 +207,5 @@ def test_architecture_names_only_what_exists():
 def test_the_docs_check_sees_a_missing_path():
     assert named_paths("see `mining/methods/` and `tests/helpers/x.py`, not `mining/*.py` or `pip`") == \
         {"mining/methods/", "tests/helpers/x.py"}
+    assert layout_names("## Layout (top level)\n```\nscripts/   x\n    rules/ y\nREADME.md  z\n```\n") == \
+        {"scripts/", "README.md"}

@@ -130,7 +130,7 @@ def run_protocol(args: argparse.Namespace) -> int:
     from mining.atomic import write_json
     from mining.errors import UserError
     from mining.evaluate.protocols.readers import Results
-    from mining.evaluate.protocols.registry import evaluate_protocol
+    from mining.evaluate.protocols.dispatch import evaluate_protocol
     from mining.evaluate.protocols.report import protocol_table
 
     given = [f"--{name.replace('_', '-')}" for name in (*_PIPELINE, "decisions", "n")

@@ -296,7 +296,7 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
 
     from mining.descriptors import iter_similarities, open_store
     from mining.metrics import compute_map
-    from mining.evaluate.protocols import setup_gnd
+    from mining.evaluate.protocols.setups import setup_gnd
     from mining.landmarks import load_landmarks
 
     ds = load_landmarks(world / "landmarks")

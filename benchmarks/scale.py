@@ -244,7 +244,8 @@ def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from mining.descriptors import as_float32
-    from mining.evaluate.experiment import build_sets, experiment_report, rankings_of, reduce_method
+    from mining.evaluate.experiment import build_sets, experiment_report, rankings_of
+    from mining.evaluate.histograms import reduce_method
     from mining.landmarks import load_landmarks
     from mining.retrieval import LandmarkSims
 

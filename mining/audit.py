@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from mining import atomic, leakbound
 from mining.errors import UserError
@@ -41,8 +42,6 @@ def _selection(selected: Path) -> Any:
 
 def draw(selected: Path, out: Path, max_leak_rate: float, confidence: float, seed: int) -> dict[str, Any]:
     """AUDIT/audit_queue.parquet + AUDIT/plan.json (see the module docstring)."""
-    import pyarrow as pa
-
     if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
         raise UserError("--max-leak-rate and --confidence must be between 0 and 1 (exclusive)")
     frame = _selection(selected)
@@ -97,8 +96,6 @@ def near_duplicates_of(leaks: set[int], neardup: Path | None, in_set: set[int]) 
 def estimate(selected: Path, decisions: Path, audit_dir: Path, out: Path,
              neardup: Path | None = None) -> dict[str, Any]:
     """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring)."""
-    import pyarrow as pa
-
     plan = _read_plan(audit_dir / "plan.json")
     frame = _selection(selected)
     if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:

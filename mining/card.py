@@ -10,7 +10,7 @@ from typing import Any
 
 from mining.errors import UserError
 from mining.leakbound import sentence
-from mining.publish import md_text
+from mining.publish import md_text, pct as _pct
 
 def _cell(v: Any) -> str:
     return md_text(v) if isinstance(v, str) else md_text(str(v))
@@ -75,8 +75,6 @@ def _kit_md(kit: dict | None) -> list[str]:
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
     """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
     checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
-    from mining.publish import pct as _pct
-
     code = stats["code"]
     lic = stats["licences"]
     fc = stats["faces"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from mining.benchmarks import STORES
 from mining.flickr import yfcc_hash
 
 
@@ -176,8 +177,6 @@ class RunLayout:
     def store(self, method: str, set_name: str, benchmark: str | None = None) -> str:
         """One method's descriptor store for one set (its store.json); `benchmark`: that
         benchmark's queries or database in a run with several (`mining.benchmarks.store_dir`)."""
-        from mining.benchmarks import STORES
-
         where = method if benchmark is None else f"{method}/{STORES}/{benchmark}"
         return f"{self.descriptors}/{where}/{set_name}/store.json"
 

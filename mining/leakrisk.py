@@ -25,9 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
+from mining.retrieval import open_method, parse_ids, unit_rows
 from mining.since import before, days_taken, exempt_counts, of_benchmarks
+from mining.tables import read_table
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +76,6 @@ def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path,
     landmark and image names are `<benchmark>/<name>`). With `candidates` (their date_taken), a
     candidate taken before a landmark's `since` day is not compared with that landmark's images
     (mining/since.py); risk is -1 when that leaves no landmark."""
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.retrieval import open_method, parse_ids, unit_rows
-    from mining.tables import read_table
-
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1

@@ -36,14 +36,27 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
+from PIL import Image
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.descriptors import as_float32
 from mining.errors import UserError
+from mining.hashindex import hamming_pairs
+from mining.imagedecode import open_upright
+from mining.imageindex import image_paths
+from mining.kernels import pair_cosines
+from mining.progress import bar
+from mining.retrieval import open_method, parse_ids, unit_rows
+from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +92,6 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
     """64-bit difference hash of an image file (None: unreadable). With several `trims`, a
     list: the hash of the whole image (trim 0) and, per trim t > 0, of the image with a
     fraction t cut off each dimension, centred and at each corner (what a cropped copy looks like)."""
-    from PIL import Image
-
-    from mining.imagedecode import open_upright
-
     try:  # as shown (EXIF orientation, 16 bits scaled to 8); JPEG: decoded at a reduced scale, much faster
         with open_upright(path, "L", size=(288, 256)) as im:
             w, h = im.size
@@ -106,9 +115,6 @@ def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] =
                progress: bool = False, desc: str = "neardup: hashing") -> tuple[np.ndarray, np.ndarray]:
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
-    from mining.progress import bar
-    from mining.threads import in_order
-
     threads = max(1, threads)
     with ThreadPoolExecutor(threads) as pool:  # Pillow releases the GIL while decoding
         found = [h for _, h in bar(in_order(pool, lambda p: dhash(p, trims), paths, 4 * threads), total=len(paths),
@@ -158,11 +164,6 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
     `rows`: candidate i's row of `vectors` is rows[i] (default: i). `normalize`: `vectors`
     are a store's raw rows (float16), each divided by its norm where used, as `unit_rows` does
     (same bits: the norms are unit_rows' own, computed row by row)."""
-    from mining.descriptors import as_float32
-    from mining.hashindex import hamming_pairs
-    from mining.kernels import pair_cosines
-    from mining.progress import bar
-
     rows = np.arange(len(hashes)) if rows is None else np.asarray(rows, np.int64)
     scale = np.ones(len(vectors), np.float32)
     if normalize:
@@ -189,8 +190,6 @@ def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th:
                     block: int = BLOCK, normalize: bool = False) -> np.ndarray:
     """What `close_pairs` finds, by comparing all pairs (blockwise float32 products, O(n²·d)):
     the test oracle, not used by the stage."""
-    from mining.retrieval import unit_rows
-
     def rows(a: int) -> np.ndarray:
         tile = vectors[a:a + block]
         return unit_rows(tile) if normalize else tile
@@ -217,8 +216,6 @@ def landmark_copies(raw: np.ndarray, order: np.ndarray, hashes: np.ndarray, ok: 
     the cosine and the hash distance (nearest of the image's crops; NaN / -1 for none). The
     most similar image that passes both landmark tests wins, then the nearest hash, then the
     first image. Linear in the candidates: a block × landmark images product at a time."""
-    from mining.retrieval import unit_rows
-
     n = len(order)
     best = np.full(n, -1, np.int64)
     copy_cos, copy_dist = np.full(n, np.nan), np.full(n, -1, np.int64)
@@ -256,15 +253,6 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
     `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
     landmark and image names are `<benchmark>/<name>`)."""
-    import time
-
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.imageindex import image_paths
-    from mining.retrieval import open_method, parse_ids, unit_rows
-
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)

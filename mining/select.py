@@ -20,13 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from mining import atomic, imageindex
-from mining.benchmarks import is_score_column
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+from mining.benchmarks import is_score_column, run_fingerprint
 from mining.errors import UserError
+from mining.flickr import DEFAULT_HOST, photo_url
 from mining.layout import image_key, image_relpath, named_download_url
+from mining.licences import licence_label
 from mining.retrieval import rank_order
+from mining.screening import leakrisk_filter_order, neardup_filter_order
 from mining.tables import load_decisions
 
 log = logging.getLogger(__name__)
@@ -37,7 +42,6 @@ DEFAULT_N = 1_000_000
 def load_scores(scores_dir: Path) -> tuple[Any, dict]:
     """scores.parquet as a DataFrame, plus stats.json."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
     table_path, stats_path = scores_dir / "scores.parquet", scores_dir / "stats.json"
     for p in (table_path, stats_path):
@@ -56,8 +60,6 @@ def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Any) ->
     of benchmarks: `landmarks` as `mining.benchmarks.as_list` takes them)."""
     scores_fp = stats.get("landmarks_fingerprint")
     if landmarks is not None and landmarks != []:
-        from mining.benchmarks import run_fingerprint
-
         fp = run_fingerprint(landmarks)
         if fp != scores_fp:
             shown = " ".join(map(str, landmarks)) if isinstance(landmarks, (list, tuple)) else landmarks
@@ -116,12 +118,10 @@ def ranked(scores_dir: Path, decisions_path: Path, landmarks: Path | None = None
     order = order[~np.isin(pid[order], drop)]
     nd_stats = None
     if near_duplicates is not None:  # near-copies of landmark images and bursts (mining.neardup)
-        from mining.screening import neardup_filter_order
 
         order, nd_stats = neardup_filter_order(order, pid, decisions, Path(near_duplicates), near_duplicates_policy)
     risk_stats = None
     if leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.leakrisk)
-        from mining.screening import leakrisk_filter_order
 
         order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(leak_risk), leak_risk_policy)
     return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
@@ -141,9 +141,6 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     `require_full_res`, not only from a `low_res` source) are selected, and the set's paths,
     photo hashes and sources are the index's."""
     import pandas as pd
-    import pyarrow as pa
-
-    from mining.flickr import DEFAULT_HOST, photo_url
 
     if n < 1:
         raise UserError("--n must be at least 1")
@@ -216,7 +213,6 @@ def run_select(scores_dir: Path, decisions_path: Path, candidates: Path, out: Pa
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
     atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(frame, titles, pages))
     atomic.write_text(out / "ATTRIBUTION.md", attribution_md(frame, titles, pages))
-    from mining.licences import licence_label
 
     licences = pd.Series([licence_label(n, u) for n, u in zip(frame.license_name, frame.license_url)],
                          dtype=object).value_counts().sort_index()

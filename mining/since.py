@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from mining.benchmarks import qualify
 from mining.errors import UserError
+from mining.tables import read_table
 
 NOT_A_DATE = np.datetime64("NaT", "D")
 
@@ -49,8 +51,6 @@ def landmark_since(dataset: Any, qualify: Any = None) -> dict[str, np.datetime64
 
 def of_benchmarks(benchmarks: Any, datasets: Any) -> dict[str, np.datetime64]:
     """`landmark_since` of every benchmark of a run, landmarks named as in its files (mining.benchmarks)."""
-    from mining.benchmarks import qualify
-
     several = len(benchmarks) > 1
     return {k: v for b, ds in zip(benchmarks, datasets)
             for k, v in landmark_since(ds, lambda lm, b=b: qualify(b.name, lm, several)).items()}
@@ -62,7 +62,6 @@ def days_taken(candidates: Path | None, photo_ids: np.ndarray) -> np.ndarray:
     out = np.full(len(photo_ids), NOT_A_DATE)
     if candidates is None:
         return out
-    from mining.tables import read_table
 
     table = read_table(candidates, ("photo_id", "date_taken"), "candidates", hint="made by `mining geofilter`")
     ids = table.column("photo_id").to_numpy().astype(np.int64)

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from mining.cli import add_progress_flag
+from mining.evaluate.protocols.registry import protocol_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "method and setup) with --landmarks; with --queries, evaluate your own query descriptors")
     kit.add_argument("--method", metavar="M", help="with --kit --queries Q.npy: the kit's method the rows are from")
     own = p.add_argument_group("protocol mode: your own results (see below)")
-    own.add_argument("--protocol", choices=["oxford", "gldv2", "holidays", "ukbench"],
+    own.add_argument("--protocol", choices=protocol_names(),
                      help="score --ranks or descriptors on this benchmark instead of the pipeline evaluation")
     own.add_argument("--gt", type=Path, metavar="PATH", help="the benchmark's ground truth (formats below)")
     own.add_argument("--ranks", type=Path, metavar="PATH", help="your rankings: a .npy or the benchmark's text/CSV form")
@@ -138,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
 def run_protocol(args: argparse.Namespace) -> int:
     from mining.atomic import write_json
     from mining.errors import UserError
-    from mining.evaluate.protocols import Results, evaluate_protocol, protocol_table
+    from mining.evaluate.protocols.readers import Results
+    from mining.evaluate.protocols.dispatch import evaluate_protocol
+    from mining.evaluate.protocols.report import protocol_table
 
     given = [f"--{name.replace('_', '-')}" for name in (*_PIPELINE, "decisions", "n")
              if getattr(args, name) is not None]

@@ -21,10 +21,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining.descriptors import iter_similarities
+from mining import atomic
+from mining.benchmarks import as_list, load_all
+from mining.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
 from mining.errors import UserError
-from mining.evaluate.experiment import KAPPAS, Ranking, evaluate_setups, reduce_method, setup_base
+from mining.evaluate.experiment import evaluate_setups, setup_base
+from mining.evaluate.histograms import Ranking, reduce_method
+from mining.evaluate.protocols.setups import KAPPAS
+from mining.kit import open_kit
 from mining.publish import pct
+from mining.retrieval import LandmarkSims
 
 TOLERANCE = 1e-6
 SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor is off by far more
@@ -34,10 +40,6 @@ _METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
 def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None = None, method: str | None = None,
                  out: Path | None = None) -> dict[str, Any]:
     """Evaluate from the kit; returns the report (also OUT/evaluation.json and .md when `out`)."""
-    from mining import atomic
-    from mining.benchmarks import as_list, load_all
-    from mining.kit import open_kit
-
     kit = open_kit(kit_dir)
     run = kit.evaluation()
     benchmarks = as_list(landmarks)
@@ -92,8 +94,6 @@ def _report(dataset: Any, ev: dict[str, Any], stores: list[tuple[str, Any]], ran
             sizes: list[int], sims: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Any]:
     """The table for these methods; `sims`: the run's own similarities (the kit's), else
     computed from the stores' descriptors."""
-    from mining.retrieval import LandmarkSims
-
     setups = list(ev["setups"])
     rep: dict[str, Any] = {"landmarks": {"name": dataset.name, "fingerprint": dataset.fingerprint(),
                                          "queries": len(dataset.qimlist), "database": len(dataset.imlist)},
@@ -158,8 +158,6 @@ def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
 
 def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Path) -> tuple[str, Any]:
     """(method, query Store) from a user's store folder or .npy, checked against the kit's method."""
-    from mining.descriptors import GLOBAL, open_store, write_global_shard, write_store_info
-
     path = Path(path)
     if path.is_dir():
         store = open_store(path)

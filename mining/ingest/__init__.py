@@ -34,23 +34,14 @@ import pyarrow as pa
 from mining import __version__, atomic
 from mining.errors import UserError
 from mining.ingest import sqlite
-from mining.threads import in_order
-from mining.ingest.hashes import HASH_COUNTS, compare
+from mining.ingest.damage import line_reached
+from mining.ingest.hashes import HASH_COUNTS, HashJoin, compare
 from mining.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field, read_quarantine, unescape_field
-from mining.ingest.yfcc import (
-    PLACE_FIELDS,
-    READ_ERRORS,
-    Block,
-    REASONS,
-    SCHEMA,
-    WRONG_FIELD_COUNT,
-    bz2_decoder,
-    detect_layout,
-    iter_blocks,
-    open_stream,
-    parse_block,
-    sniff_compression,
-)
+from mining.ingest.places import PlacesJoin
+from mining.ingest.streams import READ_ERRORS, bz2_decoder, iter_blocks, open_stream, sniff_compression
+from mining.ingest.yfcc import PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block, detect_layout, parse_block
+from mining.progress import bar as progress_bar
+from mining.threads import in_order
 
 __all__ = ["ingest", "open_dataset", "output_schema", "read_quarantine", "REASONS", "SCHEMA",
            "escape_field", "unescape_field"]
@@ -378,19 +369,12 @@ def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
 def _damaged(path: Path, kind: str, counted: int, exc: BaseException) -> str:
     """The one line for a truncated or corrupt compressed input, naming the last whole line that
     decodes (see mining/ingest/damage.py)."""
-    from mining.ingest.damage import line_reached
-
     return f"{path}: the {kind} stream is truncated or corrupt after line {line_reached(path, kind, counted)} ({exc})"
 
 
 def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, places_path: Path | None,
          hash_path: Path | None, rows_per_part: int, block_size: int, compression: str, progress: bool,
          workers: int) -> dict[str, Any]:
-    from mining.progress import bar as progress_bar
-
-    from mining.ingest.hashes import HashJoin
-    from mining.ingest.places import PlacesJoin
-
     t0 = time.perf_counter()
     schema = output_schema(places_path is not None)
     writer = PartWriter(staging, schema, rows_per_part, compression)

@@ -19,8 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
+from mining import checksums
+from mining.benchmarks import store_dir
+from mining.descriptors import GLOBAL, MODEL_FILE, open_store
 from mining.errors import UserError
+from mining.retrieval import MethodStores
 
 FORMAT = "distractor-mining evaluation kit"
 VERSION = 1
@@ -35,7 +40,6 @@ SIMS = "similarities"  # the run's own similarities, beside a method's (or bench
 @dataclass
 class Kit:
     """An opened kit folder (read-only)."""
-
     root: Path
     info: dict[str, Any]
 
@@ -54,8 +58,6 @@ class Kit:
 
     def distractors(self) -> Any:
         """The selected set, rank order: rank, photo_id, path, released."""
-        import pyarrow.parquet as pq
-
         return pq.read_table(self.root / TABLE).to_pandas().sort_values("rank", kind="stable").reset_index(drop=True)
 
     def method_dir(self, method: str) -> Path:
@@ -65,9 +67,6 @@ class Kit:
 
     def store(self, method: str, part: str, benchmark: str | None = None) -> Any:
         """One descriptor store (`mining.descriptors.Store`): part = queries, database or distractors."""
-        from mining.benchmarks import store_dir
-        from mining.descriptors import open_store
-
         if part not in PARTS:
             raise ValueError(f"part is one of {PARTS}, not {part!r}")
         base = self.method_dir(method)
@@ -77,8 +76,6 @@ class Kit:
         """The method's stores as `mining.retrieval.MethodStores` (its candidates are the
         distractors), so score's and evaluate's readers take them as they are. `queries`: a
         Store to use instead of the kit's queries (a user's own)."""
-        from mining.retrieval import MethodStores
-
         q = queries if queries is not None else self.store(method, "queries", benchmark)
         return MethodStores(self.method_dir(method), q, self.store(method, "database", benchmark),
                             self.store(method, "distractors"))
@@ -87,15 +84,11 @@ class Kit:
         """The float32 similarities the run's evaluation ranked by: queries × database (rows and
         columns in the queries' and database's store order) and queries × distractors (the
         distractors store's order)."""
-        from mining.benchmarks import store_dir
-
         folder = store_dir(self.method_dir(method), self._bench(benchmark)) / SIMS
         return np.load(folder / "landmarks.npy"), np.load(folder / "distractors.npy")
 
     def model(self, method: str) -> dict[str, np.ndarray] | None:
         """What the method learned on the candidates (PCA-whitening, codebook), or None."""
-        from mining.descriptors import MODEL_FILE
-
         path = self.method_dir(method) / "distractors" / MODEL_FILE
         if not path.is_file():
             return None
@@ -104,8 +97,6 @@ class Kit:
 
     def vectors(self, method: str, part: str, benchmark: str | None = None) -> tuple[list[str], np.ndarray]:
         """A global method's ids and float32 rows (decoded from the float16 the kit keeps)."""
-        from mining.descriptors import GLOBAL
-
         st = self.store(method, part, benchmark)
         if st.kind != GLOBAL:
             raise UserError(f"{self.root}: method {method!r} is {st.kind!r}, not a global descriptor; "
@@ -126,8 +117,6 @@ class Kit:
 def open_kit(path: str | Path, verify: bool = True) -> Kit:
     """Open a kit folder; `verify` (default) checks every file against its SHA256SUMS first
     (a changed, missing or added file: one-line UserError)."""
-    from mining import checksums
-
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"--kit {root}: not a folder (the kit is RELEASE/kit/ of `mining release --kit`)")

@@ -19,11 +19,20 @@ import pyarrow as pa
 
 from mining import atomic, checksums
 from mining.benchmarks import store_dir
-from mining.descriptors import (GLOBAL, MODEL_FILE, iter_similarities, open_store, write_global_shard, write_ids,
-                                write_store_info)
+from mining.descriptors import (
+    GLOBAL,
+    MODEL_FILE,
+    iter_similarities,
+    open_store,
+    write_global_shard,
+    write_ids,
+    write_store_info,
+)
 from mining.errors import UserError
 from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
+from mining.methods import get_method
 from mining.publish import code_version
+from mining.retrieval import open_method, parse_ids
 
 SHARD_ROWS = 10_000  # distractors per shard of a kit's store
 # the libraries a method's descriptors depend on (those installed are recorded in kit.json)
@@ -66,9 +75,6 @@ def _copy_store(src: Any, dst: Path) -> None:
 def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> int:
     """The rows of the candidates store `src` whose photo id is in `wanted` (sorted), in store
     order, as a store of their own; the method's model beside them. Returns the rows kept."""
-    from mining.methods import get_method
-    from mining.retrieval import parse_ids
-
     method = None if src.kind == GLOBAL else get_method(src.method)
     ids: list[str] = []
     rows: list[Any] = []
@@ -117,8 +123,6 @@ def _similarities(method_dir: Path, bench: str | None, out: Path, wanted: np.nda
     """The similarities the run's evaluation ranked by, computed here by the same code on the
     run's own stores (same shards, same shapes: the same float32 bits): queries × database
     (store orders) and queries × the kept distractors (the kit's distractors store order)."""
-    from mining.retrieval import open_method, parse_ids
-
     stores = open_method(method_dir, benchmark=bench)
     blocks = [sims for _, sims in iter_similarities(stores.queries, stores.database)]
     nq = len(stores.queries.ids())

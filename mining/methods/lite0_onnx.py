@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import math
 import os
 import threading
+import warnings
+from collections import OrderedDict
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
@@ -36,6 +39,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
+from mining.methods.lite0 import build_lite0, file_sha256, lite0_weights_path
 
 EXPORT_VERSION = 2  # bump when the export (graph, padding, opset) changes: a new cache file
 OPSET = 18
@@ -59,7 +63,6 @@ def onnx_file_name() -> str:
     # torch's version from its installed metadata (the same string as torch.__version__):
     # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
     # runs while the rules are read, in each dry run and each SLURM job)
-    from mining.methods.cnn_gem import file_sha256, lite0_weights_path
 
     weights = file_sha256(str(lite0_weights_path()))
     return f"efficientnet-lite0-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
@@ -99,13 +102,8 @@ def ensure_model() -> Path:
 
 def export(path: Path) -> None:
     """Write the backbone as ONNX to `path`: traced at TRACE_SIZE, height and width symbolic."""
-    import logging
-    import warnings
-
     import onnx
     import torch
-
-    from mining.methods.cnn_gem import build_lite0
 
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
@@ -184,8 +182,6 @@ def verify(path: Path) -> None:
     `VERIFY_SIZES` size: same feature-map shape, max |difference| <= TOLERANCE."""
     import torch
 
-    from mining.methods.cnn_gem import build_lite0
-
     net = build_lite0()
     runner = Backbone(path, "cpu")
     rng = np.random.default_rng(0)
@@ -227,8 +223,6 @@ class Backbone:
     """The backbone on one device: a session per padding pattern (LRU of SESSIONS)."""
 
     def __init__(self, path: Path, device: str) -> None:
-        from collections import OrderedDict
-
         self.template = Template(path)
         self.device = device
         self.sessions: OrderedDict[tuple[int, ...], Any] = OrderedDict()

@@ -16,7 +16,7 @@ import html
 from pathlib import Path
 from typing import Callable
 
-from mining import atomic
+from mining import atomic, manifest as manifests
 from mining.benchmarks import run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
@@ -26,7 +26,7 @@ from mining.report.common import Inputs, log, read_json
 from mining.report.headline import headline, provenance, title
 from mining.report.maps import geotags
 from mining.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
-                                     settings)
+                                    settings)
 
 __all__ = ["Inputs", "inputs_from_run", "build_report", "SECTIONS"]
 
@@ -53,8 +53,6 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     manifest = overrides.get("manifest")
     m = None
     if manifest is not None:
-        from mining import manifest as manifests
-
         m = manifests.load(manifest)  # the one validated reading (defaults filled)
         several = run_benchmarks(m, RunLayout(str(run)) if run is not None else None)
         if several:  # several benchmarks: each one's ground truth (landmark names <benchmark>/<name>)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from mining.report.common import NA, Inputs, esc, png, read_json, table
 
@@ -27,8 +28,6 @@ def _bars(title: str, unit: str, steps: list[tuple[str, float]]) -> str:
 def _described(inp: Inputs) -> list[tuple[str, int]]:
     out = []
     if inp.descriptors:
-        import pyarrow.parquet as pq
-
         for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
             n = (read_json(info) or {}).get("count")
             if n is None:
@@ -81,8 +80,6 @@ def funnel(inp: Inputs) -> str:
         rows += [["score", f"taken before {lm} ({d['since']})", d["candidates_before"], "photos"]
                  for lm, d in dates["landmarks"].items()]
     if inp.decisions:
-        import pyarrow.parquet as pq
-
         dec = pq.read_table(inp.decisions, columns=["decision"]).column("decision").to_pylist()
         for k in ("landmark", "not_landmark", "unclear"):
             n = sum(1 for d in dec if d == k)
@@ -96,8 +93,6 @@ def funnel(inp: Inputs) -> str:
         rows.append(["review", "pool after review (usable candidates)", pool, "images"])
         photos_chart.append(("pool after review", pool))
     if inp.selected and (inp.selected / "distractors.parquet").is_file():
-        import pyarrow.parquet as pq
-
         n = pq.read_metadata(inp.selected / "distractors.parquet").num_rows
         rows.append(["select", "distractors", n, "images"])
         photos_chart.append(("selected", n))
@@ -117,7 +112,6 @@ def score_distribution(inp: Inputs) -> str:
     if not inp.scores or not (inp.scores / "scores.parquet").is_file():
         return NA
     import matplotlib.pyplot as plt
-    import pyarrow.parquet as pq
 
     score = pq.read_table(inp.scores / "scores.parquet", columns=["score"]).column("score").to_numpy()
     fig, ax = plt.subplots(figsize=(8, 3.5))

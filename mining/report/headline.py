@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from mining.publish import fmt_interval, fmt_p
+from mining.publish import code_version, fmt_interval, fmt_p
 from mining.report.common import NA, Inputs, esc, read_json, table
 
 
@@ -95,8 +95,6 @@ def _sha256(path: Path) -> str:
 
 def provenance(inp: Inputs) -> str:
     """When, with which code and manifest, from which inputs (their fingerprints where cheap)."""
-    from mining.publish import code_version
-
     cv = code_version()
     rows: list[list[Any]] = [["report built", dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")]]
     if inp.evaluation:

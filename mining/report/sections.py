@@ -10,6 +10,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from mining.report.budget import review_budget
 from mining.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
@@ -42,8 +44,6 @@ def availability(inp: Inputs) -> str:
 
 def _selection(inp: Inputs) -> Any:
     """The selection's photo_id, rank, score, closest_landmark (from the scores when select did not keep it)."""
-    import pyarrow.parquet as pq
-
     path = inp.selected / "distractors.parquet"
     wanted = [c for c in ("photo_id", "rank", "closest_landmark", "score") if c in pq.read_schema(path).names]
     sel = pq.read_table(path, columns=wanted).to_pandas()  # not the 1M rows' URLs, owners and licences
@@ -87,8 +87,6 @@ def hardest(inp: Inputs, per_landmark: int = 8) -> str:
 
 
 def _decisions(inp: Inputs) -> Any:
-    import pyarrow.parquet as pq
-
     cols = [c for c in ("landmark", "photo_id", "rank", "votes", "n_votes", "decision") if c in pq.read_schema(inp.decisions).names]
     return pq.read_table(inp.decisions, columns=cols).to_pandas()
 
@@ -147,7 +145,6 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
     st = read_json(inp.neardup / "stats.json") if inp.neardup else None
     if not st or not (inp.neardup / "neardup.parquet").is_file():
         return NA
-    import pyarrow.parquet as pq
 
     th = st["thresholds"]
     parts = [f"<p>Criterion: dHash (64 bits) within {th['max_hash_distance']} bits and {esc(st['method'])} "

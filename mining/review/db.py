@@ -17,7 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import pyarrow as pa
+
+from mining.atomic import write_parquet
 from mining.errors import UserError
+from mining.tables import read_table
 
 VOTES = ("y", "n", "u")  # shows the landmark / does not / unclear
 DECISION = {"y": "landmark", "n": "not_landmark", "u": "unclear"}
@@ -159,8 +163,6 @@ class ImportResult:
 
 def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     """Add a review queue's rows; existing (landmark, photo_id) keep their votes, get new rank/score."""
-    from mining.tables import read_table
-
     p = Path(queue)
     table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
@@ -467,10 +469,6 @@ def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
 
 def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
     """Write decisions.parquet (docs/formats.md); items nobody voted on are left out."""
-    import pyarrow as pa
-
-    from mining.atomic import write_parquet
-
     rows, unvoted = export_rows(con)
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("votes", pa.string()), ("voters", pa.list_(pa.string())), ("n_votes", pa.int32()),

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from mining.cluster import available_cpus
 from mining.errors import UserError
+from mining.progress import bar as progress_bar
 from mining.score.counting import Counters
 from mining.score.inputs import MethodInput, Problem
 from mining.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
@@ -143,8 +145,6 @@ class Workers:
     @classmethod
     @contextlib.contextmanager
     def start(cls, n_threads: int) -> Iterator["Workers"]:
-        from threadpoolctl import ThreadpoolController
-
         with ThreadPoolExecutor(n_threads) as pool:
             yield cls(pool, n_threads, ThreadpoolController())
 
@@ -255,8 +255,6 @@ def score_candidates(
     """Stream every candidate of every method through the score (`score_chunk` per chunk).
     `since` (landmark → day) and `taken_of` (photo ids → days taken): a candidate taken before a
     landmark's day never enters that landmark's review queue (mining/since.py)."""
-    from mining.progress import bar as progress_bar
-
     if chunk < 1:
         raise UserError("--chunk must be at least 1")
     n_threads = _threads(threads)

@@ -9,7 +9,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.descriptors import similarity_function
 from mining.errors import UserError
+from mining.retrieval import open_method
 from mining.score import budget
 from mining.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.score.loop import DEFAULT_CHUNK, DEFAULT_REVIEW_TOP, score_candidates
@@ -22,9 +25,6 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
     With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
     its rows numbered from `query_offset` in the run's queries."""
-    from mining.descriptors import similarity_function
-    from mining.retrieval import open_method
-
     stores = open_method(method_dir, benchmark=benchmark)
     landmark = stores.landmark_similarities(dataset)
     positive_sims, positives_missing = landmark.positives(dataset)
@@ -48,8 +48,6 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
 
 def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
     """The queries and landmarks of every benchmark, in order (names `<benchmark>/<name>` with several)."""
-    from mining.benchmarks import qualify
-
     several = len(benchmarks) > 1
     names, q_landmark, landmarks = [], [], []
     for b, ds in zip(benchmarks, datasets):
@@ -67,8 +65,6 @@ def run_score(landmarks, descriptors: Sequence[Path], out: Path, review_top: int
     one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
     candidate is scored against every query of every benchmark. `review_budget`: the queue
     holds that many items in all, spread by leak risk (`mining.score.budget`), not review_top each."""
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-
     if review_top < 1:
         raise UserError("--review-top must be at least 1")
     if review_budget is not None:

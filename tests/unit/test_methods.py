@@ -62,7 +62,7 @@ def _block(method, payloads):
 def test_lite0_backbone_loads_every_checkpoint_key_strictly():
     import torch
 
-    from mining.methods.cnn_gem import build_lite0, lite0_weights_path
+    from mining.methods.lite0 import build_lite0, lite0_weights_path
 
     net = build_lite0()  # load_state_dict(strict=True) inside
     ckpt = torch.load(lite0_weights_path(), map_location="cpu", weights_only=True)
@@ -156,7 +156,7 @@ def test_onnx_backend_matches_torch_at_every_demo_image_size(micro_world):
 
 def test_onnx_backend_is_exported_once_verified_and_recorded():
     from mining.methods import lite0_onnx
-    from mining.methods.cnn_gem import file_sha256
+    from mining.methods.lite0 import file_sha256
 
     m = get_method("cnn-gem", {"whiten": False})
     path = lite0_onnx.ensure_model()

@@ -18,7 +18,7 @@ import pytest
 from oracle import compute_map_loop
 
 from mining.cli import main
-from mining.evaluate.protocols import setup_gnd
+from mining.evaluate.protocols.setups import setup_gnd
 from mining.kit import open_kit
 from mining.retrieval import open_method
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.evaluate import bootstrap
+from mining.evaluate.summary import summary_markdown
 from mining.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
 from mining.kernels import _jit
@@ -546,6 +547,7 @@ def run_evaluate(landmarks: Any, descriptors: Sequence[Path], scores_dir: Path, 
     out = Path(out)
     atomic.write_json(out / "evaluation.json", report)
     atomic.write_text(out / "evaluation.md", text)
+    atomic.write_text(out / "summary.md", summary_markdown(report))
     return report
 
 

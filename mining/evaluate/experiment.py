@@ -28,7 +28,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.evaluate import bootstrap
-from mining.evaluate.summary import summary_markdown
+from mining.result import summary_markdown
 from mining.metrics import positions_to_metrics
 from mining.evaluate.protocols import setup_gnd
 from mining.kernels import _jit

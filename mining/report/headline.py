@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from mining.evaluate.summary import mined_minus_random, per_benchmark, sentence
+from mining.result import mined_minus_random, per_benchmark, sentence
 from mining.publish import fmt_interval, fmt_p
 from mining.report.common import NA, Inputs, esc, read_json, table
 

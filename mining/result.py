@@ -1,6 +1,6 @@
-"""The result in words and one table, from evaluation.json: the report's first sentence(s) and
-`evaluation/summary.md`, the Markdown a document can take as it is (docs/demo.md is the demo
-run's, copied by `make demo`, never typed)."""
+"""The result in words and one table, from evaluation.json (shared by evaluate and report): the
+report's first sentence(s), and `evaluation/summary.md`, the Markdown a document can take as it
+is (docs/demo.md is the demo run's, copied by `make demo`, never typed)."""
 
 from __future__ import annotations
 

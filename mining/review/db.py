@@ -373,20 +373,39 @@ def landmarks_overview(con: sqlite3.Connection, reviewer: str | None) -> list[di
     return [{"landmark": lm, "total": int(t), "mine": int(mine.get(lm, 0))} for lm, t, _ in totals]
 
 
-def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int,
-               reviewer: str | None) -> dict[str, Any]:
-    """One page of a landmark's queue in rank order, with this reviewer's votes."""
+# The review app's filters: which of a landmark's items a page lists (`?` is this reviewer's id).
+SHOW = {
+    "all": "1",
+    "undecided": "NOT EXISTS (SELECT 1 FROM current m WHERE m.item_id = i.id AND m.reviewer_id = ?)",
+    "mine": "EXISTS (SELECT 1 FROM current m WHERE m.item_id = i.id AND m.reviewer_id = ?)",
+    "disputed": "(SELECT COUNT(DISTINCT d.vote) FROM current d WHERE d.item_id = i.id) > 1",
+}
+
+
+def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int, reviewer: str | None,
+               show: str = "all", after: int | None = None) -> dict[str, Any]:
+    """One page of a landmark's queue in rank order, with this reviewer's votes: every item, or
+    those `show` keeps (undecided by this reviewer, decided by this reviewer, or disputed: the
+    reviewers' standing votes differ). `after` (an item id) starts the page just after that
+    item, whatever the filter kept before it (a vote moves items in and out of a filter)."""
     rid = reviewer_id(con, reviewer, create=False) if reviewer else None
-    total = con.execute("SELECT COUNT(*) FROM items WHERE landmark = ?", (landmark,)).fetchone()[0]
+    rid = rid if rid is not None else -1
+    cond = SHOW[show]
+    arg = (rid,) if "?" in cond else ()
+    total = con.execute(f"SELECT COUNT(*) FROM items i WHERE i.landmark = ? AND {cond}", (landmark, *arg)).fetchone()[0]
+    if after is not None:
+        offset = con.execute(
+            f"""SELECT COUNT(*) FROM items i, items a WHERE a.id = ? AND i.landmark = ? AND {cond}
+                AND (i.rank < a.rank OR (i.rank = a.rank AND i.id <= a.id))""", (after, landmark, *arg)).fetchone()[0]
     rows = con.execute(
-        """SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
+        f"""SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
                   (SELECT COUNT(*) FROM current a WHERE a.item_id = i.id)
            FROM items i LEFT JOIN current c ON c.item_id = i.id AND c.reviewer_id = ?
-           WHERE i.landmark = ? ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
-        (rid if rid is not None else -1, landmark, limit, offset)).fetchall()
+           WHERE i.landmark = ? AND {cond} ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
+        (rid, landmark, *arg, limit, offset)).fetchall()
     items = [{"id": r[0], "photo_id": str(r[1]), "rank": r[2], "score": r[3], "best_query": r[4],
               "vote": r[5], "n_votes": r[6]} for r in rows]
-    return {"landmark": landmark, "total": int(total), "offset": offset, "items": items}
+    return {"landmark": landmark, "total": int(total), "offset": int(offset), "items": items, "show": show}
 
 
 def first_open(con: sqlite3.Connection, landmark: str, reviewer: str | None) -> int:

@@ -156,6 +156,7 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
 
         press(page, "Enter")                      # large view: the candidate and its best query
         assert page.is_visible("#viewer-query") and "tower_001" in page.text_content("#viewer-qcap")
+        assert page.eval_on_selector_all("#viewer-qothers img", "is => is.map(i => i.alt)") == ["tower_002"]
         page.wait_for_function("document.getElementById('viewer-qimg').naturalWidth > 0")
         press(page, "Enter")
         press(page, "y")                          # rank 1 shows the tower

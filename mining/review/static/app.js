@@ -291,6 +291,14 @@
     $("viewer-img").src = src; $("viewer-cap").textContent = caption;
     const qbox = $("viewer-query"); qbox.hidden = !query;
     if (query) { $("viewer-qimg").src = `/query/${query.index}?full=1`; $("viewer-qcap").textContent = query.caption; }
+    // the landmark's other queries, small, under the one shown: every view of it at a glance
+    const strip = $("viewer-qothers"); strip.innerHTML = "";
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    for (const qu of (query && lm ? lm.queries : [])) {
+      if (qu.index === query.index) continue;
+      const img = document.createElement("img"); img.src = `/query/${qu.index}`; img.alt = qu.name; img.title = qu.name;
+      strip.appendChild(img);
+    }
     $("viewer").hidden = false;
   }
   // The query this candidate matched best (any landmark's), else this landmark's first.

@@ -260,6 +260,11 @@ class RunLayout:
         return f"{self.evaluation}/evaluation.md"
 
     @property
+    def evaluation_summary(self) -> str:
+        """The result as Markdown for a document (`make demo` copies the demo's to docs/demo.md)."""
+        return f"{self.evaluation}/summary.md"
+
+    @property
     def report(self) -> str:
         return self.path("report.html")
 

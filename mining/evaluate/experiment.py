@@ -36,6 +36,7 @@ from mining.evaluate import bootstrap
 from mining.evaluate.histograms import MethodData, Ranking, load_method
 from mining.evaluate.protocols.setups import KAPPAS, setup_gnd
 from mining.evaluate.several import combined_markdown, combined_report
+from mining.result import summary_markdown
 from mining.metrics import positions_to_metrics
 from mining.publish import pct as _pct
 from mining.retrieval import rank_order
@@ -315,6 +316,7 @@ def run_evaluate(landmarks: Any, descriptors: Sequence[Path], scores_dir: Path, 
     out = Path(out)
     atomic.write_json(out / "evaluation.json", report)
     atomic.write_text(out / "evaluation.md", text)
+    atomic.write_text(out / "summary.md", summary_markdown(report))
     return report
 
 

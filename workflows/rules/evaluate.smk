@@ -12,6 +12,7 @@ rule evaluate:
     output:
         json=L.evaluation_json,
         table=report(L.evaluation_md, category="Result", caption="../report/evaluation.rst"),
+        summary=report(L.evaluation_summary, category="Result", caption="../report/summary.rst"),
     params:
         methods=lambda w, input: method_dirs(input.stores),
         scores=subpath(input.scores, parent=True),

@@ -41,7 +41,7 @@ from mining import atomic
 from mining.errors import UserError
 from mining.methods.lite0 import build_lite0, file_sha256, lite0_weights_path
 
-EXPORT_VERSION = 2  # bump when the export (graph, padding, opset) changes: a new cache file
+EXPORT_VERSION = 3  # bump when the export (graph, padding, opset) changes: a new cache file
 OPSET = 18
 TRACE_SIZE = (576, 768)
 SESSIONS = 4  # padding patterns kept per process (each ~35 MB + its activations' arena)
@@ -118,6 +118,7 @@ def export(path: Path) -> None:
     finally:
         quiet.setLevel(level)
     del model.graph.value_info[:]  # the traced size's intermediate shapes
+    anonymous(model)
     for vi in (model.graph.input[0], model.graph.output[0]):
         dims = vi.type.tensor_type.shape.dim
         dims[2].dim_param, dims[3].dim_param = "height", "width"
@@ -126,6 +127,16 @@ def export(path: Path) -> None:
         raise UserError(f"cnn-gem: the ONNX export has ops {sorted(ops - {'Conv', 'Clip', 'Add'})} besides "
                         "Conv/Clip/Add (another torch version?); use backend=torch")
     onnx.save(model, str(path))
+
+
+def anonymous(model: Any) -> None:
+    """Drop what the exporter records about where the graph came from (each node's Python stack
+    trace with absolute file paths, module names, the FX graph): the file's bytes, and the
+    `onnx_sha256` a descriptor store records, then depend on the weights, torch and
+    EXPORT_VERSION only, not on where the package is installed."""
+    for holder in (model, model.graph, *model.graph.node):
+        del holder.metadata_props[:]
+        holder.doc_string = ""
 
 
 def _same_pad(n: int, k: int) -> tuple[int, int]:

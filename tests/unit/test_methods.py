@@ -169,6 +169,21 @@ def test_onnx_backend_is_exported_once_verified_and_recorded():
         get_method("cnn-gem", {"onnx_sha256": "0000"})
 
 
+def test_the_onnx_file_does_not_depend_on_where_the_package_is_installed():
+    # the exporter records each node's stack trace (absolute paths) and module names; kept, the
+    # file and the onnx_sha256 in every cnn-gem store would change with the install's folder
+    import onnx
+
+    import mining
+    from mining.methods import lite0_onnx
+
+    path = lite0_onnx.ensure_model()
+    model = onnx.load(str(path))
+    assert [h for h in (model, model.graph, *model.graph.node) if len(h.metadata_props) or h.doc_string] == []
+    data = path.read_bytes()
+    assert str(Path(mining.__file__).parent).encode() not in data and b"stack_trace" not in data
+
+
 def test_reading_the_rules_does_not_import_torch():
     """The Snakefile groups the methods (`shared_groups`, which builds each one) while the rules
     are read: in every dry run and in each SLURM job. With the model cached, that imports no

@@ -32,8 +32,10 @@ slurm-deps:
 ingest-deps:
 	@test -x /usr/bin/lbzip2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lbzip2 >/dev/null)
 
+# the demo's figures in docs/demo.md (the README points there) are the run's own summary, copied
 demo: setup
 	$(BIN)/snakemake --cores $(CORES)
+	cp results/demo/evaluation/summary.md docs/demo.md
 
 test: setup browser-deps slurm-deps ingest-deps
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q

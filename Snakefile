@@ -31,6 +31,7 @@ include: "workflows/rules/neardup.smk"
 include: "workflows/rules/score.smk"
 include: "workflows/rules/review.smk"
 include: "workflows/rules/select.smk"
+include: "workflows/rules/audit.smk"
 include: "workflows/rules/evaluate.smk"
 include: "workflows/rules/release.smk"
 

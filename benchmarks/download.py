@@ -1,6 +1,6 @@
 """Benchmark `mining download` against img2dataset on the same local server and URL list.
 
-The demo's Flickr-like server, scripted (tests/helpers/download_server.py, in its own process, a
+The demo's Flickr-like server, scripted (fixtures/scripted_server.py, in its own process, a
 fresh one for each timed run) serves N ~1024 px JPEGs (220 kB), some of them faulty: deleted
 photos (302 to a placeholder PNG on another host name), truncated bodies, slow answers
 (after --slow-s) and stalls (the body stops for --stall-s, past both tools' --timeout).
@@ -8,7 +8,7 @@ Both downloaders get the same URLs, the same processes x threads and the same ti
 run is timed, with its CPU (all its processes) and the server's CPU over the same interval,
 and we count what each stored as a success. Runs alternate which tool goes first.
 img2dataset is installed on first use into benchmarks/.venv-img2dataset (its own pins).
-Run from the repository root (the server child imports a test helper as a module):
+Run from the repository root (the server child imports fixtures/ as a package):
 
     .venv/bin/python -m benchmarks.download [--n 5000] [--processes 2] [--threads 64] [--repeats 2]
     .venv/bin/python -m benchmarks.download --slow 0 --stall 0   # placeholders + truncated only
@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+from fixtures.scripted_server import ScriptedServer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -68,9 +70,7 @@ def rates_of(args: argparse.Namespace) -> dict[str, float]:
 
 def serve(port_file: str, args: argparse.Namespace) -> None:
     """Server process: runs until killed; writes its port once listening."""
-    from tests.helpers.download_server import FaultServer  # a test helper: the child runs as a module
-
-    s = FaultServer(behaviour(args.n, args.seed, rates_of(args)), slow_s=args.slow_s, stall_s=args.stall_s)
+    s = ScriptedServer(behaviour(args.n, args.seed, rates_of(args)), slow_s=args.slow_s, stall_s=args.stall_s)
     with s:
         port = s.port
         s.placeholder_url = f"http://localhost:{port}/images/photo_unavailable.png"  # "another host"

@@ -23,7 +23,7 @@ import numpy as np
 
 from mining.cluster import available_cpus
 from mining.metrics import compute_map
-from tests.helpers.oracle import compute_map_loop  # the test oracle: run as `python -m benchmarks.evaluate`
+from fixtures.oracle import compute_map_loop  # the tests' oracle: run as `python -m benchmarks.evaluate`
 
 
 def make_data(nq: int, ndb: int, seed: int = 0):

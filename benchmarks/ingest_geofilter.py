@@ -3,7 +3,7 @@ and `.bz2`/`.gz` ingest vs Python's own single-threaded decompression of the sam
 
 Generates a synthetic 25-field yfcc100m_dataset file (default 2,000,000 rows: half geotagged,
 3 % malformed unless --malformed says otherwise: the demo world's rows, from
-tests/helpers/yfcc_rows.py) whose geotags follow a Flickr-like mix (Europe incl. the UK and
+fixtures/yfcc_rows.py) whose geotags follow a Flickr-like mix (Europe incl. the UK and
 France, the US incl. Las Vegas, the rest of the world, some at sea), and (with --codecs) its
 .bz2 (level 9) and .gz (level 6) copies, then
 times, each in a fresh subprocess of the same run:
@@ -69,7 +69,7 @@ def _geotag(rng: random.Random) -> tuple[float, float]:
 def generate(path: Path, rows: int, seed: int = 0, malformed: float = 0.03) -> None:
     """The tests' bulk rows (the demo world's), geotags moved to a realistic geographic mix;
     `malformed` of them (a fraction) carry one of the quarantine's defects."""
-    from tests.helpers.yfcc_rows import iter_lines  # a test helper: run as `python -m benchmarks.ingest_geofilter`
+    from fixtures.yfcc_rows import iter_lines  # shared with the tests: run as `python -m benchmarks.ingest_geofilter`
 
     rng = random.Random(seed + 1)
     with open(path, "w", encoding="utf-8") as f:

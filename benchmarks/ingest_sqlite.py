@@ -1,7 +1,7 @@
 """Benchmark: `mining ingest` of the SQLite yfcc100m_dataset file vs a plain sqlite3 scan of it.
 
 Generates an N-row SQLite file (default 200,000 rows; table yfcc100m_dataset, the 23 columns
-as TEXT: the demo world's rows from tests/helpers/yfcc_rows.py, 3 % malformed, the
+as TEXT: the demo world's rows from fixtures/yfcc_rows.py, 3 % malformed, the
 wrong-field-count ones left out as a table cannot hold them), then times, alternating
 --repeat times in this process (the fastest of each counts; all times are printed):
   (a) the reference: `for row in conn.execute("select * from yfcc100m_dataset"): pass`
@@ -31,7 +31,7 @@ from pathlib import Path
 
 def generate(path: Path, rows: int, seed: int = 0, malformed: float = 0.03) -> int:
     """An N-row SQLite yfcc100m_dataset file (and nothing else); return its row count."""
-    from tests.helpers.yfcc_rows import iter_lines, write_sqlite  # a test helper: run with -m
+    from fixtures.yfcc_rows import iter_lines, write_sqlite  # shared with the tests: run with -m
 
     lines = (line.split("\t") for line, _ in iter_lines(rows, seed=seed, nfields=23, malformed=malformed))
     return write_sqlite(path, (f for f in lines if len(f) == 23))

@@ -24,7 +24,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining.stages.review import db
+from mining.stages.review import db, decisions
 from mining.stages.review.app import create_app
 from mining.stages.review.server import running
 
@@ -50,7 +50,7 @@ def build(root: Path, n_lm: int, n_items: int, voted: float) -> tuple[Path, dict
             con.execute("INSERT INTO current VALUES (?, ?, ?, 'n')", (i, rid, cur.lastrowid))
         con.execute("COMMIT")
     t = time.perf_counter()
-    stats = db.export(con, root / "decisions.parquet")
+    stats = decisions.export(con, root / "decisions.parquet")
     export_s = time.perf_counter() - t
     con.close()
     return path, {"import_s": round(import_s, 3), "export_s": round(export_s, 3), "exported_rows": stats["rows"]}

@@ -53,6 +53,9 @@ BENCH = Path(__file__).resolve().parent
 
 R1M = {"metadata_rows": 100_000_000, "sample": 5_000_000, "candidates": 4_100_000, "selected": 1_000_000,
        "queries": 70, "methods": 3, "review_items": 2_000 * 22}
+# ILIAS's scale (CVPR 2025: 100M YFCC100M images as distractors): every row downloaded and
+# described, N selected at R1M's pool ratio (the user's choice; select/evaluate/report scale with it)
+P100M = {**R1M, "sample": 100_000_000, "candidates": 100_000_000, "selected": 24_400_000}
 POOL_PER_SELECTED = 4.1
 DIM = 512
 CHUNK = 32768
@@ -245,7 +248,8 @@ def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from mining.descriptors import as_float32
-    from mining.stages.evaluate.experiment import build_sets, experiment_report, rankings_of, reduce_method
+    from mining.stages.evaluate.experiment import build_sets, experiment_report, rankings_of
+    from mining.stages.evaluate.histograms import reduce_method
     from mining.landmarks import load_landmarks
     from mining.retrieval import LandmarkSims
 
@@ -441,6 +445,10 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
     for key, name, size_key, r1m_size, parallel in STAGES:
         if res.get(key):
             add(name, res[key], size_key, R1M[r1m_size], parallel)
+            cpu = project([(r[size_key], stage_cpu(r)) for r in res[key]], P100M[r1m_size])
+            rss = out[name]["peak_rss_mb"][-1] * (P100M[r1m_size] / out[name]["sizes"][-1]) ** max(0.0, out[name]["exponent_rss"] or 0.0)
+            out[name].update(p100m_size=P100M[r1m_size], p100m_core_hours=round(cpu / 3600, 3) if cpu else None,
+                             p100m_peak_rss_gb=round(rss / 1024, 2))
     for m, r in (res.get("extract") or {}).items():
         if "error" in r:
             out[f"extract {m}"] = r
@@ -449,7 +457,8 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
         core_h = cpu_per_image * R1M["candidates"] / 3600
         out[f"extract {m}"] = {"cpu_s_per_image": round(cpu_per_image, 4), "r1m_size": R1M["candidates"],
                                "r1m_core_hours": round(core_h, 1), "r1m_hours_32_cores": round(core_h / 32, 2),
-                               "peak_rss_mb": r["peak_rss_mb"], "parallel": "images"}
+                               "peak_rss_mb": r["peak_rss_mb"], "parallel": "images", "p100m_size": P100M["candidates"],
+                               "p100m_core_hours": round(cpu_per_image * P100M["candidates"] / 3600, 1)}
     return out
 
 
@@ -459,18 +468,20 @@ def markdown(summ: dict[str, Any]) -> str:
     def num(v: Any) -> str:
         return "–" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
 
-    lines = ["| stage | sizes measured | CPU s | peak RSS (MB) | b (CPU) | b (RSS) | R1M size | R1M core-hours | R1M peak RSS (GB) | 32-core node |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| stage | sizes measured | CPU s | peak RSS (MB) | b (CPU) | b (RSS) | R1M size | R1M core-hours | R1M peak RSS (GB) "
+             "| 32-core node | 100M pool: size | core-hours | peak RSS (GB) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in summ.items():
         if "sizes" in s:
             lines.append(f"| {name} | {' / '.join(num(x) for x in s['sizes'])} | {' / '.join(num(x) for x in s['cpu_s'])} "
                          f"| {' / '.join(num(x) for x in s['peak_rss_mb'])} | {num(s['exponent_cpu'])} | {num(s['exponent_rss'])} "
                          f"| {num(s['r1m_size'])} | {num(s['r1m_core_hours'])} | {num(s['r1m_peak_rss_gb'])} "
-                         f"| {num(s['r1m_hours_32_cores'])} h ({s['parallel']}) |")
+                         f"| {num(s['r1m_hours_32_cores'])} h ({s['parallel']}) | {num(s.get('p100m_size'))} "
+                         f"| {num(s.get('p100m_core_hours'))} | {num(s.get('p100m_peak_rss_gb'))} |")
         elif "cpu_s_per_image" in s:
             lines.append(f"| {name} (per image, 1 core) | sample | {num(s['cpu_s_per_image'])} per image | {num(s['peak_rss_mb'])} | 1 | 0 "
                          f"| {num(s['r1m_size'])} | {num(s['r1m_core_hours'])} | {num(s['peak_rss_mb'] / 1024)} per worker "
-                         f"| {num(s['r1m_hours_32_cores'])} h (images) |")
+                         f"| {num(s['r1m_hours_32_cores'])} h (images) | {num(s.get('p100m_size'))} "
+                         f"| {num(s.get('p100m_core_hours'))} | {num(s['peak_rss_mb'] / 1024)} per worker |")
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ Every stage writes through these helpers so that "the output file exists" means
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -16,6 +17,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from mining.errors import UserError
 
 
 def _current_umask() -> int:
@@ -51,10 +54,6 @@ def exclusive(lock: str | os.PathLike[str], busy: str) -> Iterator[None]:
     the kernel's (flock): a killed holder releases it. The holder removes the file before
     unlocking, so a lock taken on a file that was removed meanwhile is dropped and taken again
     on the new one."""
-    import fcntl
-
-    from mining.errors import UserError
-
     path = Path(lock)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
@@ -122,8 +121,6 @@ def write_parquet(path: str | os.PathLike[str], table: pa.Table, **kwargs: Any) 
 def swap_in_folder(staging: Path, out: Path) -> None:
     """Replace the folder OUT by the finished folder `staging` (nothing partial under the final name)."""
     if out.exists() and not out.is_dir():
-        from mining.errors import UserError
-
         raise UserError(f"{out}: a file is in the way (a folder is needed here)")
     old = out.parent / f".{out.name}.old"
     if old.exists():

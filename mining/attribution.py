@@ -11,8 +11,11 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from mining.errors import UserError
+from mining.licences import licence_code
 from mining.publish import csv_text, md_link, md_text, plain
 
 CANDIDATE_COLUMNS = ("photo_id", "server_id", "secret", "secret_original", "extension", "license_name",
@@ -21,8 +24,6 @@ CANDIDATE_COLUMNS = ("photo_id", "server_id", "secret", "secret_original", "exte
 
 def load_candidate_meta(path: Path, photo_ids: np.ndarray) -> Any:
     """The selected photos' metadata (URL parts, licence, owner), indexed by photo id."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     if not path.exists():
@@ -81,8 +82,6 @@ def attribution_md(frame: Any, titles: list[str], pages: list[str],
 def _licence_cell(name: Any, url: Any) -> str:
     """The licence linked to its URL when it is a known licence (`mining.licences`); else
     the name as found, marked unknown, with no link."""
-    from mining.licences import licence_code
-
     if licence_code(name, url) is not None:
         return md_link(name, url)
     return f"{md_text(name) or '–'} (unknown licence)"

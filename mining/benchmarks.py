@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mining.errors import UserError
+from mining.landmarks import load_landmarks
+from mining.schema import schema
 
 STORES = "benchmarks"  # DESC/<method>/benchmarks/<name>/{queries,database} with several
 
@@ -39,8 +41,6 @@ class Benchmark:
 @lru_cache(maxsize=1)
 def _name_rule() -> tuple[re.Pattern[str], str]:
     """The benchmark name's pattern and its words: the manifest schema's `benchmark_name`."""
-    from mining.manifest import schema
-
     rule = schema()["$defs"]["benchmark_name"]
     return re.compile(rule["pattern"]), rule["errorMessage"]
 
@@ -160,8 +160,6 @@ def fingerprint(named: Sequence[tuple[str, str]]) -> str:
 def load_all(benchmarks: Sequence[Benchmark]) -> list[Any]:
     """Each benchmark's LandmarkDataset (validated); the same ground truth twice is refused
     (its queries would count twice in every score)."""
-    from mining.landmarks import load_landmarks
-
     datasets = [load_landmarks(b.gnd) for b in benchmarks]
     seen: dict[str, str] = {}
     for b, ds in zip(benchmarks, datasets):
@@ -189,8 +187,6 @@ def run_benchmarks(m: Any, layout: Any = None) -> list[tuple[str, Path]]:
 def prefixed_datasets(several: Sequence[tuple[str, Path]], single: Path | None) -> list[tuple[str, Any]]:
     """(name prefix, LandmarkDataset) of each benchmark: ("<name>/", its dataset) for each of
     `several` whose file exists, else ("", `single`'s dataset) when given."""
-    from mining.landmarks import load_landmarks
-
     if several:
         return [(f"{name}/", load_landmarks(gnd)) for name, gnd in several if Path(gnd).exists()]
     return [("", load_landmarks(single))] if single else []

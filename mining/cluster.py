@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from mining.errors import UserError
+from mining.yamlfile import read_yaml
 
 
 def available_cpus() -> int:
@@ -51,8 +52,6 @@ def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
     """dask-jobqueue SLURMCluster from a YAML of its keyword arguments (+ optional `jobs`)."""
     from dask_jobqueue import SLURMCluster
     from distributed import Client
-
-    from mining.yamlfile import read_yaml
 
     kwargs, _ = read_yaml(config, "SLURM config")
     kwargs = kwargs or {}

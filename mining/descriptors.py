@@ -27,8 +27,11 @@ import pyarrow.parquet as pq
 
 from mining import atomic
 from mining.errors import UserError
+from mining.kernels import decode_f16
+from mining.methods import get_method
+from mining.methods.base import GLOBAL
 
-GLOBAL = "global"
+MODEL_FILE = "model.npz"  # a learning method's state (whitening, codebook), in its candidates store
 
 
 @dataclass
@@ -65,7 +68,6 @@ class Store:
     def load_payload(self, shard: str) -> Any:
         if self.kind == GLOBAL:
             return np.load(self.path / "shards" / f"{shard}.npy")
-        from mining.methods import get_method  # local kinds: the method knows its payload
 
         return get_method(self.method).load_payload(self.path / "shards", shard, self.info)
 
@@ -91,7 +93,6 @@ class Store:
             mat = np.concatenate(blocks)
             del blocks  # the shards' copies: one stacked matrix in memory at a time after this
             return ids, mat if as_stored else as_float32(mat)
-        from mining.methods import get_method
 
         return ids, get_method(self.method).concat_payloads(blocks, self.info)
 
@@ -132,7 +133,6 @@ def as_float32(block: Any, out: np.ndarray | None = None) -> np.ndarray:
     a = np.asarray(block)
     if a.dtype != np.float16:
         return np.asarray(a, np.float32)
-    from mining.kernels import decode_f16
 
     out = np.empty(a.shape, np.float32) if out is None else out
     decode_f16(np.ascontiguousarray(a).view(np.uint16), out)
@@ -158,7 +158,6 @@ def similarity_function(queries: Store, database: Store) -> Callable[[Any, Any],
         raise UserError(f"query store is {queries.method!r} but database store is {database.method!r}")
     if queries.kind == GLOBAL:
         return lambda q, d: as_float32(q) @ as_float32(d).T
-    from mining.methods import get_method
 
     method = get_method(queries.method)
     return lambda q, d: method.similarity(q, d, database.info)

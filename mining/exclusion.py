@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
@@ -147,13 +147,14 @@ def parse_coordinate(value: Any) -> tuple[float, float]:
 # Validation ---------------------------------------------------------------------------
 
 
-def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | None = None,
-                  known_codes: Any = None) -> Recipe:
+def parse_section(section: dict[str, Any], where: Locator, *, read_geojson: Callable[[Path], Any],
+                  base_dir: Path | None = None, known_codes: Any = None) -> Recipe:
     """Build the Recipe from a `geofilter:` mapping already validated against its schema
     (defaults filled: `mining.manifest`); check what a schema cannot, naming the key.
 
     `known_codes(code) -> bool` checks country codes (the Natural Earth table), so that an
-    unknown code is rejected here, before any data is read.
+    unknown code is rejected here, before any data is read; `read_geojson(path)`
+    (`mining.geoshapes.load_geojson`) reads a GeoJSON area now, not first at geofilter.
     """
     countries = []
     seen: set[str] = set()
@@ -192,10 +193,8 @@ def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | N
                 p = base_dir / p
             if not p.is_file():
                 raise where.error((SECTION, "areas", i, "geojson"), f"GeoJSON file not found: {p}")
-            from mining.geoshapes import load_geojson
-
             try:  # read now, not first at geofilter (after the ingest)
-                load_geojson(p)
+                read_geojson(p)
             except UserError as exc:
                 raise where.error((SECTION, "areas", i, "geojson"), str(exc)) from None
             areas.append(GeoJSONArea(name, p))
@@ -213,12 +212,3 @@ def parse_section(section: dict[str, Any], where: Locator, *, base_dir: Path | N
         shoreline_buffer_km=float(section["shoreline_buffer_km"]),
         source=where.source,
     )
-
-
-def load_recipe(path: str | Path, known_codes: Any = None) -> Recipe:
-    """Read a manifest file and validate its `geofilter:` section (other top-level keys are
-    other stages' business and are ignored)."""
-    from mining.manifest import load_section
-
-    section, where = load_section(path, SECTION)
-    return parse_section(section, where, base_dir=Path(path).parent, known_codes=known_codes)

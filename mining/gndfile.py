@@ -27,11 +27,13 @@ import io
 import math
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from mining.errors import UserError
+
+INDEX_KEYS = ("easy", "hard", "junk", "ok")  # the gnd keys that hold database indices
 
 # revisitop's gnd_roxford5k.pkl is 0.5 MB; a gnd for a million-image database is tens of MB
 MAX_FILE_BYTES = 256 << 20
@@ -185,13 +187,17 @@ class _GndUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]  # th
     dispatch[pickle.BUILD[0]] = load_build
 
 
+def gnd_entry(qimlist: Sequence[Any], i: int) -> str:
+    """How a message names gnd entry i: its query name when the file has one."""
+    name = qimlist[i] if i < len(qimlist) else None
+    return f"query {str(name)!r} (#{i})" if name is not None else f"gnd entry #{i}"
+
+
 def _names(arr: Any) -> list[str]:
     return [str(np.asarray(x).ravel()[0]) if np.asarray(x).size else "" for x in np.atleast_1d(np.asarray(arr, dtype=object))]
 
 
 def _load_mat(p: Path) -> dict[str, Any]:
-    from mining.landmarks import _INDEX_KEYS, _where
-
     from scipy.io import loadmat
 
     try:
@@ -209,13 +215,13 @@ def _load_mat(p: Path) -> dict[str, Any]:
         g: dict[str, Any] = {}
         for key in fields:
             val = np.asarray(entry[key]).ravel()
-            if key in _INDEX_KEYS:
+            if key in INDEX_KEYS:
                 try:
                     idx = val.astype(np.int64) - 1  # 1-based in MATLAB
                 except (TypeError, ValueError):
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} must hold integer indices") from None
+                    raise UserError(f"{p}: {gnd_entry(qimlist, i)}: gnd.{key} must hold integer indices") from None
                 if idx.size and idx.min() < 0:
-                    raise UserError(f"{p}: {_where(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
+                    raise UserError(f"{p}: {gnd_entry(qimlist, i)}: gnd.{key} holds index {idx.min() + 1} "
                                     "(the .mat form is 1-based)")
                 g[key] = idx.tolist()
             elif key == "landmark":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Union
 
 import numpy as np
+from PIL import Image, ImageOps
 
 ORIENTATION_TAG = 0x0112
 SWAPS_SIDES = (5, 6, 7, 8)  # orientations whose stored width is the shown height
@@ -48,8 +49,6 @@ def shown_size(im: Any) -> tuple[int, int]:
 def to_8bit(im: Any) -> Any:
     """16-bit grey (I;16*, and I holding 16-bit values) → L by the top 8 bits; F and I with
     other values refused (ValueError)."""
-    from PIL import Image
-
     if im.mode == "F":
         raise ValueError("32-bit float images are not supported")
     if im.mode not in _WIDE:
@@ -64,8 +63,6 @@ def upright(im: Any, mode: str | None = None, size: Size = None) -> Any:
     """The decoded image as shown: for a JPEG, `draft` to `size` (the upright width and
     height, or a function of the shown size giving them or None), orientation applied (no tag
     left), 16 bits scaled to 8, then converted to `mode` if given. Always a new, loaded image."""
-    from PIL import ImageOps
-
     o = orientation(im)
     want = size(shown_size(im)) if callable(size) else size
     if want is not None and im.format == "JPEG":
@@ -83,8 +80,6 @@ def open_upright(source: str | Path | bytes, mode: str | None = None, size: Size
     """`with open_upright(path or bytes, "RGB") as im:` the image as shown (see `upright`).
     `size`: decode a JPEG at a reduced scale no smaller than this upright size. `formats`:
     the file formats accepted (ValueError for another)."""
-    from PIL import Image
-
     try:
         im = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
     except Image.DecompressionBombError as exc:  # a failure of this image, like any undecodable one
@@ -109,8 +104,6 @@ def load_image(path: str | Path, max_side: int, mode: str = "RGB",
     does). JPEGs are decoded with Pillow's `draft` (DCT scaling), several times faster than a
     full decode then resize.
     """
-    from PIL import Image
-
     scaled: list = []
 
     def target(shown: tuple[int, int]) -> tuple[int, int] | None:

@@ -1,5 +1,5 @@
 """The one place two stages meet in code: `select: {n: auto}` takes select's ranking and
-measures evaluate's mAP-vs-N curve on it (`mining/evaluate/choose_n.py`) to choose N. Only
+measures evaluate's mAP-vs-N curve on it (`mining/stages/evaluate/choose_n.py`) to choose N. Only
 the CLI and this module may import several stages (tests/unit/test_architecture.py)."""
 
 from __future__ import annotations

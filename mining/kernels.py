@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,31 @@ def decode_f16(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover (c
     d = dst.reshape(-1)
     for i in range(s.size):
         d[i] = _half_bits_to_float32(s[i])
+
+
+def _as_float32(x):  # noqa: ANN001, ANN202 (typed by the overload below)
+    """A stored value as float32: float16 bits (uint16) decoded, any other number cast."""
+
+
+@overload(_as_float32)
+def _as_float32_typed(x):  # noqa: ANN001, ANN202
+    if x == types.uint16:
+        return lambda x: _half_bits_to_float32(x)
+    return lambda x: np.float32(x)
+
+
+@_jit
+def pair_cosines(rows, first, second, scale, out) -> None:  # pragma: no cover (compiled)
+    """out[p] = Σ_k (rows[first[p], k] / scale[first[p]]) · (rows[second[p], k] / scale[second[p]]):
+    each factor a float32 quotient (the bits of `mining.retrieval.unit_rows` when `scale` is
+    its clipped row norm), the sum in float64. `rows`: float32, or float16 viewed as uint16."""
+    for p in range(out.size):
+        i, j = first[p], second[p]
+        si, sj = scale[i], scale[j]
+        acc = 0.0
+        for k in range(rows.shape[1]):
+            acc += np.float64(_as_float32(rows[i, k]) / si) * np.float64(_as_float32(rows[j, k]) / sj)
+        out[p] = acc
 
 
 @_jit

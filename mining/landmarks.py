@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from PIL import Image
 
 from mining.errors import UserError
-from mining.gndfile import read_gnd
+from mining.gndfile import INDEX_KEYS, gnd_entry, read_gnd
+from mining.imagedecode import shown_size
+from mining.shell import mining_command
 
 # Two queries whose positive sets have a Jaccard index at least this high show the same
 # landmark. Queries of one landmark share their positives exactly in the original Oxford and
@@ -42,7 +45,6 @@ SAME_LANDMARK_JACCARD = 0.5
 # landmark: the grouping (or the file's `landmark` keys) probably split one landmark in two.
 OVERLAP_WARNING = 0.2
 
-_INDEX_KEYS = ("easy", "hard", "junk", "ok")
 _POSITIVE_KEYS = ("easy", "hard", "ok")  # revisited protocol: easy ∪ hard; original protocol: ok
 _TRAILING_NUMBER = re.compile(r"[_\d]+$")
 
@@ -302,11 +304,6 @@ def _grouping_warnings(qimlist: Sequence[str], pos: Sequence[set[int]], explicit
 # ---- validation ------------------------------------------------------------------------------
 
 
-def _where(qimlist: Sequence[Any], i: int) -> str:
-    name = qimlist[i] if i < len(qimlist) else None
-    return f"query {str(name)!r} (#{i})" if name is not None else f"gnd entry #{i}"
-
-
 def validate_gnd(data: Any) -> list[GndProblem]:
     """Everything wrong with a loaded gnd structure (errors), without touching the disk."""
     if not isinstance(data, dict) or any(k not in data for k in ("imlist", "qimlist", "gnd")):
@@ -337,12 +334,12 @@ def validate_gnd(data: Any) -> list[GndProblem]:
         out.append(GndProblem("error", f"gnd has {len(gnd)} entries but qimlist {len(qimlist)}", key="gnd"))
     n_db = len(imlist)
     for i, g in enumerate(gnd):
-        where = _where(qimlist, i)
+        where = gnd_entry(qimlist, i)
         q = str(qimlist[i]) if i < len(qimlist) else None
         if not isinstance(g, dict):
             out.append(GndProblem("error", f"{where}: gnd entry must be a dict, found {type(g).__name__}", q, "gnd"))
             continue
-        for key in _INDEX_KEYS:
+        for key in INDEX_KEYS:
             if key in g:
                 msg = _index_problem(g[key], n_db)
                 if msg:
@@ -403,8 +400,6 @@ def _bbox_problem(value: Any) -> str | None:
 def _raise_first(p: Path, problems: Sequence[GndProblem]) -> None:
     errors = [x for x in problems if x.level == "error"]
     if errors:
-        from mining.shell import mining_command
-
         check = mining_command("landmarks", "check", p)  # as pasted in a fresh shell
         more = f" (and {len(errors) - 1} more; `{check}` lists them)" if len(errors) > 1 else ""
         raise UserError(f"{p}: {errors[0].message}{more}")
@@ -462,10 +457,6 @@ def check_dataset(path: str | Path, images: bool = True) -> CheckReport:
 
 
 def _image_problems(ds: LandmarkDataset) -> list[GndProblem]:
-    from PIL import Image
-
-    from mining.imagedecode import shown_size
-
     out = []
     missing_db = [n for n in ds.imlist if not ds.image_path(n).is_file()]
     if missing_db:

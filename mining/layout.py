@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from mining.benchmarks import STORES
 from mining.flickr import yfcc_hash
 
 
@@ -104,6 +105,10 @@ class RunLayout:
         return self.path("selected")
 
     @property
+    def audit(self) -> str:
+        return self.path("audit")
+
+    @property
     def evaluation(self) -> str:
         return self.path("evaluation")
 
@@ -172,8 +177,6 @@ class RunLayout:
     def store(self, method: str, set_name: str, benchmark: str | None = None) -> str:
         """One method's descriptor store for one set (its store.json); `benchmark`: that
         benchmark's queries or database in a run with several (`mining.benchmarks.store_dir`)."""
-        from mining.benchmarks import STORES
-
         where = method if benchmark is None else f"{method}/{STORES}/{benchmark}"
         return f"{self.descriptors}/{where}/{set_name}/store.json"
 
@@ -223,12 +226,43 @@ class RunLayout:
         return f"{self.selected}/stats.json"
 
     @property
+    def audit_queue(self) -> str:
+        return f"{self.audit}/audit_queue.parquet"
+
+    @property
+    def audit_plan(self) -> str:
+        return f"{self.audit}/plan.json"
+
+    @property
+    def audit_db(self) -> str:
+        return f"{self.audit}/audit.sqlite"
+
+    @property
+    def audit_decisions(self) -> str:
+        """The audit review's exported answers (a person exports them here, as for the review)."""
+        return f"{self.audit}/decisions.parquet"
+
+    @property
+    def audit_json(self) -> str:
+        return f"{self.audit}/audit.json"
+
+    @property
+    def audited_table(self) -> str:
+        """The selection less what the audit found (what `mining release` publishes)."""
+        return f"{self.audit}/distractors.parquet"
+
+    @property
     def evaluation_json(self) -> str:
         return f"{self.evaluation}/evaluation.json"
 
     @property
     def evaluation_md(self) -> str:
         return f"{self.evaluation}/evaluation.md"
+
+    @property
+    def evaluation_summary(self) -> str:
+        """The result as Markdown for a document (`make demo` copies the demo's to docs/demo.md)."""
+        return f"{self.evaluation}/summary.md"
 
     @property
     def report(self) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from mining.errors import UserError
+
 # licence codes: what each allows
 COMMERCIAL = ("by", "by-sa", "by-nd", "cc0", "pdm", "nkcr", "us-gov")
 OPEN = COMMERCIAL + ("by-nc", "by-nc-sa", "by-nc-nd")
@@ -105,8 +107,6 @@ class Policy:
 
     @classmethod
     def parse(cls, spec: str | list[str] | tuple[str, ...]) -> Policy:
-        from mining.errors import UserError
-
         items = (spec,) if isinstance(spec, str) else tuple(spec)
         if not items or any(not isinstance(s, str) or not s.strip() for s in items):
             raise UserError("licences: give `commercial`, `all` or a list of licence names, URLs or codes")

@@ -7,29 +7,18 @@ fails the same way everywhere: before any data is read, with a message naming th
 from __future__ import annotations
 
 import json
-from importlib import resources
+import os
 from pathlib import Path
 from typing import Any, cast
 
 import jsonschema
 
+from mining.benchmarks import from_manifest
 from mining.errors import UserError
+from mining.exclusion import is_known_code, parse_section
+from mining.methods import method_class, method_names
+from mining.schema import schema
 from mining.yamlfile import Locator, read_yaml
-
-
-def schema() -> dict[str, Any]:
-    """The whole-manifest schema, with the geofilter section's own schema inserted."""
-    base = resources.files("mining.schemas")
-    full = json.loads((base / "manifest.schema.json").read_text())
-    geo = base / "geofilter.schema.json"
-    if geo.is_file():
-        section = json.loads(geo.read_text())
-        # embedded without its own $schema/$id, which would make jsonschema validate it with
-        # a plain validator of that dialect (one that does not fill defaults)
-        section.pop("$schema", None)
-        section.pop("$id", None)
-        full["properties"]["geofilter"] = section
-    return full
 
 
 def _fill_defaults(validator_class: type) -> type:
@@ -64,8 +53,6 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
 
 def check_benchmarks(landmarks: Any, where: Locator) -> None:
     """Two benchmarks of a `landmarks:` list never share a name (given or the gnd file's)."""
-    from mining.benchmarks import from_manifest
-
     if isinstance(landmarks, list):
         try:
             from_manifest(landmarks)
@@ -89,8 +76,6 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
     declares and values in each key's domain (`Method.domains`), so that a typo or a value
     out of range fails now, not after the download. (Only the methods given settings are
     imported.)"""
-    from mining.methods import method_class
-
     for name, settings in params.items():
         if name not in methods:
             raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
@@ -108,8 +93,6 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
 def check_methods(methods: list[str], where: Locator) -> None:
     """Every method is in the registry (built-ins and installed plug-ins), so that a typo
     fails now, not at describe after the download."""
-    from mining.methods import method_names
-
     known = method_names()
     for i, name in enumerate(methods):
         if name not in known:
@@ -182,8 +165,6 @@ class Manifest(dict):
     def benchmarks(self, demo_gnds: Any = ()) -> list[Any]:
         """The run's benchmarks (`mining.benchmarks.Benchmark`, in manifest order); for
         `landmarks: demo`, the demo world's (name, gnd path) pairs `demo_gnds` (the layout's)."""
-        from mining.benchmarks import from_manifest
-
         return from_manifest(self["landmarks"], demo_gnds)
 
     @property
@@ -216,6 +197,10 @@ class Manifest(dict):
         return cast(dict[str, Any], self["select"])
 
     @property
+    def audit(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["audit"])
+
+    @property
     def evaluate(self) -> dict[str, Any]:
         return cast(dict[str, Any], self["evaluate"])
 
@@ -239,11 +224,12 @@ def load(path: str | Path, inputs: bool = False) -> Manifest:
     plans anything): every input file the manifest names is also checked readable now
     (`check_inputs`), so that a typo fails in one line before ingest, not at the stage that
     reads the file."""
-    from mining.exclusion import is_known_code, parse_section
+    from mining.geoshapes import load_geojson  # shapely: only when a manifest is loaded
 
     p, data, lines = _read(path)
     m = Manifest(validate(data, str(p), lines), p, lines)
-    m.geofilter = parse_section(m["geofilter"], m.where, base_dir=p.parent, known_codes=is_known_code)
+    m.geofilter = parse_section(m["geofilter"], m.where, read_geojson=load_geojson, base_dir=p.parent,
+                                known_codes=is_known_code)
     if inputs:
         check_inputs(m)
     return m
@@ -273,8 +259,6 @@ def _input_files(m: Manifest) -> list[tuple[tuple[str | int, ...], str, str]]:
 def check_inputs(m: Manifest) -> None:
     """Every input file (folder) the manifest names exists and can be read: one line naming the
     key and its line otherwise."""
-    import os
-
     for key, name, kind in _input_files(m):
         p = Path(name)
         if not p.exists():

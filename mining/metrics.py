@@ -6,7 +6,7 @@ Python loop (revisitop's `compute_map`) reads each column of the ranks array wit
 few threads, picks out the ok and junk entries (a branch-free, vectorised "could this row
 hold a hit" test per row, then an exact look at the few rows it flags), and AP and P@K are
 computed from their positions with revisitop's own float arithmetic, so results are
-bit-identical to the loop (the test oracle, `tests/helpers/oracle.py`). `positions_to_metrics` is the one place where AP and P@K are computed from
+bit-identical to the loop (the test oracle, `fixtures/oracle.py`). `positions_to_metrics` is the one place where AP and P@K are computed from
 positions; the distractor experiment feeds it positions computed without ranking the
 distractors at all.
 """
@@ -50,7 +50,7 @@ def positions_to_metrics(
 
     `qidx`/`pos` must be sorted by query, then position; `npos[q]` is query q's number of
     positives (0 → AP and P@K are nan and the query is left out of the means). Bit for bit
-    revisitop's arithmetic (`tests/helpers/oracle.py`'s `compute_map_loop`): the same float64 operations in
+    revisitop's arithmetic (`fixtures/oracle.py`'s `compute_map_loop`): the same float64 operations in
     the same order, in one compiled pass over the positives.
     """
     npos = np.ascontiguousarray(npos, dtype=np.int64)

@@ -28,7 +28,7 @@ from mining.yamlfile import Locator
 
 @dataclass(frozen=True)
 class DemoOptions:
-    preset: Literal["micro", "tiny", "small", "medium"]
+    preset: Literal["micro", "tiny", "small", "medium", "city100"]
     seed: int
     benchmarks: int
     port: int
@@ -75,6 +75,8 @@ class ReviewOptions:
     mode: Literal["human", "simulate"]
     reviewers: int
     decisions: str | None
+    budget: int | None  # total review items over all landmarks (mining.stages.score.budget); None: review_top each
+    min_per_landmark: int
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,14 @@ class SelectOptions:
     near_duplicates: Literal["one_per_group", "keep"]
     leak_risk: Literal["refuse", "allow"]
     require_full_res: bool
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    max_leak_rate: float
+    confidence: float
+    seed: int
+    over_target: Literal["refuse", "allow"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,7 @@ class ReleaseOptions:
     face_threshold: float
     min_face_px: int
     tar: bool
+    kit: bool
     shard_size: int
 
 
@@ -111,7 +122,8 @@ class ReleaseOptions:
 # whose typed recipe is mining.exclusion.Recipe)
 SECTIONS: dict[str, type] = {
     "demo": DemoOptions, "download": DownloadOptions, "dask": DaskOptions, "describe": DescribeOptions,
-    "score": ScoreOptions, "review": ReviewOptions, "select": SelectOptions, "evaluate": EvaluateOptions,
+    "score": ScoreOptions, "review": ReviewOptions, "select": SelectOptions, "audit": AuditOptions,
+    "evaluate": EvaluateOptions,
     "release": ReleaseOptions,
 }
 

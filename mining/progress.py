@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any, Iterable, TextIO
 
+from tqdm import tqdm
+
 _DEFAULT_LOG_SECONDS = 60.0
 
 
@@ -34,8 +36,6 @@ def bar(iterable: Iterable | None = None, *, total: float | None = None, desc: s
         disable: bool = False, stream: TextIO | None = None, **kwargs: Any) -> Any:
     """A tqdm bar on `stream` (default stderr): redrawn in place on a terminal, a line per
     interval otherwise. Extra keyword arguments go to tqdm (initial, unit_scale, ...)."""
-    from tqdm import tqdm
-
     stream = stream or sys.stderr
     if disable:
         return tqdm(iterable, total=total, desc=desc, unit=unit, disable=True, **kwargs)

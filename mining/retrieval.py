@@ -21,7 +21,10 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from mining.benchmarks import store_dir
+from mining.descriptors import GLOBAL, as_float32, iter_similarities, open_store
 from mining.errors import UserError
+from mining.methods.base import l2_normalize
 
 PARTS = ("queries", "database", "candidates")
 
@@ -44,9 +47,6 @@ def rank_order(photo_id: np.ndarray, score: np.ndarray) -> np.ndarray:
 
 def unit_rows(payload: Any) -> np.ndarray:
     """A global store's rows as float32 unit vectors (their dot products are cosines)."""
-    from mining.descriptors import as_float32
-    from mining.methods.base import l2_normalize
-
     return l2_normalize(as_float32(payload), axis=1)
 
 
@@ -66,14 +66,10 @@ class MethodStores:
 
     @property
     def is_global(self) -> bool:
-        from mining.descriptors import GLOBAL
-
         return self.candidates.kind == GLOBAL and self.queries.kind == GLOBAL
 
     def landmark_similarities(self, dataset: Any) -> "LandmarkSims":
         """Every described query × every described database image, mapped onto `dataset`."""
-        from mining.descriptors import iter_similarities
-
         q_ids = self.queries.ids()
         db_ids: list[str] = []
         blocks = []
@@ -85,8 +81,6 @@ class MethodStores:
 
     def candidate_similarities(self) -> Iterator[tuple[list[str], np.ndarray]]:
         """(candidate ids, similarities (query store rows, block) float32), one shard at a time."""
-        from mining.descriptors import iter_similarities
-
         return iter_similarities(self.queries, self.candidates)
 
     def candidate_ids(self) -> np.ndarray:
@@ -99,9 +93,6 @@ def open_method(method_dir: str | Path, global_for: str | None = None, benchmark
     `global_for` (e.g. "near-duplicates need"): refuse a method without global descriptors.
     `benchmark`: one benchmark of a run that has several, whose queries and database are in
     DESC/<method>/benchmarks/<benchmark>/ (`mining.benchmarks.store_dir`)."""
-    from mining.benchmarks import store_dir
-    from mining.descriptors import GLOBAL, open_store
-
     method_dir = Path(method_dir)
     stores = {}
     for part in PARTS:

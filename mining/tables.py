@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from mining.errors import UserError
 
@@ -19,8 +20,6 @@ DECISIONS = ("landmark", "not_landmark", "unclear")  # a reviewer's answers (doc
 
 def read_table(path: str | Path, required: Sequence[str], what: str, hint: str = "") -> pa.Table:
     """The table at `path`, which must exist, be readable Parquet and hold `required` columns."""
-    import pyarrow.parquet as pq
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"{what} {p} not found" + (f" ({hint})" if hint else ""))

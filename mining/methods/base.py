@@ -12,16 +12,19 @@ and bring their own kernel, which `mining.descriptors` calls through `load_paylo
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import re
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from mining.descriptors import GLOBAL  # the store kind a global descriptor writes (one definition)
 from mining.errors import UserError
+
+GLOBAL = "global"  # the store kind a global descriptor writes (a local method names its own)
 
 # name -> "module:Class"; imported lazily so `mining --help` never loads torch or OpenCV.
 REGISTRY: dict[str, str] = {
@@ -185,6 +188,11 @@ class Method:
     def concat_payloads(self, blocks: list[Any], info: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def take_rows(self, payload: Any, rows: np.ndarray) -> list[Any]:
+        """The payloads of these images (rows) of one loaded shard, as `write_payloads` takes
+        them: the evaluation kit (`mining.kit`) keeps the selected distractors of a store."""
+        raise NotImplementedError
+
     def similarity(self, queries: Any, database: Any, info: dict[str, Any]) -> np.ndarray:
         """float32 (n_queries, n_database) similarities; higher is more similar."""
         return np.asarray(queries, np.float32) @ np.asarray(database, np.float32).T
@@ -196,8 +204,6 @@ ENTRY_POINT_GROUP = "mining.methods"
 def registry() -> dict[str, str]:
     """Method name -> "module:Class": the built-ins and the plug-ins installed under the
     `mining.methods` entry-point group (metadata only: nothing is imported)."""
-    from importlib.metadata import entry_points
-
     found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     return {**found, **REGISTRY}
 
@@ -259,7 +265,6 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
     """
     if dim and len(x) >= 2 * dim:
         return fit_pca_whitening(x, dim, shrink)
-    import logging
 
     logging.getLogger(__name__).warning("%s: %d training images < 2 x dim %d: not whitening", who, len(x), dim)
     return {}

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import math
 import os
 import threading
+import warnings
+from collections import OrderedDict
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,8 +39,9 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
+from mining.methods.lite0 import build_lite0, file_sha256, lite0_weights_path
 
-EXPORT_VERSION = 2  # bump when the export (graph, padding, opset) changes: a new cache file
+EXPORT_VERSION = 3  # bump when the export (graph, padding, opset) changes: a new cache file
 OPSET = 18
 TRACE_SIZE = (576, 768)
 SESSIONS = 4  # padding patterns kept per process (each ~35 MB + its activations' arena)
@@ -55,12 +60,12 @@ def cache_dir() -> Path:
 
 
 def onnx_file_name() -> str:
-    import torch
-
-    from mining.methods.cnn_gem import file_sha256, lite0_weights_path
+    # torch's version from its installed metadata (the same string as torch.__version__):
+    # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
+    # runs while the rules are read, in each dry run and each SLURM job)
 
     weights = file_sha256(str(lite0_weights_path()))
-    return f"efficientnet-lite0-{weights}-torch{torch.__version__.split('+')[0]}-v{EXPORT_VERSION}.onnx"
+    return f"efficientnet-lite0-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
 
 
 @contextlib.contextmanager
@@ -97,13 +102,8 @@ def ensure_model() -> Path:
 
 def export(path: Path) -> None:
     """Write the backbone as ONNX to `path`: traced at TRACE_SIZE, height and width symbolic."""
-    import logging
-    import warnings
-
     import onnx
     import torch
-
-    from mining.methods.cnn_gem import build_lite0
 
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
@@ -118,6 +118,7 @@ def export(path: Path) -> None:
     finally:
         quiet.setLevel(level)
     del model.graph.value_info[:]  # the traced size's intermediate shapes
+    anonymous(model)
     for vi in (model.graph.input[0], model.graph.output[0]):
         dims = vi.type.tensor_type.shape.dim
         dims[2].dim_param, dims[3].dim_param = "height", "width"
@@ -126,6 +127,16 @@ def export(path: Path) -> None:
         raise UserError(f"cnn-gem: the ONNX export has ops {sorted(ops - {'Conv', 'Clip', 'Add'})} besides "
                         "Conv/Clip/Add (another torch version?); use backend=torch")
     onnx.save(model, str(path))
+
+
+def anonymous(model: Any) -> None:
+    """Drop what the exporter records about where the graph came from (each node's Python stack
+    trace with absolute file paths, module names, the FX graph): the file's bytes, and the
+    `onnx_sha256` a descriptor store records, then depend on the weights, torch and
+    EXPORT_VERSION only, not on where the package is installed."""
+    for holder in (model, model.graph, *model.graph.node):
+        del holder.metadata_props[:]
+        holder.doc_string = ""
 
 
 def _same_pad(n: int, k: int) -> tuple[int, int]:
@@ -182,8 +193,6 @@ def verify(path: Path) -> None:
     `VERIFY_SIZES` size: same feature-map shape, max |difference| <= TOLERANCE."""
     import torch
 
-    from mining.methods.cnn_gem import build_lite0
-
     net = build_lite0()
     runner = Backbone(path, "cpu")
     rng = np.random.default_rng(0)
@@ -225,8 +234,6 @@ class Backbone:
     """The backbone on one device: a session per padding pattern (LRU of SESSIONS)."""
 
     def __init__(self, path: Path, device: str) -> None:
-        from collections import OrderedDict
-
         self.template = Template(path)
         self.device = device
         self.sessions: OrderedDict[tuple[int, ...], Any] = OrderedDict()

@@ -167,6 +167,10 @@ class RSiftAsmk(RootSiftMethod):
     def concat_payloads(self, blocks: list[AsmkPayload], info: dict[str, Any]) -> AsmkPayload:
         return concat(blocks)
 
+    def take_rows(self, payload: AsmkPayload, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        o = payload.offsets
+        return [(payload.words[o[r]:o[r + 1]], payload.bits[o[r]:o[r + 1]]) for r in np.asarray(rows, np.int64)]
+
     def similarity(self, queries: AsmkPayload, database: AsmkPayload, info: dict[str, Any]) -> np.ndarray:
         p = {**self.defaults, **info.get("params", {})}
         return asmk_similarity(queries, database, float(p["alpha"]), float(p["tau"]))

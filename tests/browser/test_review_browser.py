@@ -156,6 +156,7 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
 
         press(page, "Enter")                      # large view: the candidate and its best query
         assert page.is_visible("#viewer-query") and "tower_001" in page.text_content("#viewer-qcap")
+        assert page.eval_on_selector_all("#viewer-qothers img", "is => is.map(i => i.alt)") == ["tower_002"]
         page.wait_for_function("document.getElementById('viewer-qimg').naturalWidth > 0")
         press(page, "Enter")
         press(page, "y")                          # rank 1 shows the tower
@@ -190,3 +191,55 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
     # the log: 2 votes + 98 + 100 (undone) + 100 bulk rows, 100 undo rows
     assert con.execute("SELECT COUNT(*) FROM votes WHERE vote = 'undo'").fetchone()[0] == 100
     assert db.current_votes(con) == db.replay_current(con)
+
+
+def tile_ranks(page):
+    return page.eval_on_selector_all("#grid .tile .meta span:first-child", "ls => ls.map(l => Number(l.textContent.slice(1)))")
+
+
+def test_filters_undecided_disputed_and_mine(tmp_path, browser):
+    """The Show filter: alice sees bob's disagreements, her own decisions, and only what she has
+    not decided, page after page: a bulk decision in "undecided" moves on to the next undecided
+    items, none skipped (an offset counted before the votes would skip 100)."""
+    from mining.stages.review import db
+
+    w = make_world(tmp_path, per_landmark=150)
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    con = db.connect(w["db"])
+    ids = {r: i for r, i in con.execute("SELECT rank, id FROM items WHERE landmark = 'tower'")}
+    for r, v in ((1, "y"), (2, "n"), (3, "y"), (4, "u")):
+        db.vote(con, ids[r], "alice", v)
+    for r, v in ((1, "y"), (2, "y"), (3, "n"), (5, "n")):
+        db.vote(con, ids[r], "bob", v)
+    app = create_app(w["db"], w["images"], w["landmarks"])
+    with running(app) as url:
+        ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
+
+        def show(value):
+            page.select_option("#show", value)
+            settle(page)
+
+        show("disputed")
+        assert tile_ranks(page) == [2, 3] and "(disputed)" in page.text_content("#range")
+        show("mine")
+        assert tile_ranks(page) == [1, 2, 3, 4] and tile_votes(page) == ["y", "n", "y", "u"]
+        show("undecided")
+        assert tile_ranks(page)[:2] == [5, 6] and len(tile_ranks(page)) == 100    # 146 undecided: ranks 5..104
+        assert page.text_content("#range").startswith("1–100 of 146")
+        page.keyboard.press("y")                                                 # rank 5: a yes
+        page.keyboard.press("N")                                                 # ranks 6..104: no
+        settle(page)
+        assert tile_ranks(page) == list(range(105, 151)) and cursor(page) == 0     # the next undecided, none skipped
+        page.keyboard.press("N")
+        settle(page)
+        assert page.is_visible("#done") and "all 150 decided" in page.text_content("#done-text")
+        show("undecided")
+        assert tile_ranks(page) == [] and "nothing to show here" in page.text_content("#grid")
+        show("all")                                            # back where "all" resumes: the last page
+        assert tile_ranks(page) == list(range(101, 151)) and page.text_content("#range") == "101–150 of 150"
+        assert errors == []
+        ctx.close()
+    votes = dict(con.execute("""SELECT i.rank, c.vote FROM current c JOIN items i ON i.id = c.item_id
+                                JOIN reviewers r ON r.id = c.reviewer_id WHERE r.name = 'alice'
+                                AND i.landmark = 'tower'"""))
+    assert votes == {1: "y", 2: "n", 3: "y", 4: "u", 5: "y"} | {r: "n" for r in range(6, 151)}

@@ -1,111 +1,125 @@
-"""The download tests' (tests/unit/test_download.py) and benchmark's (benchmarks/download.py)
-Flickr server: the demo server's machinery (mining/demo/server.py: every behaviour, the rate
-limit, the stats, the request log) with a scripted behaviour per photo id and generated JPEGs
-instead of a world folder.
+"""The download tests' Flickr server (tests/unit/test_download.py): the scripted server
+(fixtures/scripted_server.py) with the behaviours only these tests use — broken bodies,
+endless streams, redirects, permanent errors, re-uploads — and a delay before every answer.
 
-`FaultServer({id: behaviour})` answers `/{server}/{id}_{secret}_b.jpg` (any server and secret)
-with that photo's behaviour (`ok` or a name in `mining.stages.demo.server.BEHAVIOURS`: `not_found`,
-`placeholder_offsite`, `truncated`, `throttle`, `stall`, ...) and records every request
-(arrival time, path, code) in `log`, so tests can check politeness from its side. With
-`mirror={id: behaviour}` it is also the Multimedia Commons mirror of those photos:
-`/data/images/<h[0:3]>/<h[3:6]>/<h>.jpg`, h the photo hash of `download_url(id)`, 500 px.
+`FaultServer({id: behaviour}, delay=...)` takes a behaviour per photo id: `ok`, a name in
+`BEHAVIOURS` (the scripted server's and the ones below); `ServerProcess` runs one in its own
+process.
 """
 
 from __future__ import annotations
 
-import io
-from functools import lru_cache
+import multiprocessing as mp
+import time
 
-import numpy as np
-from PIL import Image
+from scripted_server import SCRIPTED_BEHAVIOURS, ScriptedHandler, ScriptedServer, max_per_window
 
-from mining.stages.demo.server import BEHAVIOURS, FLICKR_PLACEHOLDER_URL, FlickrServer, Faults
-
-
-def download_url(photo_id: int) -> str:
-    """The download URL the tests' candidates give a photo (YFCC's form; its hash is the key)."""
-    return f"http://farm1.staticflickr.com/7/{photo_id}_5ec4e7.jpg"
-
-
-@lru_cache(maxsize=8)
-def jpeg(width: int = 1024, height: int = 768, seed: int = 0, quality: int = 85) -> bytes:
-    """A photo-like JPEG (smooth gradients + mild noise, ~100-200 kB at 1024 px)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    base = np.stack([128 + 90 * np.sin(x / (40 + 10 * c) + y / (70 + 7 * c) + seed) for c in range(3)], -1)
-    arr = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, "JPEG", quality=quality)
-    return buf.getvalue()
+BEHAVIOURS = {
+    **SCRIPTED_BEHAVIOURS,
+    "missing_eoi": "the JPEG without its end marker",
+    "dup": "the bytes of the first `dup` photo asked for (a re-upload)",
+    "error500": "500, always",
+    "flaky503": "503 without Retry-After for the first 2 attempts, then served",
+    "throttle_forever": "429 + Retry-After, always",
+    "cut": "half the body, then the connection closes",
+    "trickle": "200 bytes every 0.1 s",
+    "huge_length": "200 declaring a Content-Length of 10^12, the JPEG's bytes streamed as fast as they go",
+    "endless": "200 without a Content-Length, the JPEG's bytes streamed until the client hangs up",
+    "redirect_same_host": "302 to the photo at /moved/... on this host (absolute URL for odd ids, relative for "
+                          "even), which serves it",
+    "redirect_loop": "302 to itself, always",
+}
+MOVED = "/moved"  # `redirect_same_host`'s target: the photo under this prefix, served as it is
+STREAM_CAP = 1 << 30  # what `huge_length` and `endless` send at most, when the client never hangs up
 
 
-def unique(data: bytes, tag: int) -> bytes:
-    """Same picture, different bytes: a JPEG comment segment right after SOI."""
-    text = f"photo {tag}".encode()
-    return data[:2] + b"\xff\xfe" + (len(text) + 2).to_bytes(2, "big") + text + data[2:]
+class FaultHandler(ScriptedHandler):
+    """The scripted server's answers, plus the behaviours above and the delay."""
+
+    def _route(self, path: str) -> tuple[str, bool]:
+        return (path[len(MOVED):], True) if path.startswith(MOVED + "/") else (path, False)
+
+    def _damage(self, body: bytes, fault: str | None) -> bytes:
+        return body[:-2] if fault == "missing_eoi" else super()._damage(body, fault)
+
+    def _write_body(self, body: bytes, how: str) -> None:
+        if how not in ("cut", "trickle"):
+            super()._write_body(body, how)
+            return
+        self.close_connection = True
+        try:
+            if how == "trickle":
+                for i in range(0, len(body), 200):
+                    self.wfile.write(body[i:i + 200])
+                    self.wfile.flush()
+                    if self.srv.stopping.wait(0.1):
+                        return
+                return
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+        except OSError:
+            return
+
+    def _stream(self, body: bytes, kind: str, declare: bool) -> None:
+        """200, then `body` over and over as fast as the socket takes it, until the client
+        hangs up (or STREAM_CAP): with a Content-Length of 10^12 (`declare`), or none."""
+        srv = self.srv
+        srv.stats.record(self.client_address[0], self.path, kind, 200, time.monotonic(), self.arrived)
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "image/jpeg")
+        self.send_header("Content-Length" if declare else "Connection", str(10 ** 12) if declare else "close")
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < STREAM_CAP and not srv.stopping.is_set():
+                self.wfile.write(body)
+                sent += len(body)
+        except OSError:
+            return
+
+    def _answer(self, pid: int, suffix: str | None, ext: str, kind: str, fault: str | None) -> None:
+        srv = self.srv
+        if srv.latency_s:
+            srv.stopping.wait(srv.latency_s)
+        retry_after = {"Retry-After": str(srv.faults.retry_after_s)}
+        if fault == "error500":
+            self._send(500, b"<html><body>error</body></html>", "text/html", kind)
+        elif fault in ("redirect_same_host", "redirect_loop"):
+            host = self.headers.get("Host", f"127.0.0.1:{srv.port}")
+            target = self.path if fault == "redirect_loop" else MOVED + self.path
+            where = f"http://{host}{target}" if pid % 2 else target
+            self._send(302, b"", "text/html", kind, {"Location": where})
+        elif fault in ("huge_length", "endless"):
+            self._stream(srv.image_bytes(pid, 1024), kind, fault == "huge_length")
+        elif fault == "throttle_forever":
+            self._send(429, b"too many requests\n", "text/plain", kind, retry_after)
+        elif fault == "flaky503" and srv.attempt(pid if suffix != "mirror" else -pid) <= 2:
+            self._send(503, b"server error\n", "text/plain", kind)
+        elif fault in ("flaky503", "dup"):
+            super()._answer(srv.dup_source(pid) if fault == "dup" else pid, suffix, ext, kind, None)
+        else:
+            super()._answer(pid, suffix, ext, kind, fault)
 
 
-def max_per_window(log: list[tuple[float, str, int]], window: float = 1.0) -> int:
-    """Most requests a log shows in any half-open window of `window` seconds."""
-    t = sorted(x for x, _, _ in log)
-    best, j = 0, 0
-    for i in range(len(t)):
-        while t[i] - t[j] >= window:
-            j += 1
-        best = max(best, i - j + 1)
-    return best
+class FaultServer(ScriptedServer):
+    """`ScriptedServer` with the behaviours above; `delay` delays every photo answer."""
 
-
-class FaultServer(FlickrServer):
-    """Context manager: `with FaultServer({id: behaviour}) as s: s.url ...`; `s.log` has requests.
-
-    Photo `id` is `unique(jpeg(), id)` (1024 x 768; 640 or 500 px wide when smaller sizes are
-    asked). `delay` delays every photo answer; `slow_s`, `stall_s` and `retry_after` time the
-    `slow`, `stall` and 429 answers; `rate_limit` is the demo server's per-client token bucket.
-    `behaviour` may be changed while the server runs.
-    """
+    handler = FaultHandler
+    behaviours = BEHAVIOURS
 
     def __init__(self, behaviour: dict[int, str] | None = None, default: str = "ok", delay: float = 0.0,
-                 rate_limit: float | None = None, retry_after: str = "1",
-                 placeholder_url: str = FLICKR_PLACEHOLDER_URL, port: int = 0, slow_s: float = 1.0,
-                 stall_s: float = 20.0, mirror: dict[int, str] | None = None) -> None:
-        from mining.flickr import yfcc_hash
+                 **kwargs) -> None:
+        self.latency_s = delay
+        self.dup_of: int | None = None
+        super().__init__(behaviour, default, **kwargs)
 
-        self.behaviour = dict(behaviour or {})
-        self.default = default
-        self.mirror = dict(mirror or {})
-        self.by_hash = {yfcc_hash(download_url(pid)): pid for pid in self.mirror}
-        unknown = {default, *self.behaviour.values(), *self.mirror.values()} - set(BEHAVIOURS) - {"ok"}
-        if unknown:
-            raise ValueError(f"unknown behaviour(s): {', '.join(sorted(unknown))}")
-        super().__init__(port=port, faults=Faults(retry_after_s=int(retry_after), slow_s=slow_s, stall_s=stall_s),
-                         rate_limit=rate_limit, latency_s=delay, placeholder_url=placeholder_url, keep_log=True)
-        jpeg(), jpeg(640, 480), jpeg(500, 375), jpeg(200, 150), self.placeholder_jpeg  # no request pays for rendering
-
-    @property
-    def log(self) -> list[tuple[float, str, int]]:
-        return self.stats.log
-
-    def url_problem(self, photo_id: int, server: int, secret: str, suffix: str | None, ext: str) -> str | None:
-        return None  # any server and secret name the photo
-
-    def behaviour_of(self, photo_id: int) -> str | None:
-        kind = self.behaviour.get(photo_id, self.default)
-        return None if kind == "ok" else kind
-
-    def mirror_photo(self, photo_hash: str) -> int | None:
-        return self.by_hash.get(photo_hash)
-
-    def mirror_behaviour_of(self, photo_id: int) -> str | None:
-        kind = self.mirror.get(photo_id, "ok")
-        return None if kind == "ok" else kind
-
-    def image_bytes(self, photo_id: int, max_side: int | None) -> bytes:
-        width = 1024 if max_side is None else min(1024, max_side)
-        return unique(jpeg(width, width * 3 // 4), photo_id)
-
-    def max_per_window(self, window: float = 1.0) -> int:
-        return max_per_window(self.log, window)
+    def dup_source(self, photo_id: int) -> int:
+        """The photo whose bytes `dup` serves: the first one asked for."""
+        with self.attempts_lock:
+            if self.dup_of is None:
+                self.dup_of = photo_id
+            return self.dup_of
 
 
 class ServerProcess:
@@ -119,8 +133,6 @@ class ServerProcess:
         self.args, self.kwargs = args, kwargs
 
     def __enter__(self) -> "ServerProcess":
-        import multiprocessing as mp
-
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve_child, args=(child, self.args, self.kwargs), daemon=True)

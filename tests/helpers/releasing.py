@@ -10,12 +10,15 @@ from typing import Any
 from mining.options import defaults
 from mining.stages.release.stage import Inputs, run
 
-_INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest")
-_RUN = ("workers", "margin", "detector_factory", "progress")
+_INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest", "audit", "descriptors")
+_RUN = ("workers", "margin", "detector_factory", "progress", "allow_over_target")
 
 
 def run_release(selected: Path, images: Path, out: Path, blur: bool | None = None, **kw: Any) -> dict:
+    if "descriptors" in kw:
+        kw["descriptors"] = tuple(kw["descriptors"])
     inputs = Inputs(selected, images, **{k: kw.pop(k) for k in _INPUTS if k in kw})
+    kw.setdefault("kit", False)  # the keyword form's default: no kit unless asked
     extras = {k: kw.pop(k) for k in _RUN if k in kw}
     settings = replace(defaults("release"), **kw, **({} if blur is None else {"blur_faces": blur}))
     return run(inputs, out, settings, **extras)

@@ -19,7 +19,8 @@ import tracemalloc
 
 import pyarrow.parquet as pq
 import pytest
-from download_server import ServerProcess, jpeg, unique
+from download_server import ServerProcess
+from scripted_server import jpeg, unique
 
 from mining.stages.download import FetchConfig
 from mining.stages.download.downloader import MAX_BODY, MAX_REDIRECTS, download_shard

@@ -28,7 +28,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from download_server import ServerProcess, download_url, jpeg, unique
+from download_server import ServerProcess
+from scripted_server import download_url, jpeg, unique
 
 from mining.cli import main
 from mining.imagedecode import open_upright

@@ -10,7 +10,8 @@ import pytest
 import requests
 from PIL import Image
 
-from mining.stages.demo.server import PLACEHOLDER_PATH, DemoServer, Faults, fault_for
+from mining.stages.demo.handler import MIRROR_SMALL_SIDE, PLACEHOLDER_PATH
+from mining.stages.demo.server import DemoServer, Faults, fault_for
 from mining.stages.demo.world import build_world
 
 
@@ -122,7 +123,6 @@ def _hash_of(world: Path) -> dict[int, str]:
 
 
 def test_the_server_is_the_multimedia_commons_mirror_too_with_its_own_faults(world):
-    from mining.stages.demo.server import MIRROR_SMALL_SIDE
     from mining.flickr import mirror_relpath
 
     photos = _photos(world)

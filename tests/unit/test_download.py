@@ -23,7 +23,8 @@ from mining.stages.download.ratelimit import HostSchedule, parse_retry_after
 from mining.stages.download.reader import Shard
 from mining.errors import UserError
 from mining.layout import image_key, image_relpath
-from download_server import FaultServer, ServerProcess, download_url, jpeg, unique
+from download_server import FaultServer, ServerProcess
+from scripted_server import download_url, jpeg, unique
 
 KINDS = {
     "ok": "ok", "not_found": "not_found", "gone": "gone", "forbidden": "forbidden",

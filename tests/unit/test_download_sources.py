@@ -24,7 +24,8 @@ from mining.stages.download.sources import section_defaults, section_entries
 from mining.errors import UserError
 from mining.flickr import mirror_relpath, photo_url, yfcc_hash
 from mining.layout import image_key, image_relpath
-from download_server import FaultServer, download_url, jpeg, unique
+from download_server import FaultServer
+from scripted_server import download_url, jpeg, unique
 
 KW = dict(workers=1, processes=False, progress=False)
 

@@ -8,7 +8,8 @@ import pytest
 from mining.cli import main
 from mining.errors import UserError
 from mining.stages.evaluate import bootstrap
-from mining.stages.evaluate.experiment import Ranking, evaluate_setups, load_method, setup_base
+from mining.stages.evaluate.experiment import evaluate_setups, setup_base
+from mining.stages.evaluate.histograms import Ranking, load_method
 from mining.landmarks import load_landmarks
 from test_evaluate_experiment import build_world, run_inputs
 

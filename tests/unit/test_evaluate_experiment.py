@@ -11,8 +11,9 @@ from oracle import compute_map_loop
 
 from mining.cli import main
 from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
-from mining.stages.evaluate.experiment import Ranking, columns_of, evaluate_setups, load_method, setup_base, top_n
-from mining.stages.evaluate.protocols import setup_gnd
+from mining.stages.evaluate.experiment import evaluate_setups, setup_base, top_n
+from mining.stages.evaluate.histograms import Ranking, columns_of, load_method
+from mining.stages.evaluate.protocols.setups import setup_gnd
 from mining.landmarks import load_landmarks
 
 DIM = 16
@@ -231,7 +232,7 @@ def test_cli_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
 def test_prefix_classes_match_the_definition_with_repeats_and_unknown_ids():
     """Each id's class per ranking = index of the smallest prefix size above its first rank
     (-1: in no prefix), checked against a dictionary built rank by rank."""
-    from mining.stages.evaluate.experiment import _Classes
+    from mining.stages.evaluate.histograms import _Classes
 
     rng = np.random.default_rng(4)
     for _ in range(30):

@@ -10,10 +10,12 @@ import scipy.io as sio
 
 from mining.errors import UserError
 from mining.stages.evaluate.loaders import load_gnd
-from mining.stages.evaluate.protocols import (gldv2_gap, gldv2_map_at_k, holidays_groups, holidays_map, load_oxford_gt,
-                                       oxford_gnd, oxford_map, read_gldv2_recognition_predictions,
-                                       read_gldv2_retrieval_predictions, read_gldv2_solution, read_holidays_results,
-                                       setup_gnd, ukbench_score)
+from mining.stages.evaluate.protocols.gldv2 import (gldv2_gap, gldv2_map_at_k, read_gldv2_recognition_predictions,
+                                             read_gldv2_retrieval_predictions, read_gldv2_solution)
+from mining.stages.evaluate.protocols.holidays import holidays_groups, holidays_map, read_holidays_results
+from mining.stages.evaluate.protocols.oxford import load_oxford_gt, oxford_gnd, oxford_map
+from mining.stages.evaluate.protocols.setups import setup_gnd
+from mining.stages.evaluate.protocols.ukbench import ukbench_score
 
 OXFORD = Path(__file__).resolve().parents[1] / "data" / "oxford5k_gt"  # real files; see PROVENANCE.txt there
 
@@ -120,12 +122,12 @@ def test_load_gnd_pkl_and_one_based_mat(tmp_path):
 
 
 def test_rank_by_similarity_is_a_stable_sort_in_blocks(monkeypatch):
-    from mining.stages.evaluate import protocols
+    from mining.stages.evaluate.protocols import ranking
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 3, (50, 4)).astype(np.float32)  # few distinct values: many equal scores
     q = rng.integers(0, 3, (7, 4)).astype(np.float32)
     want = np.stack([sorted(range(50), key=lambda i: (-float(x[i] @ q[j]), i)) for j in range(7)], axis=1)
-    monkeypatch.setattr(protocols, "_RANK_CELLS", 120)  # 2 queries a block: 4 blocks
-    assert np.array_equal(protocols.rank_by_similarity(q, x), want)
-    assert np.array_equal(protocols.rank_by_similarity(q, x, k=5), want[:5])
+    monkeypatch.setattr(ranking, "_RANK_CELLS", 120)  # 2 queries a block: 4 blocks
+    assert np.array_equal(ranking.rank_by_similarity(q, x), want)
+    assert np.array_equal(ranking.rank_by_similarity(q, x, k=5), want[:5])

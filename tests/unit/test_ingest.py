@@ -20,7 +20,7 @@ from yfcc_rows import write_synthetic
 
 from mining.errors import UserError
 from mining.stages.ingest import ingest, open_dataset, output_schema, read_quarantine
-from mining.stages.ingest import yfcc
+from mining.stages.ingest import streams, yfcc
 from mining.stages.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 
 # real rows, copied into tests/data (provenance: its README.md)
@@ -658,7 +658,7 @@ def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypa
         for workers in (1, 2, 3):
             assert run(src, workers, f"{src.suffix}-{workers}") == reference, (src.name, workers)
     # Arrow's own single-threaded decoders (the code path before parallel decompression)
-    monkeypatch.setattr(ingest_mod, "open_stream", lambda path, threads=0: yfcc.open_stream(path, 0))
+    monkeypatch.setattr(ingest_mod, "open_stream", lambda path, threads=0: streams.open_stream(path, 0))
     for src in (packed, member):
         assert run(src, 2, f"{src.suffix}-arrow") == reference, src.name
 
@@ -674,7 +674,7 @@ def test_parallel_decoders_give_the_bytes_python_does(tmp_path, codec):
     path = tmp_path / f"x.{codec}"
     path.write_bytes(mod.compress(data[:500_001], 1) + mod.compress(data[500_001:], 1))
     for threads in (1, 3):
-        stream, raw = yfcc.open_stream(path, threads)
+        stream, raw = streams.open_stream(path, threads)
         got = []
         try:
             while piece := stream.read(rng.randint(1, 300_000)):

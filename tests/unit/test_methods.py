@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +62,7 @@ def _block(method, payloads):
 def test_lite0_backbone_loads_every_checkpoint_key_strictly():
     import torch
 
-    from mining.methods.cnn_gem import build_lite0, lite0_weights_path
+    from mining.methods.lite0 import build_lite0, lite0_weights_path
 
     net = build_lite0()  # load_state_dict(strict=True) inside
     ckpt = torch.load(lite0_weights_path(), map_location="cpu", weights_only=True)
@@ -154,7 +156,7 @@ def test_onnx_backend_matches_torch_at_every_demo_image_size(micro_world):
 
 def test_onnx_backend_is_exported_once_verified_and_recorded():
     from mining.methods import lite0_onnx
-    from mining.methods.cnn_gem import file_sha256
+    from mining.methods.lite0 import file_sha256
 
     m = get_method("cnn-gem", {"whiten": False})
     path = lite0_onnx.ensure_model()
@@ -165,6 +167,36 @@ def test_onnx_backend_is_exported_once_verified_and_recorded():
     assert a.dtype == np.float32 and a.shape == (1280,) and a.tobytes() == b.tobytes()  # deterministic
     with pytest.raises(UserError, match="onnx_sha256=0000 but this machine's export"):
         get_method("cnn-gem", {"onnx_sha256": "0000"})
+
+
+def test_the_onnx_file_does_not_depend_on_where_the_package_is_installed():
+    # the exporter records each node's stack trace (absolute paths) and module names; kept, the
+    # file and the onnx_sha256 in every cnn-gem store would change with the install's folder
+    import onnx
+
+    import mining
+    from mining.methods import lite0_onnx
+
+    path = lite0_onnx.ensure_model()
+    model = onnx.load(str(path))
+    assert [h for h in (model, model.graph, *model.graph.node) if len(h.metadata_props) or h.doc_string] == []
+    data = path.read_bytes()
+    assert str(Path(mining.__file__).parent).encode() not in data and b"stack_trace" not in data
+
+
+def test_reading_the_rules_does_not_import_torch():
+    """The Snakefile groups the methods (`shared_groups`, which builds each one) while the rules
+    are read: in every dry run and in each SLURM job. With the model cached, that imports no
+    torch (~2.5 s of CPU per parse; the cache file's name takes torch's version from its metadata)."""
+    from mining.methods import lite0_onnx
+
+    lite0_onnx.ensure_model()  # exported once per session, then cached
+    code = ("import sys; from mining.stages.describe.stage import shared_groups; "
+            "print(shared_groups(['cnn-gem', 'rsift-asmk', 'rsift-vlad']), 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["[['cnn-gem'],", "['rsift-asmk',", "'rsift-vlad']]", "False"], r.stdout
 
 
 def test_an_onnx_model_off_tolerance_is_refused_and_not_cached(tmp_path, monkeypatch):

@@ -121,19 +121,66 @@ def test_probable_landmarks_head_their_landmarks_queue(tmp_path):
 
 
 def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
-    """neardup keeps the store's float16 rows (half the memory) and makes each tile unit
+    """The oracle keeps the store's float16 rows (half the memory) and makes each tile unit
     float32 rows as it goes: the same pairs as unit rows of the whole matrix, across tiles."""
     from mining.retrieval import unit_rows
 
-    rng = np.random.default_rng(4)
-    base = rng.standard_normal((300, 64)).astype(np.float32)
-    copies = base[rng.integers(0, 300, 120)] + rng.normal(0, 0.15, (120, 64)).astype(np.float32)
-    raw = np.concatenate([base, copies]).astype(np.float16) * np.float16(3)  # not unit: scaled rows
-    raw = raw[rng.permutation(len(raw))]
-    hashes = rng.integers(0, 2**20, len(raw)).astype(np.uint64)  # within 20 bits: the hash test passes often
-    ok = rng.random(len(raw)) > 0.05
+    raw, hashes, ok = _planted(300, 120, seed=4)
     th = neardup.Thresholds(max_hash_distance=12, min_cosine=0.9)
-    whole = neardup.close_pairs(unit_rows(raw), hashes, ok, th, block=64)
-    tiled = neardup.close_pairs(raw, hashes, ok, th, block=64, normalize=True)
+    whole = neardup.all_close_pairs(unit_rows(raw), hashes, ok, th, block=64)
+    tiled = neardup.all_close_pairs(raw, hashes, ok, th, block=64, normalize=True)
     assert len(whole) > 20  # planted copies across many 64-row tiles
     assert np.array_equal(whole, tiled)
+
+
+def _planted(n, copies, seed, dim=64):
+    """n random float16 rows (scaled: not unit) and `copies` noisy copies, shuffled; hashes
+    of the copies a few bits from their source's, the rest random, some piled on 0; 5 % unreadable."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n, dim)).astype(np.float32)
+    src = rng.integers(0, n, copies)
+    vec = np.concatenate([base, base[src] + rng.normal(0, 0.15, (copies, dim)).astype(np.float32)])
+    h = rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    h[: n // 20] = 0  # flat images all hash to 0
+    flips = np.zeros(copies, np.uint64)
+    for _ in range(14):  # 0-14 bits flipped: on both sides of the 10-12 bit thresholds
+        flips ^= np.where(rng.random(copies) < 0.5, np.uint64(1) << rng.integers(0, 64, copies).astype(np.uint64), np.uint64(0))
+    hashes = np.concatenate([h, h[src] ^ flips])
+    perm = rng.permutation(n + copies)
+    raw = (vec.astype(np.float16) * np.float16(3))[perm]
+    return raw, hashes[perm], rng.random(n + copies) > 0.05
+
+
+@pytest.mark.parametrize("radius, min_cosine", [(10, 0.9), (12, 0.5), (3, 0.9), (0, -1.0), (40, 0.9)])
+def test_indexed_pairs_are_the_all_pairs_oracles(radius, min_cosine):
+    """The stage's pairs (hash index, then cosines) are exactly all pairs' (float32 tiles), with
+    the rows in another order than the candidates (`rows`), and at a radius where the index
+    gives way to all pairs (40 bits)."""
+    raw, hashes, ok = _planted(1500, 600, seed=radius)
+    th = neardup.Thresholds(max_hash_distance=radius, min_cosine=min_cosine)
+    oracle = neardup.all_close_pairs(raw, hashes, ok, th, block=512, normalize=True)
+    assert len(oracle) > 30
+    order = np.random.default_rng(1).permutation(len(raw))
+    stored = np.empty_like(raw)
+    stored[order] = raw  # candidate i is stored[order[i]]
+    assert np.array_equal(neardup.close_pairs(stored, hashes, ok, th, rows=order, normalize=True, threads=2), oracle)
+
+
+@pytest.mark.parametrize("radius", [0, 1, 5, 10, 16, 30, 64])
+def test_hash_index_finds_every_pair_within_the_radius_once(radius):
+    from mining.hashindex import hamming_pairs, plan
+
+    rng = np.random.default_rng(radius)
+    h = rng.integers(0, 2**63, 800, dtype=np.int64).astype(np.uint64)
+    h[400:] = h[:400] ^ (np.uint64(1) << rng.integers(0, 64, 400).astype(np.uint64))  # one bit flipped
+    h[400:600] ^= h[:200] & np.uint64(0xFFFF)  # and more bits: pairs at every distance
+    h[-40:] = h[-1]  # a pile of equal hashes: one bucket on every substring
+    d = neardup.hamming(h[:, None], h[None, :])
+    want = np.argwhere(np.triu(d <= radius, 1))
+    got = hamming_pairs(h, radius, threads=2, chunk=64)
+    if radius >= 30:  # all pairs are cheaper there: the caller compares all pairs
+        assert got is None and plan(800, radius) is None
+        return
+    assert len(want) >= 780 and np.array_equal(got, want)
+    subs = plan(10**6, radius)  # the substrings cover all 64 bits and their radii the pigeonhole
+    assert sum(b for _, b, _ in subs) == 64 and sum(r + 1 for *_, r in subs) >= radius + 1

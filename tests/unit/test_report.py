@@ -17,6 +17,7 @@ from mining.stages.evaluate.experiment import run_evaluate
 from mining.landmarks import load_landmarks
 from mining import imageindex
 from mining.layout import image_relpath
+from selection import write_decisions
 from test_evaluate_experiment import build_world, run_inputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +86,17 @@ def make_run(tmp_path):
         "method": "gem", "candidates": 240, "thresholds": {"lm0": 0.8}, "high_risk": 12, "high_risk_in_queue": 3,
         "high_risk_outside_queue": 9, "outside_queue_examples": [{"photo_id": g[0], "risk": 0.97, "landmark": "lm0",
                                                                   "nearest": "db_001", "risk_rank": 1}]}))
+    # the leak audit (mining audit): every selected image checked, the first one a landmark image
+    sel = pq.read_table(run / "selected" / "distractors.parquet")
+    if "rank" not in sel.column_names:  # select's rank (the test world's selection is in rank order)
+        sel = sel.append_column("rank", pa.array(np.arange(1, sel.num_rows + 1)))
+        pq.write_table(sel, run / "selected" / "distractors.parquet")
+    assert main(["audit", "draw", "--selected", str(run / "selected"), "--out", str(run / "audit")]) == 0
+    sampled = [p for s in json.loads((run / "audit" / "plan.json").read_text())["sampled_ids"] for p in s]
+    write_decisions(tmp_path / "audit.parquet", [("lm0", p, "landmark" if p == g[0] else "not_landmark")
+                                                 for p in sampled])
+    assert main(["audit", "estimate", "--selected", str(run / "selected"), "--decisions", str(tmp_path / "audit.parquet"),
+                 "--audit", str(run / "audit"), "--out", str(run / "audit")]) == 0
     (run / "benchmarks").mkdir()
     (run / "benchmarks" / "score.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t345.6\t20.1\n")
     (tmp_path / "manifest.yaml").write_text((REPO / "manifests" / "demo.yaml").read_text()
@@ -114,6 +126,11 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert "(2 images)</h3>" in doc and "probable lm0" in doc and "near-copies of landmark images" in doc
     assert "high risk, outside the review queue</td><td>9</td>" in doc and "lm0 0.970 (#1)" in doc
     assert "N = 40 of 237 usable candidates" in doc and "binding: gem/hard" in doc
+    audit = json.loads((run / "audit" / "audit.json").read_text())  # the leak audit: a census, one leak found
+    assert audit["method"] == "census" and audit["leaks_found"] == [g0 := int(audit["leaks_found"][0])]
+    x = f"{100 / audit['set_size']:.2f} %"
+    assert f"found 1 showing a landmark: estimated leak rate {x} of the set as selected, 95% one-sided upper bound {x}" in doc
+    assert "at most <b>0.00 %</b> in the released set" in doc and f">{g0}</figcaption>" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
     from mining.stages.evaluate.bootstrap import fmt_interval
 
@@ -154,8 +171,8 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     assert main(["report", "--run", str(run), "--out", str(out)]) == 0
     doc = out.read_text()
     assert "rows read" in doc
-    # incl. availability, near-duplicates, leak risk, N chosen, the result, the review gallery and agreement
-    assert doc.count("not available") == 12
+    # incl. availability, near-duplicates, leak risk, the audit, N chosen, the result, the review gallery and agreement
+    assert doc.count("not available") == 13
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 
@@ -203,6 +220,7 @@ def test_report_size_benchmark_stays_bounded(tmp_path):
     assert json.loads((tmp_path / "size.json").read_text()) == res
     assert res["rows"] == 2000 and res["html_bytes"] > 100_000 and res["build_s"] > 0
     assert set(res["sections_missing"]) == {"Near-duplicates and copies of landmark images",
+                                            "Leak rate measured by the audit",
                                             "Leak risk beyond the review queue", "Settings and timings"}
     doc = (tmp_path / "report.html").read_text()
     assert doc.count("<h3>lm") == 40 and "landmarks beyond the first 40 are not shown" in doc

@@ -14,7 +14,7 @@ from review_world import make_world
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.stages.review import db
+from mining.stages.review import db, decisions
 
 
 @pytest.fixture
@@ -104,6 +104,34 @@ def test_a_bulk_decision_skips_own_votes_and_is_undone_as_one(world):
     assert con.execute("SELECT COUNT(*) FROM votes WHERE vote != 'undo'").fetchone()[0] == 6
 
 
+def test_filters_undecided_mine_disputed_and_a_page_after_an_item(world):
+    """The review app's filters list exactly: this reviewer's undecided items, her decided
+    ones, the items whose reviewers' standing votes differ; `after` starts right after an item
+    whatever the filter kept before it (her votes move items out of "undecided")."""
+    w, con = world  # 6 items per landmark
+    ids = [item_id(con, "tower", r) for r in range(1, 7)]
+    for k, v in ((0, "y"), (1, "n"), (2, "y"), (3, "u")):
+        db.vote(con, ids[k], "ann", v)
+    for k, v in ((0, "y"), (1, "y"), (2, "n"), (4, "n")):
+        db.vote(con, ids[k], "bob", v)
+    ranks = lambda show, **kw: [x["rank"] for x in db.items_page(con, "tower", kw.get("offset", 0), 100, "ann", show,  # noqa: E731
+                                                                 kw.get("after"))["items"]]
+    assert ranks("all") == [1, 2, 3, 4, 5, 6]
+    assert ranks("undecided") == [5, 6]        # bob's vote on 5 is not hers
+    assert ranks("mine") == [1, 2, 3, 4]
+    assert ranks("disputed") == [2, 3]         # 1: both y; 4 and 5: one vote each
+    page = db.items_page(con, "tower", 0, 1, "ann", "undecided")
+    assert (page["total"], page["offset"], [x["vote"] for x in page["items"]]) == (2, 0, [None])
+    db.vote(con, ids[4], "ann", "n")           # rank 5 decided: "undecided" is now [6]
+    page = db.items_page(con, "tower", 0, 100, "ann", "undecided", after=ids[4])
+    assert (page["total"], page["offset"], [x["rank"] for x in page["items"]]) == (1, 0, [6])
+    assert ranks("mine", after=ids[1]) == [3, 4, 5] and ranks("all", after=ids[5]) == []
+    assert db.undo(con, "ann")["item_id"] == ids[4]
+    assert ranks("undecided") == [5, 6] and ranks("disputed") == [2, 3]
+    nobody = db.items_page(con, "tower", 0, 100, None, "undecided")["items"]   # no reviewer: nothing decided
+    assert [x["rank"] for x in nobody] == [1, 2, 3, 4, 5, 6]
+
+
 def test_a_database_from_before_bulk_votes_gains_the_batch_column(tmp_path):
     import sqlite3
 
@@ -135,7 +163,7 @@ def test_vote_validation(world):
     (["y", "y", "n", "n", "u"], "unclear"),
 ])
 def test_majority(votes, expected):
-    assert db.majority(votes) == expected
+    assert decisions.majority(votes) == expected
 
 
 def test_progress_resume_and_export(world, tmp_path):
@@ -195,7 +223,7 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     assert db.fingerprint(con) == fp
     db.vote(con, 1, "ann", "y")
     out = tmp_path / "d.parquet"
-    db.export(con, out)
+    decisions.export(con, out)
     assert pq.read_schema(out).metadata[b"landmarks_fingerprint"] == fp.encode()
     other = tmp_path / "other" / "review_queue.parquet"
     other.parent.mkdir()

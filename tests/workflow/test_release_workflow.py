@@ -16,6 +16,7 @@ from faces import face_patches, iou, plant
 from PIL import Image
 
 from mining.cli import main
+from mining.leakbound import sentence
 
 
 def test_workflow_release_matches_the_run_and_verifies(demo_run):
@@ -24,12 +25,21 @@ def test_workflow_release_matches_the_run_and_verifies(demo_run):
     r = subprocess.run(["sha256sum", "-c", "--strict", "--quiet", "SHA256SUMS"], cwd=rel, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     selected = json.loads((root / "selected/stats.json").read_text())
+    audit = json.loads((root / "audit/audit.json").read_text())
     table = pq.read_table(rel / "release.parquet").to_pandas()
-    assert len(table) == selected["n_selected"]
+    assert len(table) == selected["n_selected"] - audit["removed"] == audit["released_set_size"]
     released = table[table.status == "released"]
     assert (rel / "distractors.txt").read_text().splitlines() == list(released.sort_values("selection_rank").path)
     card = (rel / "README.md").read_text()
-    assert f"| selected (top-N by distractor score, reviewed) | {len(table)} |" in card
+    assert f"| selected (top-N by distractor score, reviewed) | {selected['n_selected']} |" in card
+    # the leak audit: the simulated reviewers answered from the world's truth, so what it found is the truth
+    truth = pq.read_table(root / "world/truth.parquet").to_pandas().set_index("photo_id")["kind"]
+    chosen = pq.read_table(root / "selected/distractors.parquet").column("photo_id").to_pylist()
+    leaks = sorted(p for p in chosen if truth.get(p) == "landmark")
+    assert audit["method"] == "census" and audit["sampled"] == len(chosen)  # the tiny demo's 30: all checked
+    assert audit["leaks_found"] == leaks and audit["estimate"] == len(leaks) / len(chosen)
+    assert sentence(audit) in card and "one-sided upper bound" in card
+    assert not set(leaks) & set(table.photo_id)
     assert f"| **released** | **{len(released)}** |" in card
     funnel = json.loads((root / "candidates/stats.json").read_text())
     assert f"| candidates (geofilter) | {funnel['photos_out']} |" in card

@@ -10,7 +10,8 @@ import zipfile
 
 from snakerun import DEMO_MANIFEST, failure_text, snakemake
 
-KEY_OUTPUTS = {"report.html": "Result", "evaluation/evaluation.md": "Result", "release/README.md": "Release",
+KEY_OUTPUTS = {"report.html": "Result", "evaluation/evaluation.md": "Result", "evaluation/summary.md": "Result",
+               "release/README.md": "Release",
                "selected/stats.json": "Selection"}
 
 

@@ -97,29 +97,46 @@ def decisions_path():
     return M.review["decisions"] or L.decisions
 
 
+# The demo's simulated reviewers answer a queue's database from the world's truth, then export it
+# (the review and the audit: rules review_simulate and audit_simulate).
+SIMULATE_SHELL = (
+    "(mining review simulate --db {input.db:q} --truth {input.truth:q} "
+    "--manifest {params.manifest:q} && "
+    "mining review export --db {input.db:q} --out {output:q}) > {log:q} 2>&1"
+)
+
+
 def review_ready():
     """Human review gates the rest of the run until the exported decisions exist."""
     return M.review["mode"] == "simulate" or Path(decisions_path()).exists()
 
 
+def audit_ready():
+    """The audit's review (of a sample of the selection) gates the release the same way."""
+    return M.review["mode"] == "simulate" or Path(L.audit_decisions).exists()
+
+
 def final_targets():
-    if review_ready():
-        return [L.report, L.evaluation_json, L.distractors_txt,
-                L.release_sums]
-    return [L.review_queue, L.review_db]
+    if not review_ready():
+        return [L.review_queue, L.review_db]
+    if not audit_ready():
+        return [L.evaluation_json, L.distractors_txt, L.audit_queue, L.audit_db]
+    return [L.report, L.evaluation_json, L.distractors_txt, L.audit_json, L.release_sums]
 
 
 def review_gate_message():
-    """After a run that stopped for the human review: how to review and continue (said only
-    when the queue is there; mining.stages.review.gate words it)."""
-    from mining.stages.review.gate import next_steps
+    """After a run that stopped for the human review (or the audit's): how to review and continue
+    (said only when the queue is there; mining.stages.review.gate words it)."""
+    from mining.stages.review.gate import AUDIT, next_steps
 
+    landmarks = [f"{b.name}={b.gnd}" for b in BENCHMARKS] if MULTI else landmarks_gnd()
+    message = None
     if not review_ready():
-        message = next_steps(L.review_queue, L.review_db, L.images,
-                             [f"{b.name}={b.gnd}" for b in BENCHMARKS] if MULTI else landmarks_gnd(),
-                             decisions_path())
-        if message:
-            print(message)
+        message = next_steps(L.review_queue, L.review_db, L.images, landmarks, decisions_path())
+    elif not audit_ready():
+        message = next_steps(L.audit_queue, L.audit_db, L.images, landmarks, L.audit_decisions, AUDIT)
+    if message:
+        print(message)
 
 
 def method_dirs(stores):

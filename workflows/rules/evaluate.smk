@@ -11,6 +11,7 @@ rule evaluate:
     output:
         json=L.evaluation_json,
         table=report(L.evaluation_md, category="Result", caption="../report/evaluation.rst"),
+        summary=report(L.evaluation_summary, category="Result", caption="../report/summary.rst"),
     params:
         methods=lambda w, input: method_dirs(input.stores),
         scores=subpath(input.scores, parent=True),
@@ -39,6 +40,7 @@ rule report:
     input:
         evaluation=L.evaluation_json,
         selected=L.distractors_table,
+        audit=L.audit_json,
         images=L.images_summary,
         candidates=L.candidates_stats,
         metadata=L.metadata_stats,

@@ -1,5 +1,5 @@
 # Near-duplicate groups among candidates and near-copies of landmark images (dHash + the global
-# descriptor's cosine, mining/neardup.py). Score puts each landmark's probable landmark images at
+# descriptor's cosine, mining/stages/neardup/stage.py). Score puts each landmark's probable landmark images at
 # the top of its review queue; select drops unreviewed ones and keeps one image per group.
 
 
@@ -32,12 +32,13 @@ rule neardup:
 
 
 # Each candidate's risk of showing a landmark (best cosine to its queries and positives,
-# mining/leakrisk.py); select leaves out high-risk candidates beyond the reviewed depth.
+# mining/stages/leakrisk/stage.py); select leaves out high-risk candidates beyond the reviewed depth.
 rule leakrisk:
     input:
         gnd=landmark_gnds(),
         stores=stores_of([NEARDUP_METHOD]),
         queue=L.review_queue,
+        candidates=L.candidates_parquet,
     output:
         table=L.leakrisk_table,
         stats=L.leakrisk_stats,
@@ -58,4 +59,4 @@ rule leakrisk:
         ENV
     shell:
         "mining leakrisk --landmarks {params.landmarks} --descriptors {params.desc:q} --scores {params.scores:q} "
-        "--out {params.out:q} > {log:q} 2>&1"
+        "--candidates {input.candidates:q} --out {params.out:q} > {log:q} 2>&1"

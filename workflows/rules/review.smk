@@ -44,6 +44,4 @@ if M.review["mode"] == "simulate":
         conda:
             ENV
         shell:
-            "(mining review simulate --db {input.db:q} --truth {input.truth:q} "
-            "--manifest {params.manifest:q} && "
-            "mining review export --db {input.db:q} --out {output:q}) > {log:q} 2>&1"
+            SIMULATE_SHELL

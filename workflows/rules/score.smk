@@ -6,6 +6,7 @@ rule score:
         gnd=landmark_gnds(),
         stores=stores_of(METHODS),
         neardup=L.neardup_table,
+        candidates=L.candidates_parquet,
     output:
         scores=L.scores_table,
         queue=L.review_queue,
@@ -14,7 +15,7 @@ rule score:
         out=subpath(output.scores, parent=True),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
         manifest=MANIFEST_PATH,
-        settings=settings("score"),
+        settings=settings("score", "review"),
     log:
         L.log("score"),
     benchmark:
@@ -27,4 +28,5 @@ rule score:
         ENV
     shell:
         "mining score --manifest {params.manifest:q} --landmarks {params.landmarks} --descriptors {params.methods:q} "
-        "--out {params.out:q} --threads {threads} --near-duplicates {input.neardup:q} > {log:q} 2>&1"
+        "--out {params.out:q} --threads {threads} --near-duplicates {input.neardup:q} "
+        "--candidates {input.candidates:q} > {log:q} 2>&1"

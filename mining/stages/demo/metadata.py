@@ -7,7 +7,7 @@ is exact without needing the country polygons the geofilter uses.
 
 The row formatter (`row_fields`) and the malformed rows (`malform`, each defect named by the
 reject reason `mining ingest` gives for it) are the project's only ones: the tests' and
-benchmarks' bulk rows (tests/helpers/yfcc_rows.py) are made with them.
+benchmarks' bulk rows (fixtures/yfcc_rows.py) are made with them.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pyarrow.parquet as pq
 
 from mining import atomic
 from mining.landmarks import load_landmarks
@@ -38,8 +39,6 @@ def _thumb(path: Path, label: str, bbox: tuple[float, float, float, float] | Non
 def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: int = 11,
                   gnd: str = "landmarks/gnd_demo.pkl") -> np.ndarray:
     """Build the sheet image (BGR) from a built world folder (`gnd`: the city shown, of a world with several)."""
-    import pyarrow.parquet as pq
-
     ds = load_landmarks(root / gnd)
     prefix = "" if gnd == "landmarks/gnd_demo.pkl" else f"{Path(gnd).parent.name}/"  # truth's names with several
     truth = pq.read_table(root / "truth.parquet").to_pylist()

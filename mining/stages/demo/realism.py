@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from mining.landmarks import LandmarkDataset
+from mining.metrics import compute_map
 
 
 def histogram_descriptor(img_rgb: np.ndarray, grid: int = 3, bins: int = 9) -> np.ndarray:
@@ -56,7 +57,6 @@ def evaluate_setups(ds: LandmarkDataset, describe: Callable[[np.ndarray], np.nda
         db = np.stack([describe(_read(ds.image_path(n))) for n in ds.imlist])
         qs = np.stack([describe(_read(ds.image_path(q), ds.bbox(i))) for i, q in enumerate(ds.qimlist)])
         sims = qs @ db.T
-    from mining.metrics import compute_map
 
     ranks = np.argsort(-sims, axis=1, kind="stable").T  # (database, queries), best first
     out = {}

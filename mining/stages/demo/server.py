@@ -1,14 +1,15 @@
-"""A Flickr-like image server with deterministic, realistic faults: the demo's and the tests'.
+"""A Flickr-like image server with deterministic, realistic faults: the demo's.
 
 URL patterns are Flickr's (`/{server}/{id}_{secret}_b.jpg`, `/{server}/{id}_{secret}.jpg`,
 `/{server}/{id}_{secretoriginal}_o.{ext}`) so the downloader builds real Flickr URLs and
-only the host differs. `FlickrServer` is the HTTP machinery: every behaviour a photo can have
+only the host differs. `FlickrServer` is the HTTP machinery: the demo's behaviours
 (`BEHAVIOURS`), the per-client rate limit, `/_stats` (what was served and the highest request
 rate seen per client, so tests can assert politeness) and, when asked, a log of every request.
 `DemoServer` serves a built demo world: each photo's fault is a pure function of (world seed,
 photo id), so a test can predict exactly which photos fail and how; transient faults (429,
 500/503) clear after a fixed number of attempts, so a polite retry succeeds. The download
-tests script a behaviour per photo over generated JPEGs (tests/helpers/download_server.py).
+tests and benchmark script a behaviour per photo over generated JPEGs, with more behaviours
+than the demo's (fixtures/scripted_server.py, tests/helpers/download_server.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import functools
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -25,9 +28,13 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from mining.stages.demo.handler import MIRROR_SIDE, MIRROR_SMALL_SIDE, PLACEHOLDER_PATH, make_handler  # noqa: F401 (re-exported)
+import pyarrow.parquet as pq
+from PIL import Image, ImageDraw
 
-FLICKR_PLACEHOLDER_URL = "https://s.yimg.com/pw/images/en-us/photo_unavailable.png"  # on another host
+from mining.stages.demo.handler import Handler, make_handler
+from mining.errors import UserError
+from mining.flickr import yfcc_hash
+
 # The demo mirror's faults unless world.json says otherwise (`mirror_faults`): a share of photos
 # it lacks (404; gone on Flickr too for some), and too-small copies.
 DEFAULT_MIRROR_FAULTS = {"not_found": 0.1, "small": 0.03}
@@ -83,8 +90,9 @@ def fault_for(seed: int, photo_id: int, faults: Faults, salt: str = "") -> str |
     return None
 
 
-# Every behaviour a photo can have; the demo's fault mix (`Faults`) draws the first eleven, a
-# scripted server (a behaviour map, as in the download tests) may use any. No behaviour: served.
+# Every behaviour `Handler` answers; the demo's fault mix (`Faults`) draws the first eleven, a
+# scripted server (a behaviour map, as in the download tests) may use any, and adds its own
+# (fixtures/scripted_server.py). No behaviour: served.
 BEHAVIOURS = {
     "not_found": "404",
     "gone": "410",
@@ -98,29 +106,14 @@ BEHAVIOURS = {
     "truncated": "half the image, with a consistent Content-Length",
     "wrong_type": "200 with `png` (odd id) or `html` (even id)",
     "small": "a valid JPEG at most 640 px",
-    "placeholder_offsite": "302 to the server's `placeholder_url` (Flickr's is on another host)",
     "placeholder_hash": "200 with the placeholder as a JPEG (`placeholder_jpeg`: known bytes)",
     "png": "200 with the placeholder PNG",
     "html": "200 with an HTML page",
-    "missing_eoi": "the JPEG without its end marker",
-    "dup": "the bytes of the first `dup` photo asked for (a re-upload)",
-    "error500": "500, always",
-    "flaky503": "503 without Retry-After for the first 2 attempts, then served",
-    "throttle_forever": "429 + Retry-After, always",
-    "cut": "half the body, then the connection closes",
-    "trickle": "200 bytes every 0.1 s",
-    "huge_length": "200 declaring a Content-Length of 10^12, the JPEG's bytes streamed as fast as they go",
-    "endless": "200 without a Content-Length, the JPEG's bytes streamed until the client hangs up",
-    "redirect_same_host": "302 to the photo at /moved/... on this host (absolute URL for odd ids, relative for "
-                          "even), which serves it",
-    "redirect_loop": "302 to itself, always",
 }
 assert set(Faults.ORDER) <= set(BEHAVIOURS)
 
 
 def _placeholder_png() -> bytes:
-    from PIL import Image, ImageDraw
-
     img = Image.new("RGB", (500, 374), (240, 240, 240))
     d = ImageDraw.Draw(img)
     d.rectangle([150, 110, 350, 260], outline=(180, 180, 180), width=6)
@@ -193,8 +186,6 @@ class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
@@ -203,27 +194,25 @@ class _QuietServer(ThreadingHTTPServer):
 class FlickrServer:
     """A threaded HTTP/1.1 Flickr-like server; use as a context manager. A subclass says which
     URLs name a photo (`url_problem`), each photo's bytes (`image_bytes`) and its behaviour
-    (`behaviour_of`: a `BEHAVIOURS` name, or None to serve it correctly).
+    (`behaviour_of`: a `BEHAVIOURS` name, or None to serve it correctly), and may answer more
+    behaviours with a `handler` of its own (a subclass of `mining.stages.demo.handler.Handler`).
 
     `faults` gives the timings (`slow_s`, `stall_s`, `retry_after_s`, `transient_attempts`);
-    `latency_s` delays every photo answer; `placeholder_url` is where `placeholder_offsite`
-    points; `keep_log` keeps every request in `stats.log`.
+    `keep_log` keeps every request in `stats.log`.
     """
 
+    handler: type[Handler] = Handler
+
     def __init__(self, port: int = 0, faults: Faults | None = None, rate_limit: float | None = 0.0,
-                 burst: float | None = None, host: str = "127.0.0.1", latency_s: float = 0.0,
-                 placeholder_url: str = FLICKR_PLACEHOLDER_URL, keep_log: bool = False) -> None:
+                 burst: float | None = None, host: str = "127.0.0.1", keep_log: bool = False) -> None:
         self.faults = faults if faults is not None else Faults()
         self.stats = _Stats(log=[] if keep_log else None)
         self.bucket = _TokenBucket(rate_limit, burst or max(1.0, 2 * rate_limit)) if rate_limit else None
-        self.latency_s = latency_s
-        self.placeholder_url = placeholder_url
         self.attempts: dict[int, int] = defaultdict(int)
         self.attempts_lock = threading.Lock()
-        self.dup_of: int | None = None
         self.stopping = threading.Event()
         self.placeholder = _placeholder_png()
-        self._httpd = _QuietServer((host, port), make_handler(self))
+        self._httpd = _QuietServer((host, port), make_handler(self, self.handler))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -248,8 +237,6 @@ class FlickrServer:
 
     @functools.cached_property
     def placeholder_jpeg(self) -> bytes:
-        from PIL import Image
-
         buf = io.BytesIO()
         Image.open(io.BytesIO(self.placeholder)).convert("RGB").save(buf, format="JPEG", quality=90)
         return buf.getvalue()
@@ -289,12 +276,6 @@ class FlickrServer:
             self.attempts[photo_id] += 1
             return self.attempts[photo_id]
 
-    def dup_source(self, photo_id: int) -> int:
-        with self.attempts_lock:
-            if self.dup_of is None:
-                self.dup_of = photo_id
-            return self.dup_of
-
 
 class DemoServer(FlickrServer):
     """The server over a built world, each photo's fault drawn by `fault_for`; it is the
@@ -309,13 +290,9 @@ class DemoServer(FlickrServer):
     def __init__(self, world: str | Path, port: int = 0, faults: Faults | None = None,
                  rate_limit: float | None = 0.0, burst: float | None = None, host: str = "127.0.0.1",
                  mirror_faults: Faults | None = None, keep_log: bool = False) -> None:
-        import pyarrow.parquet as pq
-
         self.root = Path(world)
         meta_path = self.root / "world.json"
         if not meta_path.is_file():
-            from mining.errors import UserError
-
             raise UserError(f"{self.root}: not a demo world (no world.json; run `mining demo build` first)")
         self.meta = json.loads(meta_path.read_text())
         self.seed = int(self.meta["seed"])
@@ -332,10 +309,6 @@ class DemoServer(FlickrServer):
     def _hashes(self) -> dict[str, int]:
         """{photo hash: photo id} of the world's photos: its images/index.parquet's photo_hash, or
         (a world built before that column) the hashes of the metadata's download URLs."""
-        import pyarrow.parquet as pq
-
-        from mining.flickr import yfcc_hash
-
         tab = pq.read_table(self.root / "images" / "index.parquet")
         if "photo_hash" in tab.column_names:
             return {h: int(p) for p, h in zip(tab.column("photo_id").to_pylist(), tab.column("photo_hash").to_pylist())}
@@ -378,8 +351,6 @@ class DemoServer(FlickrServer):
             return raw
         key = (photo_id, max_side)
         if key not in self._small:
-            from PIL import Image
-
             img = Image.open(io.BytesIO(raw))
             if max(img.size) <= max_side:
                 return raw
@@ -402,16 +373,12 @@ def serve_forever(world: str | Path, port: int = 8765, fault_overrides: dict[str
     code is returned: that is how the workflow downloads from the demo world (the server's
     life is tied to the download's, and its /_stats summary lands in the same log).
     """
-    import subprocess
-
     root = Path(world)
     meta = json.loads((root / "world.json").read_text()) if (root / "world.json").is_file() else {}
     rates = {} if no_faults else {**meta.get("faults", {}), **(fault_overrides or {})}
     try:
         faults = Faults.from_rates(rates)
     except ValueError as exc:
-        from mining.errors import UserError
-
         raise UserError(str(exc)) from None
     srv = DemoServer(root, port=port, faults=faults, mirror_faults=Faults() if no_faults else None,
                      rate_limit=meta.get("rate_limit_rps", 0.0) if rate_limit is None else rate_limit)

@@ -22,7 +22,20 @@ from mining.errors import UserError
 from mining.flickr import yfcc_hash
 
 from . import metadata as md
-from . import render
+from .facade import FAMILIES, Facade, render_facade
+from .paint import VIEW_H, VIEW_W, encode_jpeg
+from .scenes import SCENES, render_scene
+from .views import render_view, view_params
+import multiprocessing as mp
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mining import imageindex
+from mining.benchmarks import demo_names, qualify
+from mining.layout import key_relpath
+from mining.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +45,8 @@ PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(landmarks=5, queries=2, easy=5, hard=4, junk=2, db_negatives=20, candidates=300),
     "small": dict(landmarks=11, queries=5, easy=12, hard=10, junk=4, db_negatives=200, candidates=5000),
     "medium": dict(landmarks=15, queries=5, easy=15, hard=12, junk=5, db_negatives=1000, candidates=50000),
+    # city100: many landmarks, few candidates (review that scales with the landmarks; docs/big-city.md)
+    "city100": dict(landmarks=100, queries=5, easy=3, hard=2, junk=1, db_negatives=100, candidates=600),
 }
 SHARES = {"landmark": 0.05, "hard_negative": 0.20}  # the rest: unrelated scenes
 SMALL_SHARE = 0.04  # candidate images stored below 1024 px (the downloader must reject them)
@@ -81,8 +96,8 @@ class Task:
 
 
 @functools.lru_cache(maxsize=4)
-def _facade(seed: int, tag: int, subject: int, family: str) -> render.Facade:
-    return render.render_facade(family, _rng(seed, _TAG["facade"], tag, subject))
+def _facade(seed: int, tag: int, subject: int, family: str) -> Facade:
+    return render_facade(family, _rng(seed, _TAG["facade"], tag, subject))
 
 
 def render_task(seed: int, task: Task) -> tuple[bytes, Any, str]:
@@ -91,16 +106,16 @@ def render_task(seed: int, task: Task) -> tuple[bytes, Any, str]:
 
     rng = _rng(seed, _TAG["view"], task.key)
     if task.kind == "scene":
-        img, bbox, problem = render.render_scene(task.label, rng), None, task.label
+        img, bbox, problem = render_scene(task.label, rng), None, task.label
     else:
         fac = _facade(seed, 0 if task.kind == "landmark" else 1, task.subject, task.family)
-        params, problem = render.view_params(task.label, rng)
-        img, bbox = render.render_view(fac, params, rng)
+        params, problem = view_params(task.label, rng)
+        img, bbox = render_view(fac, params, rng)
     if task.small:  # a share of photos only exists below 1024 px
         h, w = img.shape[:2]
         s = float(rng.uniform(0.45, 0.8))
         img = cv2.resize(img, (int(w * s), int(h * s)), interpolation=cv2.INTER_AREA)
-    return render.encode_jpeg(img), bbox, problem
+    return encode_jpeg(img), bbox, problem
 
 
 def _worker_init() -> None:
@@ -124,7 +139,7 @@ def near_copy(data: bytes, seed: int, task: Task) -> bytes:
     crop = cv2.resize(img[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_LINEAR)
     gain = rng.uniform(0.92, 1.08, size=3 if task.label == "reupload" else 1)
     out = np.clip(crop.astype(np.float32) * gain + rng.uniform(-8, 8), 0, 255).astype(np.uint8)
-    return render.encode_jpeg(out, quality=int(rng.integers(70, 86)) if task.label == "reupload" else 90)
+    return encode_jpeg(out, quality=int(rng.integers(70, 86)) if task.label == "reupload" else 90)
 
 
 def _run_task(args: tuple[int, str, Task, bool]) -> tuple[str, Any, str, bool]:
@@ -190,17 +205,15 @@ def _landmarks(cfg: dict[str, int], seed: int, city: int = 0) -> list[Landmark]:
     order = rng.permutation(len(_NAMES))
     out = []
     for i in range(cfg["landmarks"]):
-        fam = render.FAMILIES[i % len(render.FAMILIES)]
+        fam = FAMILIES[i % len(FAMILIES)]
         nouns = _NOUNS[fam]
-        out.append(Landmark(f"{_NAMES[int(order[i])]}_{nouns[int(rng.integers(len(nouns)))]}", fam,
-                            city * CITY_STRIDE + i))
+        name = _NAMES[int(order[i % len(_NAMES)])] + (str(i // len(_NAMES) + 1) if i >= len(_NAMES) else "")
+        out.append(Landmark(f"{name}_{nouns[int(rng.integers(len(nouns)))]}", fam, city * CITY_STRIDE + i))
     return out
 
 
 def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, desc: str) -> dict[str, tuple[Any, str]]:
     """Render tasks in parallel (or inline for one worker), with a progress bar."""
-    from mining.progress import bar
-
     args = [(seed, str(root), t, resume) for t in tasks]
     results: dict[str, tuple[Any, str]] = {}
     if workers <= 1:
@@ -208,7 +221,6 @@ def _map(tasks: list[Task], seed: int, root: Path, workers: int, resume: bool, d
         for out, bbox, problem, _ in bar(it, total=len(args), desc=desc, unit="img", leave=False):
             results[out] = (bbox, problem)
         return results
-    import multiprocessing as mp
 
     ctx = mp.get_context("spawn")  # fork after OpenCV has started its threads can deadlock
     with ctx.Pool(workers, initializer=_worker_init) as pool:
@@ -240,11 +252,11 @@ def _build_city(cfg: dict[str, int], seed: int, city: int, root: Path, rel: str,
     for j, nid in enumerate(neg_ids):
         name = f"other_{int(nid):06d}"
         if j % 2 == 0:
-            fam = render.FAMILIES[j // 2 % 3]
+            fam = FAMILIES[j // 2 % 3]
             subject = 10_000 + city * CITY_STRIDE + j  # another city's negatives are other buildings
             lm_tasks.append(Task(f"{rel}/jpg/{name}.jpg", "facade", "easy", subject, fam, next(key)))
         else:
-            kind = render.SCENES[j // 2 % len(render.SCENES)]
+            kind = SCENES[j // 2 % len(SCENES)]
             lm_tasks.append(Task(f"{rel}/jpg/{name}.jpg", "scene", kind, 0, kind, next(key)))
         db_entries.append((name, "negative", None))
     results = _map(lm_tasks, seed, root, workers, resume=False, desc="landmarks")
@@ -270,10 +282,6 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     """Write the whole world under `out`; returns the world.json content. `cities` > 1: as many
     landmark benchmarks (landmarks/<name>/gnd_<name>.pkl, `mining.benchmarks.demo_names`; the
     first is the one-city world's city) and one pool of candidates showing any of them."""
-    import pyarrow as pa
-
-    from mining.benchmarks import demo_names, qualify
-
     if preset not in PRESETS:
         raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
     if seed < 0:
@@ -321,7 +329,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
         kind = str(kinds[img_i]) if role == "image" else "unrelated"
         if role == "image" and kind == "landmark" and place is not None and place.excluded and len(lm_seen) < len(lms):
             place = md.Place("berlin", "city", 52.52, 13.405, False)  # every landmark needs a catchable image
-        theme = ("building" if kind != "unrelated" else render.SCENES[int(rrng.integers(len(render.SCENES)))])
+        theme = ("building" if kind != "unrelated" else SCENES[int(rrng.integers(len(SCENES)))])
         rec = md.make_record(rrng, line, pid, place, theme if theme in md._TITLES else "building", role == "video")
         fields = md.format_row(rrng, rec, junk_date=bool(rrng.random() < JUNK_DATE_SHARE))
         if role == "malformed":
@@ -338,7 +346,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
             task = Task(f"images/{pid}.jpg", "landmark", label, lm.index, lm.family, 1_000_000 + img_i)
             lname, fam = lm_label[lm.index], lm.family
         elif kind == "hard_negative":
-            fam = render.FAMILIES[int(rrng.integers(3))]
+            fam = FAMILIES[int(rrng.integers(3))]
             task = Task(f"images/{pid}.jpg", "facade", "easy", 100_000 + img_i, fam, 1_000_000 + img_i)
             lname = None
         else:
@@ -385,7 +393,7 @@ def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0
     kinds_count = {k: int(sum(1 for x in truth["kind"] if x == k)) for k in ("unrelated", "hard_negative", "landmark")}
     world = {
         "version": 1, "preset": preset, "seed": seed,
-        "image_size": [render.VIEW_W, render.VIEW_H], "min_size": 1024,
+        "image_size": [VIEW_W, VIEW_H], "min_size": 1024,
         "counts": {
             "landmarks": len(lms), "queries": sum(len(b[0]) for b in built), "database": sum(len(b[2]) for b in built),
             "metadata_rows": len(rows), "malformed_rows": n_malformed, "photos_without_geotag": n_nogeo,
@@ -415,13 +423,6 @@ def as_download_folder(world: str | os.PathLike[str], images: str | os.PathLike[
     """The world's candidate images laid out as a `mining download` output (every photo `ok`,
     keyed by its photo hash, with `index.parquet`): what tests and benchmarks describe without
     running the downloader."""
-    import shutil
-
-    import pyarrow.parquet as pq
-
-    from mining import imageindex
-    from mining.layout import key_relpath
-
     world, images = Path(world), Path(images)
     t = pq.read_table(world / "images" / "index.parquet", columns=["photo_id", "photo_hash"])
     rows = []

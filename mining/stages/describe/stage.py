@@ -44,11 +44,14 @@ from mining.imagedecode import load_image  # the describe stage's decode (kept i
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method
 from mining.threads import in_order
+from threadpoolctl import threadpool_limits
+
+from mining.progress import bar as progress_bar
 
 log = logging.getLogger(__name__)
 
 SETS = ("queries", "database", "candidates")
-MODEL_FILE = "model.npz"
+MODEL_FILE = descriptors.MODEL_FILE
 PLAN_FILE = "describe.json"  # the settings of a store being written; a resume must match them
 RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
 PREFETCH = 4  # images decoded ahead of those being described (decode overlaps compute)
@@ -101,8 +104,6 @@ def single_threaded_numerics() -> Any:
     in place in worker processes. Measured on OpenBLAS: the PCA-whitening learned from the
     same rows differs in its last bits between 1 and 2+ BLAS threads.
     """
-    from threadpoolctl import threadpool_limits
-
     for lib in ("torch", "faiss", "cv2"):  # loaded first, or their pools escape the limit
         with contextlib.suppress(ImportError):
             __import__(lib)
@@ -335,8 +336,6 @@ def describe_many(method_names: Sequence[str], images: str | Path, image_set: st
     shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
     learning and for describing; every store is the same bytes as `describe` of that method
     alone. Returns the store infos, in method order."""
-    from mining.progress import bar as progress_bar
-
     n = len(method_names)
     params = list(params) if params is not None else [None] * n
     models = list(models) if models is not None else [None] * n

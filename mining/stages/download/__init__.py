@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mining import atomic
+from mining import atomic, cluster
 from mining.stages.download.downloader import FetchConfig
-from mining.stages.download.reader import DEFAULT_HOST, build_jobs, check_out_dir, load_candidates, plan_fingerprint, plan_shards
+from mining.stages.download.reader import (DEFAULT_HOST, build_jobs, check_out_dir, load_candidates, plan_fingerprint,
+                                    plan_shards)
 from mining.stages.download.sources import Source
+from mining.stages.download.writer import sweep_debris
 from mining.errors import UserError
 from mining.options import defaults
 
@@ -54,9 +56,7 @@ def download(candidates: str | Path, out: str | Path, cfg: FetchConfig, host: st
     run all failed (then the remaining shards are not started); the statuses written so far
     stay, so a rerun resumes. `min_ok_fraction=0` turns both checks off.
     """
-    from mining import cluster
     from mining.stages.download import distributor, logger
-    from mining.stages.download.writer import sweep_debris
 
     if not 0 <= min_ok_fraction <= 1:
         raise UserError(f"--min-ok-fraction must be between 0 and 1, not {min_ok_fraction}")

@@ -8,12 +8,13 @@ and the progress counter are Dask Actors, so all workers share them.
 from __future__ import annotations
 
 import os
-
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from mining.cluster import run_tasks
+from mining.stages.download.ratelimit import HostSchedule, RunStopped
 
 
 class Counter:
@@ -42,8 +43,6 @@ def _bind(actor: Any) -> None:
 
 def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counter: Any, sources: tuple = ()) -> dict:
     """Runs on a worker: one shard, reporting progress to the shared counter in batches."""
-    import threading
-
     from mining.stages.download.downloader import download_shard
 
     for actor in (schedule, counter):
@@ -58,8 +57,6 @@ def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counte
                 return
             k, pending[0], pending[1] = pending[0], 0, time.monotonic()
         counter.add(k)
-
-    from mining.stages.download.ratelimit import RunStopped
 
     try:
         result = download_shard(shard, Path(out), cfg, schedule, tar=tar, tick=tick, sources=sources)
@@ -78,8 +75,6 @@ def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
                on_progress: Callable[[int], None], on_shard: Callable[[dict], None], sources: tuple = ()) -> list[dict]:
     """Run every shard (`mining.cluster.run_tasks`), reporting progress while they run; returns
     the shard tallies in shard order."""
-    from mining.stages.download.ratelimit import HostSchedule
-
     schedule = client.submit(HostSchedule, cfg.rps, actor=True, pure=False).result()
     counter = client.submit(Counter, actor=True, pure=False).result()
     seen = [0]

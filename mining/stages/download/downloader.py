@@ -13,22 +13,28 @@ bundle) for HTTPS.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import os
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
+import certifi
 import urllib3
 from PIL import Image
 
 from mining.stages.download.ratelimit import Politeness, backoff, parse_retry_after
 from mining.stages.download.reader import Shard, status_path
-from mining.stages.download.writer import ShardSink, write_status
+from mining.stages.download.sources import NO_ADDRESS, Source, local_path
+from mining.stages.download.writer import Journal, ShardSink, write_status
+from mining.layout import image_key
 from mining.options import defaults
 
 REDIRECTS = {301, 302, 303, 307, 308}
@@ -77,11 +83,6 @@ class Pools:
     names for a URL's scheme unless `no_proxy` exempts its host (as requests does)."""
 
     def __init__(self, cfg: FetchConfig) -> None:
-        import os
-        import urllib.request
-
-        import certifi
-
         self.kw: dict[str, Any] = {
             "num_pools": 16, "maxsize": max(1, cfg.threads), "block": False, "retries": False,
             "headers": {"User-Agent": cfg.user_agent, "Accept": "*/*", "Accept-Encoding": "identity"},
@@ -287,8 +288,6 @@ def _empty_row(photo_id: int, url: str | None, status: str) -> dict[str, Any]:
 
 def read_local(photo_id: int, uri: str, cfg: FetchConfig) -> tuple[dict, bytes | None]:
     """A local source's file, verified like a download (no network)."""
-    from mining.stages.download.sources import local_path
-
     row = _empty_row(photo_id, uri, "not_found")
     try:
         with open(local_path(uri), "rb") as f:
@@ -312,8 +311,6 @@ def adopt(old: bytes, journaled: dict | None) -> dict | None:
 
 def default_source(cfg: FetchConfig) -> Any:
     """The one source of a download given plain URLs: the flickr behaviour of `cfg`."""
-    from mining.stages.download.sources import Source
-
     return Source(kind="flickr", name="flickr", rps=cfg.rps, threads=cfg.threads, min_size=cfg.min_size)
 
 
@@ -324,12 +321,7 @@ def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar
     Each photo goes through `sources` in order (default: one flickr source from `cfg`) until
     one serves it, or one fails transiently (the photo ends with that status), or all of
     them failed finally. Each source has its own politeness (rps, threads) and `min_size`."""
-    import dataclasses
-
     from mining.stages.download.reader import TRANSIENT
-    from mining.stages.download.sources import NO_ADDRESS
-    from mining.stages.download.writer import Journal
-    from mining.layout import image_key
 
     out = Path(out)
     sources = tuple(sources) or (default_source(cfg),)

@@ -6,20 +6,23 @@ about DIR after any number of interrupted and resumed runs; speeds are this run'
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from mining import atomic
+from mining import atomic, imageindex
 from mining.stages.download.reader import STATUSES, TRANSIENT, origin, status_path, tried_of
+from mining.stages.download.writer import STATUS_SCHEMA, tar_path
+from mining.layout import key_relpath
+from mining.progress import bar
 
 
 def progress_bar(total: int, initial: int = 0) -> Any:
-    from mining.progress import bar
-
     return bar(total=total, initial=initial, unit="img", desc="download", smoothing=0.1)
 
 
@@ -28,8 +31,6 @@ def read_status(out: Path) -> pa.Table:
     folder = out / "status"
     files = sorted(folder.glob("shard-*.parquet")) if folder.is_dir() else []
     if not files:
-        from mining.stages.download.writer import STATUS_SCHEMA
-
         return STATUS_SCHEMA.empty_table()
     return ds.dataset([str(f) for f in files], format="parquet").to_table()
 
@@ -64,8 +65,6 @@ EXPLAIN = {
 
 def most_common_failure(status: pa.Table, host: str) -> str:
     """`status (what it means) for N photos`, over the failed rows (those from `host` when any)."""
-    from collections import Counter
-
     failed = status.filter(pc.not_equal(status.column("status"), "ok")).select(["url", "status", "http_code"])
     rows = failed.to_pylist()
     here = origin(host.split(", ")[0])  # the first source's
@@ -106,8 +105,6 @@ _INDEXED = ["photo_id", "status", "source", "low_res", "tried", "width", "height
 def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
     """(shard index, status row) of every photo recorded in DIR (each status file holds the
     latest row of each of its photos)."""
-    import pyarrow.parquet as pq
-
     found = []
     for i in range(n_shards):
         sp = status_path(out, i)
@@ -119,10 +116,6 @@ def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
 def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar: bool) -> Path:
     """DIR/index.parquet (`mining.imageindex`): one row per candidate photo, from the latest
     status rows (a photo no run has settled yet: status `not_tried`). Deterministic: no times."""
-    from mining import imageindex
-    from mining.stages.download.writer import tar_path
-    from mining.layout import key_relpath
-
     n_shards = (len(ids) + shard_size - 1) // shard_size
     recorded = {r["photo_id"]: (i, r) for i, r in latest_rows(out, n_shards)}
     rows = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 
@@ -143,7 +144,6 @@ def parse_retry_after(value: str | None, cap: float = 600.0) -> float | None:
         return min(cap, max(0.0, float(value)))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(value)

@@ -20,6 +20,10 @@ import pyarrow.parquet as pq
 from mining.stages.download.writer import image_exists
 from mining.errors import UserError
 from mining.flickr import DEFAULT_HOST, photo_url  # noqa: F401 (re-exported: the download stage's host)
+from collections import Counter
+
+from mining.stages.download.sources import LocalFolder, Source, address
+from mining.layout import image_key, named_download_url
 
 REQUIRED = ("photo_id", "server_id", "secret", "secret_original", "extension")
 OPTIONAL = ("download_url",)  # the photo hash (image key, the mirror's key); MD5 of the id without it
@@ -81,9 +85,6 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
     withholds it for many): None, recorded as `no_original` without a request; only a column
     empty for every photo is refused as a whole. A multimedia-commons source needs the
     download URL (the photo hash), a local one finds the photo when the plan is made."""
-    from mining.stages.download.sources import LocalFolder, address
-    from mining.layout import image_key, named_download_url
-
     for s in sources:
         if s.kind == "flickr" and s.size not in ("b", "o"):
             raise UserError(f"--size must be b or o, not {s.size!r}")
@@ -121,7 +122,6 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
         urls.append(tuple(address(s, pid, key, named, flickr.get(s.size + (s.host or "")), locals_.get(i), others)
                           for i, s in enumerate(sources)))
     if len(set(keys)) != len(keys):  # two photos, one image file: refused rather than overwritten
-        from collections import Counter
 
         key, n = Counter(keys).most_common(1)[0]
         clash = [p for p, k in zip(ids, keys) if k == key]
@@ -132,8 +132,6 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
 
 def build_urls(table: pa.Table, host: str, size: str) -> tuple[list[int], list[str | None]]:
     """Photo ids and their URLs at one flickr source (`build_jobs` with that source)."""
-    from mining.stages.download.sources import Source
-
     ids, _keys, urls = build_jobs(table, [Source(kind="flickr", name="flickr", host=host.rstrip("/"), size=size)])
     return ids, [u[0] for u in urls]
 
@@ -202,8 +200,6 @@ def plan_shards(out: Path, ids: list[int], urls: list, shard_size: int, tar: boo
     settled rows are carried over, and the other photos are redone from the first source
     not yet settled for them.
     """
-    from mining.layout import image_key
-
     if shard_size < 1:
         raise UserError("--shard-size must be at least 1")
     keys = keys if keys is not None else [image_key(p) for p in ids]

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from mining.errors import UserError
+from mining.flickr import mirror_relpath, yfcc_hash
+from mining.layout import image_relpath
+from mining.manifest import check, schema
+from mining.yamlfile import Locator
 
 KINDS = ("flickr", "multimedia-commons", "local")
 # the status of a photo a source has no address for (not asked): a final failure there
@@ -61,8 +68,6 @@ class Source:
 
 def schema_parts() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The download section's schema, the source entry's schema and the `$defs`."""
-    from mining.manifest import schema
-
     full = schema()
     return full["properties"]["download"], full["$defs"]["download_source"], full["$defs"]
 
@@ -83,9 +88,6 @@ def kind_defaults() -> dict[str, dict[str, Any]]:
 def check_entries(entries: Any, where: str) -> list[dict[str, Any]]:
     """Validate source entries (from a manifest, `--sources-json` or `--source`) against the
     schema: kinds, keys, http(s) hosts, unique names, a path for a local one."""
-    from mining.manifest import check
-    from mining.yamlfile import Locator
-
     section, entry_schema, defs = schema_parts()
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{where}: sources must be a non-empty list of {{kind: ..., ...}} entries")
@@ -192,8 +194,6 @@ def address(src: Source, photo_id: int, key: str, download_url: str | None, flic
     """Where `src` has this photo (an http(s) URL, or a `file://` URI for a local source);
     None when it cannot have it (no original secret, no download URL, not in the folder).
     `key`: `mining.layout.image_key(photo_id, download_url)`."""
-    from mining.flickr import mirror_relpath
-
     if src.kind == "flickr":
         return flickr_url
     if src.kind == "multimedia-commons":  # with a download URL, the key is its photo hash
@@ -210,9 +210,6 @@ class LocalFolder:
     """A folder of images a user has: the mirror's layout, ours, or img2dataset's output."""
 
     def __init__(self, root: str | Path) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         self.root = Path(root)
         self.by_url: dict[str, Path] = {}
         for f in sorted(self.root.rglob("*.parquet")):
@@ -230,9 +227,6 @@ class LocalFolder:
                     self.by_url.setdefault(str(url), folder / f"{key}.jpg")
 
     def find(self, photo_id: int, key: str, download_url: str | None, urls: tuple[str, ...] = ()) -> str | None:
-        from mining.flickr import mirror_relpath, yfcc_hash
-        from mining.layout import image_relpath
-
         rels = [image_relpath(photo_id, download_url)]
         if download_url:
             rels = [mirror_relpath(yfcc_hash(download_url))] + rels + [image_relpath(photo_id)]

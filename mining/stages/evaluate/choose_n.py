@@ -20,7 +20,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mining import atomic
 from mining.errors import UserError
+from mining.stages.evaluate.experiment import evaluate_setups, setup_base
+from mining.stages.evaluate.histograms import Ranking, load_method
+from mining.stages.evaluate.protocols.setups import setup_gnd
+from mining.landmarks import load_landmarks
 
 GRID_POINTS = 24
 
@@ -52,8 +57,6 @@ def choose(curves: dict[str, dict[str, dict[str, Any]]], sizes: Sequence[int], t
 
 def check_args(tolerance: float, descriptors: Sequence[Path], setups: Sequence[str]) -> None:
     """The cheap checks, before select ranks anything."""
-    from mining.stages.evaluate.protocols import setup_gnd
-
     if not 0 <= tolerance < 1:
         raise UserError(f"auto tolerance must be in [0, 1), not {tolerance}")
     if not descriptors:
@@ -68,10 +71,6 @@ def run_choose_n(landmarks: Path, descriptors: Sequence[Path], ranked_ids: np.nd
 
     `ranked_ids`: the photo ids `mining select` would take its top N from, best first
     (`mining.stages.select.stage.ranked(...)`: `pid[order]`)."""
-    from mining import atomic
-    from mining.stages.evaluate.experiment import Ranking, evaluate_setups, load_method, setup_base
-    from mining.landmarks import load_landmarks
-
     check_args(tolerance, descriptors, setups)
     dataset = load_landmarks(landmarks)
     ids = np.asarray(ranked_ids)

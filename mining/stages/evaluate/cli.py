@@ -10,8 +10,9 @@ from pathlib import Path
 
 from mining import options
 from mining.cli import add_progress_flag
+from mining.stages.evaluate.protocols.registry import protocol_names
 
-STEP = 11  # place in the pipeline (mining.stages.names)
+STEP = 12  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,12 +48,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
     add_progress_flag(p)
+    kit = p.add_argument_group("kit mode: from an evaluation kit alone, no image (docs/formats.md)")
+    kit.add_argument("--kit", type=Path, metavar="KIT",
+                     help="RELEASE/kit of `mining release --kit`: reproduce the run's table (none and mined N, per "
+                          "method and setup) with --landmarks; with --queries, evaluate your own query descriptors")
+    kit.add_argument("--method", metavar="M", help="with --kit --queries Q.npy: the kit's method the rows are from")
     own = p.add_argument_group("protocol mode: your own results (see below)")
-    own.add_argument("--protocol", choices=["oxford", "gldv2", "holidays", "ukbench"],
+    own.add_argument("--protocol", choices=protocol_names(),
                      help="score --ranks or descriptors on this benchmark instead of the pipeline evaluation")
     own.add_argument("--gt", type=Path, metavar="PATH", help="the benchmark's ground truth (formats below)")
     own.add_argument("--ranks", type=Path, metavar="PATH", help="your rankings: a .npy or the benchmark's text/CSV form")
-    own.add_argument("--queries", type=Path, metavar="Q.npy", help="query descriptors, one row per query")
+    own.add_argument("--queries", type=Path, metavar="Q.npy", help="query descriptors, one row per query (with --kit: "
+                     "also a `mining describe --set queries --model KIT/methods/M/distractors` store folder)")
     own.add_argument("--database", type=Path, metavar="X.npy", help="database descriptors, one row per image")
     own.add_argument("--imlist", type=Path, metavar="NAMES.txt", help="database image names, one a line, in index order")
     own.add_argument("--qimlist", type=Path, metavar="NAMES.txt", help="query names, one a line, in column/row order")
@@ -106,6 +113,10 @@ P = ukbench (UKBench):
 def run(args: argparse.Namespace) -> int:
     from mining.errors import UserError
 
+    if args.kit is not None:
+        return run_kit(args)
+    if args.method is not None:
+        raise UserError("--method belongs to --kit mode")
     if args.protocol is not None:
         return run_protocol(args)
     given = [f"--{name}" for name in _OWN if getattr(args, name) is not None]
@@ -143,7 +154,9 @@ def evaluate_options(args: argparse.Namespace) -> options.EvaluateOptions:
 def run_protocol(args: argparse.Namespace) -> int:
     from mining.atomic import write_json
     from mining.errors import UserError
-    from mining.stages.evaluate.protocols import Results, evaluate_protocol, protocol_table
+    from mining.stages.evaluate.protocols.readers import Results
+    from mining.stages.evaluate.protocols.dispatch import evaluate_protocol
+    from mining.stages.evaluate.protocols.report import protocol_table
 
     named = {**{name: f"--{name}" for name in (*_PIPELINE, "decisions", "manifest")}, options.dest("evaluate", "n"): "--n"}
     given = [flag for name, flag in named.items() if getattr(args, name) is not None]
@@ -159,3 +172,23 @@ def run_protocol(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(args.json, report)
     return 0
+
+
+def run_kit(args: argparse.Namespace) -> int:
+    """`mining evaluate --kit`: exit 1 when the kit does not reproduce the run's table to 1e-6."""
+    from mining.errors import UserError
+    from mining.stages.evaluate.kit import evaluate_kit, markdown
+
+    given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "n", "protocol", "gt", "ranks",
+                                      "database", "imlist", "qimlist", "json") if getattr(args, name) is not None]
+    given += [f"--{name.replace('_', '-')}" for name, default in (("setups", ["easy", "medium", "hard"]),
+                                                                  ("random_seeds", None))
+              if getattr(args, name) != default]
+    if given:
+        raise UserError(f"{given[0]} does not go with --kit (the kit holds the descriptors and the selection)")
+    if not args.landmarks:
+        raise UserError("--kit needs --landmarks GND (the landmark dataset's ground truth, gnd_<name>.pkl)")
+    report = evaluate_kit(args.kit, args.landmarks, queries=args.queries, method=args.method, out=args.out)
+    print(markdown(report), end="")
+    per = report.get("per_benchmark") or {None: report}
+    return 0 if all(r.get("reproduced", {"ok": True})["ok"] for r in per.values()) else 1

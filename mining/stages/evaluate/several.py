@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from mining.benchmarks import Benchmark, score_column
 from mining.errors import UserError
@@ -18,8 +19,6 @@ from mining.errors import UserError
 def score_share(names: Sequence[str], scores_dir: Path, selected_dir: Path) -> dict[str, dict[str, float | None]]:
     """Per benchmark, its part of the summed score of the selected set and of every scored
     candidate (scores.parquet's benchmark_score_<name> columns; the parts sum to the score)."""
-    import pyarrow.parquet as pq
-
     cols = [score_column(n) for n in names]
     path = Path(scores_dir) / "scores.parquet"
     have = set(pq.read_schema(path).names)

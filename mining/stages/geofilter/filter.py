@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from mining.atomic import atomic_path, output_folder, write_json
 from mining.errors import UserError
 from mining.exclusion import Recipe
+from mining.progress import bar as progress_bar
 from mining.threads import read_ahead
 
 log = logging.getLogger(__name__)
@@ -307,8 +308,6 @@ def _chunks(files: list[Path], progress: bool, columns: list[str] | None = None,
     """The metadata in order, ~BATCH_ROWS rows at a time (only `columns`, if given). Whole
     row groups are read together (pyarrow decodes their columns in parallel); a row group
     much larger than BATCH_ROWS is streamed in batches so memory stays bounded."""
-    from mining.progress import bar as progress_bar
-
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     with progress_bar(total=total, unit="row", unit_scale=True, desc=desc, disable=not progress) as bar:
         for f in files:

@@ -1,7 +1,7 @@
 """`mining ingest`: YFCC100M `yfcc100m_dataset` files → a typed Parquet dataset.
 
 Inputs: the TSV files (25 or 23 fields; plain, .bz2 or .gz) and the SQLite file
-(`yfcc100m_dataset.sql`, told apart by its header bytes: mining/ingest/sqlite.py), which give
+(`yfcc100m_dataset.sql`, told apart by its header bytes: mining/stages/ingest/sqlite.py), which give
 the same output for the same rows.
 
 Output folder (see docs/formats.md): `part-NNNNN.parquet`, `quarantine.tsv` (file, line,
@@ -34,23 +34,14 @@ import pyarrow as pa
 from mining import __version__, atomic
 from mining.errors import UserError
 from mining.stages.ingest import sqlite
-from mining.threads import in_order
-from mining.stages.ingest.hashes import HASH_COUNTS, compare
+from mining.stages.ingest.damage import line_reached
+from mining.stages.ingest.hashes import HASH_COUNTS, HashJoin, compare
 from mining.stages.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field, read_quarantine, unescape_field
-from mining.stages.ingest.yfcc import (
-    PLACE_FIELDS,
-    READ_ERRORS,
-    Block,
-    REASONS,
-    SCHEMA,
-    WRONG_FIELD_COUNT,
-    bz2_decoder,
-    detect_layout,
-    iter_blocks,
-    open_stream,
-    parse_block,
-    sniff_compression,
-)
+from mining.stages.ingest.places import PlacesJoin
+from mining.stages.ingest.streams import READ_ERRORS, bz2_decoder, iter_blocks, open_stream, sniff_compression
+from mining.stages.ingest.yfcc import PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block, detect_layout, parse_block
+from mining.progress import bar as progress_bar
+from mining.threads import in_order
 
 __all__ = ["ingest", "open_dataset", "output_schema", "read_quarantine", "REASONS", "SCHEMA",
            "escape_field", "unescape_field"]
@@ -377,20 +368,13 @@ def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
 
 def _damaged(path: Path, kind: str, counted: int, exc: BaseException) -> str:
     """The one line for a truncated or corrupt compressed input, naming the last whole line that
-    decodes (see mining/ingest/damage.py)."""
-    from mining.stages.ingest.damage import line_reached
-
+    decodes (see mining/stages/ingest/damage.py)."""
     return f"{path}: the {kind} stream is truncated or corrupt after line {line_reached(path, kind, counted)} ({exc})"
 
 
 def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, places_path: Path | None,
          hash_path: Path | None, rows_per_part: int, block_size: int, compression: str, progress: bool,
          workers: int) -> dict[str, Any]:
-    from mining.progress import bar as progress_bar
-
-    from mining.stages.ingest.hashes import HashJoin
-    from mining.stages.ingest.places import PlacesJoin
-
     t0 = time.perf_counter()
     schema = output_schema(places_path is not None)
     writer = PartWriter(staging, schema, rows_per_part, compression)

@@ -1,5 +1,5 @@
 """The `yfcc100m_places` expansion (`photoid<TAB>woeid:Name:Type,...`) joined onto dataset rows
-(a sliding-window merge by photo id: mining/ingest/window.py)."""
+(a sliding-window merge by photo id: mining/stages/ingest/window.py)."""
 
 from __future__ import annotations
 

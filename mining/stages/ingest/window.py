@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining.errors import UserError
-from mining.stages.ingest.yfcc import iter_blocks, open_stream
+from mining.stages.ingest.streams import iter_blocks, open_stream
 
 # a block of lines -> (photo ids, one array per joined column, lines skipped)
 Parse = Callable[[bytes], tuple[np.ndarray, list[pa.Array], int]]

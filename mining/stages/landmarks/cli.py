@@ -1,4 +1,5 @@
-"""CLI for `mining landmarks check`: validate a landmark dataset and show its landmarks."""
+"""CLI for `mining landmarks check` (validate a landmark dataset and show its landmarks) and
+`mining landmarks build` (make one from a CSV table of annotations)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ STEP = 1  # place in the pipeline (mining.stages.names)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "landmarks",
-        help="check a landmark dataset (gnd_<name>.pkl + jpg/) and show the landmarks found in it",
-        description="Landmark datasets in revisitop's format. `mining landmarks check GND` runs first in the workflow.",
+        help="build a landmark dataset (gnd_<name>.pkl + jpg/) from a CSV table, or check one and show its landmarks",
+        description="Landmark datasets in revisitop's format. `mining landmarks build TABLE --out DIR` makes one "
+                    "from a table of annotations; `mining landmarks check GND` runs first in the workflow.",
     )
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     c = verbs.add_parser(
@@ -35,6 +37,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='print {"landmarks": [{"name", "queries"}], "queries", "database", "problems"} as JSON')
     c.add_argument("--no-images", action="store_true", help="do not look for the images on disk")
     c.set_defaults(func=run_check)
+    b = verbs.add_parser(
+        "build",
+        help="make a landmark dataset (gnd_<name>.pkl + jpg/) from a CSV table of annotations",
+        description=(
+            "Builds a revisitop ground truth from one CSV table with the columns image, landmark, role "
+            "(query, easy, hard, junk or negative), query (optional: the label holds for that query only) and "
+            "x1, y1, x2, y2 (a query's box, pixels of the image as shown). Writes OUT/jpg/<image name>.jpg "
+            "(copies) and OUT/gnd_<name>.pkl, then runs `mining landmarks check` on it. A bad row (image "
+            "missing or not a JPEG, a box outside its image, an unknown landmark or query, a duplicate query, "
+            "an image labelled twice) exits 2 naming the file and line before anything is written. "
+            "The table's format: docs/formats.md."
+        ),
+    )
+    b.add_argument("table", type=Path, help="the annotations, a CSV file (UTF-8, header row)")
+    b.add_argument("--out", type=Path, required=True, help="output folder (gnd_<name>.pkl and jpg/ go there)")
+    b.add_argument("--name", help="the benchmark's name: gnd_<name>.pkl (default: OUT's folder name)")
+    b.add_argument("--images", type=Path, help="folder the table's relative image paths start from "
+                                                "(default: the table's folder)")
+    b.set_defaults(func=run_build)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -45,6 +66,15 @@ def run_check(args: argparse.Namespace) -> int:
     gnd = Path(args.gnd[0])
     report = check_dataset(gnd, images=not args.no_images)
     print(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) if args.json else report.text(gnd))
+    report.raise_errors(gnd)
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from mining.landmarkbuild import build_landmarks
+
+    gnd, report = build_landmarks(args.table, args.out, args.name, args.images)
+    print(report.text(gnd))
     report.raise_errors(gnd)
     return 0
 

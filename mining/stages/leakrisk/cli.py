@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--scores", required=True, type=Path, help="`mining score` output folder (review_queue.parquet)")
+    p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
+                   help="candidates Parquet (date_taken): no risk for a landmark whose `since` date (in the "
+                        "ground truth) is after the photo was taken (mining/since.py)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.set_defaults(func=run)
 
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.leakrisk.stage import run_leakrisk
 
-    st = run_leakrisk(args.landmarks, args.descriptors, args.scores, args.out)
+    st = run_leakrisk(args.landmarks, args.descriptors, args.scores, args.out, args.candidates)
     print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
           f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
     return 0

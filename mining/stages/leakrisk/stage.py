@@ -25,8 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
+from mining.retrieval import open_method, parse_ids, unit_rows
+from mining.since import before, days_taken, exempt_counts, of_benchmarks
+from mining.tables import read_table
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +69,13 @@ def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray)
     return out
 
 
-def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path) -> dict[str, Any]:
+def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path,
+                 candidates: Path | None = None) -> dict[str, Any]:
     """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
     `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
-    landmark and image names are `<benchmark>/<name>`)."""
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.retrieval import open_method, parse_ids, unit_rows
-    from mining.tables import read_table
-
+    landmark and image names are `<benchmark>/<name>`). With `candidates` (their date_taken), a
+    candidate taken before a landmark's `since` day is not compared with that landmark's images
+    (mining/since.py); risk is -1 when that leaves no landmark."""
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
@@ -97,12 +99,19 @@ def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path)
     owners = np.array([lm for _, _, lm in items], dtype=object)
     names = [n for _, n, _ in items]
     tau = thresholds(lm_vecs, owners, np.array([s == "database" for s, _, _ in items]))
+    since = of_benchmarks(benchmarks, datasets) if candidates else {}
+    dated = [(owners == lm, day) for lm, day in since.items()]
     pid_parts, risk_parts, best_parts = [], [], []
     for ids, payload in stores.candidates.iter_blocks():
         sims = unit_rows(payload) @ lm_vecs.T
+        block_ids = parse_ids(ids, f"{descriptors}/candidates")
+        if dated:  # taken before a landmark existed: no risk for it
+            taken = days_taken(candidates, block_ids)
+            for cols, day in dated:
+                sims[np.ix_(before(taken, day), cols)] = -np.inf
         best = np.argmax(sims, axis=1)
-        pid_parts.append(parse_ids(ids, f"{descriptors}/candidates"))
-        risk_parts.append(sims[np.arange(len(best)), best].astype(np.float64))
+        pid_parts.append(block_ids)
+        risk_parts.append(np.maximum(sims[np.arange(len(best)), best].astype(np.float64), -1.0))
         best_parts.append(best)
     pid = np.concatenate(pid_parts) if pid_parts else np.zeros(0, np.int64)
     risk = np.concatenate(risk_parts) if risk_parts else np.zeros(0)
@@ -131,6 +140,7 @@ def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path)
         "high_risk_outside_queue": int(outside.sum()),
         "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
                                     "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
+        **({"since": exempt_counts(days_taken(candidates, pid), since)} if since else {}),
         "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
     }
     atomic.write_parquet(Path(out) / "leakrisk.parquet", table)

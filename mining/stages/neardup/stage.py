@@ -24,23 +24,39 @@ The default thresholds were measured on the demo world's planted bursts and re-u
 the hash margins on the tiny world, and the landmark cosine raised to 0.85 after 0.60 flagged
 hard negatives (cosine 0.71-0.74) on an unplanted tiny run.
 
-Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale);
-the candidate pairs are all pairs (blockwise float32 products, O(n²·d)): 50k candidates take
-seconds, R1M's million is an hours-long job for a big node.
+Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale). The
+candidate pairs are not all pairs: the pairs within the hash distance come from a
+multi-index hash (`mining.hashindex`, exact), and only their cosines are computed; the
+candidates against the landmark images are a (candidates × landmark images) product, linear
+in the candidates. `all_close_pairs` (all pairs, O(n²·d)) is kept as the tests' oracle.
+Figures: `benchmarks/neardup_index.py` and docs/performance.md.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
+from PIL import Image
 
+from mining import atomic
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.descriptors import as_float32
 from mining.errors import UserError
+from mining.hashindex import hamming_pairs
+from mining.imagedecode import open_upright
+from mining.imageindex import image_paths
+from mining.kernels import pair_cosines
+from mining.progress import bar
+from mining.retrieval import open_method, parse_ids, unit_rows
+from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +92,6 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
     """64-bit difference hash of an image file (None: unreadable). With several `trims`, a
     list: the hash of the whole image (trim 0) and, per trim t > 0, of the image with a
     fraction t cut off each dimension, centred and at each corner (what a cropped copy looks like)."""
-    from PIL import Image
-
-    from mining.imagedecode import open_upright
-
     try:  # as shown (EXIF orientation, 16 bits scaled to 8); JPEG: decoded at a reduced scale, much faster
         with open_upright(path, "L", size=(288, 256)) as im:
             w, h = im.size
@@ -103,9 +115,6 @@ def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] =
                progress: bool = False, desc: str = "neardup: hashing") -> tuple[np.ndarray, np.ndarray]:
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
-    from mining.progress import bar
-    from mining.threads import in_order
-
     threads = max(1, threads)
     with ThreadPoolExecutor(threads) as pool:  # Pillow releases the GIL while decoding
         found = [h for _, h in bar(in_order(pool, lambda p: dhash(p, trims), paths, 4 * threads), total=len(paths),
@@ -144,28 +153,52 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
     return np.array([_find(parent, i) for i in range(n)], dtype=np.int64)
 
 
-def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
-                block: int = BLOCK, normalize: bool = False, progress: bool = False) -> np.ndarray:
-    """(i, j), i < j, of candidates that pass both tests, in (i, j) order.
+def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds, rows: np.ndarray | None = None,
+                normalize: bool = False, threads: int = 1, progress: bool = False) -> np.ndarray:
+    """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
+    all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
+    the cosine of the pairs it leaves, summed in float64 from each row's unit float32 values
+    (`kernels.pair_cosines`; the all-pairs oracle, `all_close_pairs`, takes float32 GEMM
+    tiles: a pair whose cosine is within ~1e-6 of `min_cosine` is the one place they could differ).
 
-    `normalize`: `vectors` are a store's raw rows (float16 at half the memory of float32
-    unit rows); each tile is made unit float32 rows as it is used (`unit_rows` works row by
-    row, so a tile's rows are the same bits as the whole matrix's)."""
-    from mining.progress import bar
-    from mining.retrieval import unit_rows
+    `rows`: candidate i's row of `vectors` is rows[i] (default: i). `normalize`: `vectors`
+    are a store's raw rows (float16), each divided by its norm where used, as `unit_rows` does
+    (same bits: the norms are unit_rows' own, computed row by row)."""
+    rows = np.arange(len(hashes)) if rows is None else np.asarray(rows, np.int64)
+    scale = np.ones(len(vectors), np.float32)
+    if normalize:
+        for a in range(0, len(vectors), BLOCK):
+            scale[a:a + BLOCK] = np.maximum(np.linalg.norm(as_float32(vectors[a:a + BLOCK]), axis=1), 1e-12)
+    stored = vectors.view(np.uint16) if vectors.dtype == np.float16 else vectors
 
+    def cosine_passes(pairs: np.ndarray) -> np.ndarray:
+        readable = np.flatnonzero(ok[pairs[:, 0]] & ok[pairs[:, 1]])
+        cos = np.empty(readable.size, np.float64)
+        pair_cosines(stored, rows[pairs[readable, 0]], rows[pairs[readable, 1]], scale, cos)
+        keep = np.zeros(len(pairs), bool)
+        keep[readable] = cos >= th.min_cosine
+        return keep
+
+    with bar(total=None, desc="neardup: pairs", unit="chunk", disable=not progress) as tiles:
+        pairs = hamming_pairs(hashes, th.max_hash_distance, threads=threads, progress=tiles, keep=cosine_passes)
+    if pairs is None:  # a radius so wide that every pair is a candidate
+        return all_close_pairs(vectors[rows], hashes, ok, th, normalize=normalize)
+    return pairs
+
+
+def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
+                    block: int = BLOCK, normalize: bool = False) -> np.ndarray:
+    """What `close_pairs` finds, by comparing all pairs (blockwise float32 products, O(n²·d)):
+    the test oracle, not used by the stage."""
     def rows(a: int) -> np.ndarray:
         tile = vectors[a:a + block]
         return unit_rows(tile) if normalize else tile
 
     n = vectors.shape[0]
-    k = -(-n // block)
     out = []
-    tiles = bar(total=k * (k + 1) // 2, desc="neardup: pairs", unit="tile", disable=not progress)
     for a in range(0, n, block):
         left = rows(a)
         for b in range(a, n, block):  # only j ≥ a: each pair once; one block × block tile in memory
-            tiles.update(1)
             sims = left @ (left if b == a else rows(b)).T
             ii, jj = np.nonzero(sims >= th.min_cosine)
             ii, jj = ii + a, jj + b
@@ -173,9 +206,34 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
             ii, jj = ii[keep], jj[keep]
             keep = hamming(hashes[ii], hashes[jj]) <= th.max_hash_distance
             out.append(np.stack([ii[keep], jj[keep]], axis=1))
-    tiles.close()
     pairs = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if pairs.size else pairs.reshape(0, 2).astype(np.int64)
+
+
+def landmark_copies(raw: np.ndarray, order: np.ndarray, hashes: np.ndarray, ok: np.ndarray, lm_vecs: np.ndarray,
+                    lm_hash: np.ndarray, lm_ok: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate i (its raw row raw[order[i]]): the landmark image it copies (-1: none),
+    the cosine and the hash distance (nearest of the image's crops; NaN / -1 for none). The
+    most similar image that passes both landmark tests wins, then the nearest hash, then the
+    first image. Linear in the candidates: a block × landmark images product at a time."""
+    n = len(order)
+    best = np.full(n, -1, np.int64)
+    copy_cos, copy_dist = np.full(n, np.nan), np.full(n, -1, np.int64)
+    for a in range(0, n, BLOCK):
+        sims = unit_rows(raw[order[a:a + BLOCK]]) @ lm_vecs.T
+        # hash distances only where the cosine passes (few): a dense (block, images, crops) array
+        # of distances would take gigabytes for a 5k-image landmark dataset
+        rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])
+        dist = hamming(hashes[a + rr, None], lm_hash[cc]).min(axis=1)  # the nearest crop
+        keep = dist <= th.landmark_max_hash_distance
+        rr, cc, dist = rr[keep], cc[keep], dist[keep]
+        cos = sims[rr, cc]
+        o = np.lexsort((cc, dist, -cos, rr))  # per row: most similar, then nearest hash, then first image
+        rr, cc, dist, cos = rr[o], cc[o], dist[o], cos[o]
+        first = np.unique(rr, return_index=True)[1]
+        at = a + rr[first]
+        best[at], copy_cos[at], copy_dist[at] = cc[first], cos[first].astype(np.float64), dist[first]
+    return best, copy_cos, copy_dist
 
 
 # ----------------------------------------------------------------------------- the stage
@@ -195,15 +253,6 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
     `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
     landmark and image names are `<benchmark>/<name>`)."""
-    import time
-
-    import pyarrow as pa
-
-    from mining import atomic
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-    from mining.imageindex import image_paths
-    from mining.retrieval import open_method, parse_ids, unit_rows
-
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
@@ -213,13 +262,14 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     if not Path(images).is_dir():
         raise UserError(f"{images}: image folder not found")
     # the store's rows as they are (float16): 2 bytes per value instead of float32 unit rows'
-    # 4, made unit float32 one tile at a time (R1M: 4.2 GB held, 8.4 GB at the peak, not ~25)
+    # 4, made unit float32 rows where used (R1M: 4.2 GB held; photo-id order through `order`,
+    # not a reordered copy)
     c_ids, raw = stores.candidates.load_all(as_stored=True)
     pid = parse_ids(c_ids, f"{descriptors}/candidates")
-    order = np.argsort(pid, kind="stable")
-    pid, raw = pid[order], raw[order]
+    order = np.argsort(pid, kind="stable")  # candidate i (by photo id) is raw[order[i]]: no reordered copy
+    pid = pid[order]
     hashes, ok = hash_files(image_paths(images, pid), threads, progress=progress)
-    pairs = close_pairs(raw, hashes, ok, th, normalize=True, progress=progress)
+    pairs = close_pairs(raw, hashes, ok, th, rows=order, normalize=True, threads=threads, progress=progress)
     root = groups_of(pid.size, pairs)
     group = pid[root]
     size = np.bincount(root, minlength=pid.size)[root]
@@ -239,25 +289,9 @@ def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: 
     lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
     lm_hash, lm_ok = hash_files(paths, threads, LANDMARK_TRIMS, progress=progress,
                                 desc="neardup: hashing landmark images")
-    copy_of = np.full(pid.size, None, dtype=object)
-    probable = np.full(pid.size, None, dtype=object)
-    copy_cos = np.full(pid.size, np.nan)
-    copy_dist = np.full(pid.size, -1, np.int64)
-    for a in range(0, pid.size, BLOCK):
-        sims = unit_rows(raw[a:a + BLOCK]) @ lm_vecs.T
-        # hash distances only where the cosine passes (few): a dense (block, images, crops) array
-        # of distances would take gigabytes for a 5k-image landmark dataset
-        rr, cc = np.nonzero((sims >= th.landmark_min_cosine) & ok[a:a + BLOCK, None] & lm_ok[None, :])
-        dist = hamming(hashes[a + rr, None], lm_hash[cc]).min(axis=1)  # the nearest crop
-        keep = dist <= th.landmark_max_hash_distance
-        rr, cc, dist = rr[keep], cc[keep], dist[keep]
-        cos = sims[rr, cc]
-        o = np.lexsort((cc, dist, -cos, rr))  # per row: most similar, then nearest hash, then first image
-        rr, cc, dist, cos = rr[o], cc[o], dist[o], cos[o]
-        for k in np.unique(rr, return_index=True)[1].tolist():
-            i, best = a + int(rr[k]), int(cc[k])
-            copy_of[i], probable[i] = names[best], owners[best]
-            copy_cos[i], copy_dist[i] = float(cos[k]), int(dist[k])
+    best, copy_cos, copy_dist = landmark_copies(raw, order, hashes, ok, lm_vecs, lm_hash, lm_ok, th)
+    copy_of = np.array([None if b < 0 else names[b] for b in best.tolist()], dtype=object)
+    probable = np.array([None if b < 0 else owners[b] for b in best.tolist()], dtype=object)
     table = pa.table({
         "photo_id": pa.array(pid, pa.int64()),
         "dhash": pa.array(hashes.view(np.int64), pa.int64()),

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mining.errors import UserError
-from mining.publish import md_text
+from mining.leakbound import sentence
+from mining.publish import md_text, pct as _pct
 
 def _cell(v: Any) -> str:
     return md_text(v) if isinstance(v, str) else md_text(str(v))
@@ -53,11 +54,27 @@ def _sources_md(sources: dict | None) -> list[str]:
     return out
 
 
+def _kit_md(kit: dict | None) -> list[str]:
+    """The card's lines on the evaluation kit (`mining.kit`): what it is and its size per method."""
+    if not kit:
+        return []
+    out = ["- `kit/`: the evaluation kit: per method the descriptors of every selected image (released or not: "
+           "the set evaluated above), of the landmark queries and of the database, exactly as the run evaluated "
+           "them (global vectors float16, ASMK's visual words and residual codes), the similarities the run ranked "
+           "by, the method's settings, model (whitening, codebook), library versions and its own `SHA256SUMS`. "
+           "`mining evaluate --kit kit --landmarks gnd_<name>.pkl` reproduces the table above (none and mined) "
+           "without any image; `kit/README.md` says how to evaluate your own queries. Size of what grows with the "
+           "set (the distractors' descriptors and every query's similarity to them, 4 bytes per query), measured "
+           "here and scaled linearly (the landmark stores do not grow with the set):", "",
+           "  | method | distractors | bytes per distractor | per million distractors |", "  |---|---|---|---|"]
+    for m, v in kit["methods"].items():
+        out.append(f"  | {_cell(m)} | {v['distractors']} | {v['bytes_per_distractor']} | {v['gb_per_million']} GB |")
+    return out + [""]
+
+
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
     """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
     checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
-    from mining.publish import pct as _pct
-
     code = stats["code"]
     lic = stats["licences"]
     fc = stats["faces"]
@@ -85,11 +102,19 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
             lines.append(f"| excluded: {_cell(reason)} | {count} |")
         if "photos_out" in cand_stats:
             lines.append(f"| candidates (geofilter) | {cand_stats['photos_out']} |")
-    lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
+    audit = stats.get("audit")
+    if audit:
+        lines += [f"| selected (top-N by distractor score, reviewed) | {audit['set_size']} |",
+                  f"| removed by the leak audit (landmark images found, their near-duplicates) | {audit['removed']} |"]
+    else:
+        lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
     for reason, count in stats["excluded"].items():
         lines.append(f"| left out by the release: {_cell(reason)} | {count} |")
     lines.append(f"| **released** | **{stats['released']}** |")
     lines += _sources_md(stats.get("sources"))
+    lines += ["", "## Leak rate (audit)", "", sentence(audit) if audit else
+              "This set was **not audited** (`mining release` was given no `--audit`): its share of images that "
+              "show a landmark has not been measured."]
     lines += ["", "## Licences", "",
               f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
               "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "
@@ -158,6 +183,7 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
         lines.append(f"- `webdataset/release-NNNNNN.tar` ({len(stats['webdataset_shards'])} shard(s)): WebDataset "
                      "(`<key>.jpg` + `<key>.json`), loadable with `datasets.load_dataset(\"webdataset\", "
                      "data_files=\"webdataset/*.tar\")`.")
+    lines += _kit_md(stats.get("kit"))
     lines += [
         "- `SHA256SUMS`: check with `sha256sum -c SHA256SUMS` in this folder.", "",
         "## How to cite", "",

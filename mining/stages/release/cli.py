@@ -10,7 +10,7 @@ from pathlib import Path
 from mining import options
 from mining.cli import add_input, add_progress_flag, main_input
 
-STEP = 12  # place in the pipeline (mining.stages.names)
+STEP = 13  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,15 +40,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
     p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
     p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
+    p.add_argument("--audit", type=Path, default=None,
+                   help="AUDIT/audit.json (`mining audit estimate`): the measured leak rate in the card; the "
+                        "selection must then be the set the audit left (AUDIT/distractors.parquet)")
+    p.add_argument("--allow-over-target", dest=options.dest("audit", "over_target"), action="store_const",
+                   const="allow", help="the same as --over-target allow")
     p.add_argument("--no-blur", dest=options.dest("release", "blur_faces"), action="store_const", const=False,
                    help="do not look for faces (the card says so): --no-blur-faces")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
-    options.add_flags(p, "release", keys=["blur_faces", "face_threshold", "min_face_px", "tar", "shard_size"],
+    p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
+                   help="with --kit: the method folders the run evaluated (queries/, database/, candidates/)")
+    options.add_flags(p, "release", keys=["blur_faces", "face_threshold", "min_face_px", "tar", "kit", "shard_size"],
                       flags={"face_threshold": "--threshold", "min_face_px": "--min-face"},
                       manifest_help="the run's manifest: named and hashed in the card; its release: section "
                       "gives the settings below (a flag given here wins)")
+    options.add_flags(p, "audit", keys=["over_target"])
     add_progress_flag(p)
     p.set_defaults(func=run)
 
@@ -60,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if args.licenses:  # names and URLs too, not only the manifest's codes
         settings = replace(settings, licenses=args.licenses)
     inputs = Inputs(main_input(args, "selected"), args.images, args.candidates, args.candidates_stats,
-                    args.evaluation, args.manifest)
-    stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress)
+                    args.evaluation, args.manifest, args.audit, tuple(args.descriptors))
+    stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress,
+                allow_over_target=options.from_args(args, "audit").over_target == "allow")
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

@@ -37,25 +37,31 @@ import hashlib
 import io
 import json
 import logging
-import os
 import shutil
 import stat
 import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
+import pyarrow as pa
+from PIL import Image, JpegImagePlugin
 
-from mining import atomic
+from mining import atomic, leakbound
 from mining.stages.release import card
+from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+from mining.checksums import sha256sums
 from mining.errors import UserError
-from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.imagedecode import open_upright
+from mining.kit.write import write_kit
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
 from mining.options import ReleaseOptions
+from mining.progress import bar as progress_bar
+from mining.publish import code_version  # noqa: F401 - release.code_version, as before
+from mining.tables import read_table
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
@@ -84,8 +90,6 @@ class FaceDetector:
         self._net = MTCNN(min_face_size=int(min_face))
 
     def detect(self, rgb: np.ndarray) -> list[tuple[int, int, int, int, float]]:
-        import numpy as np
-
         if rgb.ndim == 2:
             rgb = np.stack([rgb] * 3, -1)
         h, w = rgb.shape[:2]
@@ -106,7 +110,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
     """A copy of `pixels` with every box (grown by `margin` of its size on each side)
     Gaussian-blurred with sigma = BLUR_SIGMA × its longer side."""
     import cv2
-    import numpy as np
 
     out = pixels.copy()
     h, w = out.shape[:2]
@@ -123,8 +126,6 @@ def blur_boxes(pixels: np.ndarray, boxes: list[tuple[int, int, int, int, float]]
 def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
     """`pixels` as a JPEG with the source's quantization tables, chroma subsampling, mode
     and ICC profile (so the same size and quality); fixed encoder settings, no EXIF."""
-    from PIL import Image, JpegImagePlugin
-
     with Image.open(io.BytesIO(src_bytes)) as src:
         qtables = src.quantization
         sampling = JpegImagePlugin.get_sampling(src)
@@ -143,10 +144,6 @@ def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
 
 def decode(data: bytes) -> np.ndarray:
     """The JPEG's pixels as shown (EXIF orientation applied: `mining.imagedecode`)."""
-    import numpy as np
-
-    from mining.imagedecode import open_upright
-
     with open_upright(data, formats=("JPEG",)) as im:
         if im.mode not in ("RGB", "L"):
             raise ValueError(f"JPEG mode {im.mode} is not handled")
@@ -158,8 +155,6 @@ def process_image(data: bytes, detector: FaceDetector | None, margin: float = DE
     """(bytes to release, faces found in the image as shown, boxes in its upright pixels). No
     face, no detector or `modify=False`: the source bytes (their orientation tag still shows
     them upright); else the upright image, blurred, with no orientation tag."""
-    import numpy as np
-
     if detector is None:
         return data, []
     pixels = decode(data)
@@ -198,32 +193,30 @@ class Inputs:
     candidates_stats: Path | None = None  # geofilter stats.json: the funnel in the card
     evaluation: Path | None = None  # evaluation.json: the hardness table in the card
     manifest: Path | None = None  # the run's manifest, named and hashed in the card
+    audit: Path | None = None  # AUDIT/audit.json: the set's measured leak rate, in the card (release gate)
+    descriptors: tuple[Path, ...] = ()  # with options.kit: the method folders the run evaluated
 
 
 def run(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int = 1, margin: float = DEFAULT_MARGIN,
-        detector_factory: Any = None, progress: bool = False) -> dict:
+        detector_factory: Any = None, progress: bool = False, allow_over_target: bool = False) -> dict:
     """`mining release` (see `_release`), one run per OUT at a time: a second run into the same
     OUT is refused while the first holds its lock (`.OUT.lock` beside it). `detector_factory`:
     makes each worker's face detector from (threshold, min_face); default `FaceDetector`."""
     with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
                           "release now; wait for it to finish (a stopped one resumes when run again)"):
-        return _release(inputs, out, options, workers, margin, detector_factory, progress)
+        return _release(inputs, out, options, workers, margin, detector_factory, progress, allow_over_target)
 
 
 def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, margin: float,
-             detector_factory: Any, progress: bool) -> dict:
+             detector_factory: Any, progress: bool, allow_over_target: bool) -> dict:
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
-    import numpy as np
     import pandas as pd
-    import pyarrow as pa
-
-    from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
-    from mining.tables import read_table
 
     selected, images, candidates, candidates_stats, evaluation, manifest = (
         inputs.selected, inputs.images, inputs.candidates, inputs.candidates_stats, inputs.evaluation, inputs.manifest)
+    audit, descriptors, kit = inputs.audit, inputs.descriptors, options.kit
     blur, threshold, min_face, tar, shard_size = (options.blur_faces, options.face_threshold, options.min_face_px,
                                                   options.tar, options.shard_size)
     policy = Policy.parse(options.licenses)
@@ -237,12 +230,16 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
         raise UserError(f"--margin must be a number from 0 to 5 (a share of the face box on each side), got {margin}")
     if not images.is_dir():
         raise UserError(f"--images {images} is not a folder (the download root)")
+    if kit and (evaluation is None or not descriptors):
+        raise UserError("--kit needs --evaluation (the run's evaluation.json) and --descriptors DESC/<method> ...")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected
     frame = read_table(table_path, ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid"),
                        "selection", hint="make it with `mining select`").to_pandas()
     frame = frame.sort_values("rank", kind="stable").reset_index(drop=True)
     cand_stats = _read_json(candidates_stats, "candidates stats")
     evaluation_report = _read_json(evaluation, "evaluation")
+    audit_report = _read_json(audit, "audit")  # AUDIT/audit.json: the set's measured leak rate (mining/stages/audit/stage.py)
+    leakbound.release_gate(audit_report, allow_over_target, frame.photo_id)
     if manifest is not None and not manifest.is_file():
         raise UserError(f"manifest not found: {manifest}")
 
@@ -270,8 +267,6 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
             return (*process_image(data, local.det, margin, modify=not noderivs(codes[i])), None)
         except (ValueError, OSError) as exc:  # undecodable: never released unchecked
             return None, [], str(exc).splitlines()[0]
-
-    from mining.progress import bar as progress_bar
 
     staging = out.parent / f".{out.name}.partial"
     settings = {"selection_sha256": hashlib.sha256(table_path.read_bytes()).hexdigest(),
@@ -350,6 +345,13 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
     })
     atomic.write_parquet(staging / "release.parquet", pa.Table.from_pandas(table, preserve_index=False))
 
+    kit_stats = None
+    if kit:  # the evaluation kit (mining.kit): the selection's descriptors, as the run evaluated them
+
+        shutil.rmtree(staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
+        kit_stats = write_kit(staging / "kit", descriptors, frame[["rank", "photo_id", "path"]].assign(
+            released=[st == "released" for st in status]), evaluation_report)
+
     shards: list[str] = []
     if tar:
         shards = write_webdataset(staging, rel, table, shard_size)
@@ -385,6 +387,8 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
         "faces": {"blur": bool(blur), "detector": DETECTOR if blur else None, "threshold": threshold,
                   "min_face_px": int(min_face), "margin": margin, "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
+        "audit": audit_report,
+        "kit": kit_stats,
         "sources": card.sources(frame, released, images),
         "code": code_version(),
         "manifest": ({"path": str(manifest), "sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()}
@@ -444,23 +448,6 @@ def _resume(staging: Path, settings: dict, sources: dict[int, list[int]], paths:
         staging.mkdir(parents=True)
         atomic.write_json(staging / _SETTINGS, settings)
     return records
-
-
-def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:
-    """`sha256sum` lines (two spaces, binary-safe paths relative to root) for every file
-    under root except SHA256SUMS, sorted by path. `known`: digests already computed from the
-    bytes written (relative path → hex), not read and hashed again."""
-    known = {Path(k).as_posix(): v for k, v in (known or {}).items()}
-    lines = []
-    for p in sorted(q.relative_to(root).as_posix() for q in root.rglob("*") if q.is_file()):
-        if p == "SHA256SUMS":
-            continue
-        digest = known.get(p)
-        if digest is None:
-            with open(root / p, "rb") as f:
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
-        lines.append(f"{digest}  {p}\n")
-    return "".join(lines)
 
 
 def write_webdataset(root: Path, rel: Any, table: Any, shard_size: int) -> list[str]:

@@ -7,7 +7,7 @@ run folder; every image is a base64 PNG/JPEG. Each section reads one stage's out
 
 The modules: common (inputs, tables, images), headline (title, result, provenance), charts
 (funnel, scores, N, evaluation), maps (geotags over country outlines), sections (availability,
-thumbnails, review, near-duplicates, leak risk, settings).
+thumbnails, review, near-duplicates, leak risk, settings), audit (the measured leak rate).
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ import html
 from pathlib import Path
 from typing import Callable
 
-from mining import atomic
+from mining import atomic, manifest as manifests
 from mining.benchmarks import run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
+from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.stages.report.common import Inputs, log, read_json
 from mining.stages.report.headline import headline, provenance, title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
-                                     settings)
+                                    settings)
 
 __all__ = ["Inputs", "inputs_from_run", "build_report", "SECTIONS"]
 
@@ -44,7 +45,7 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "descriptors": lay.descriptors, "scores": lay.scores, "decisions": lay.decisions,
             "selected": lay.selected, "evaluation": lay.evaluation_json,
             "landmarks": lay.world_landmarks, "benchmarks": lay.benchmarks, "neardup": lay.neardup,
-            "leakrisk": lay.leakrisk,
+            "leakrisk": lay.leakrisk, "audit": lay.audit,
         }
         found = {k: Path(v) for k, v in found.items()}
         world = read_json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
@@ -52,8 +53,6 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     manifest = overrides.get("manifest")
     m = None
     if manifest is not None:
-        from mining import manifest as manifests
-
         m = manifests.load(manifest)  # the one validated reading (defaults filled)
         several = run_benchmarks(m, RunLayout(str(run)) if run is not None else None)
         if several:  # several benchmarks: each one's ground truth (landmark names <benchmark>/<name>)
@@ -88,6 +87,7 @@ SECTIONS: list[tuple[str, str, Callable[[Inputs], str]]] = [
     ("scores", "Distractor scores", score_distribution),
     ("neardup", "Near-duplicates and copies of landmark images", near_duplicates),
     ("leakrisk", "Leak risk beyond the review queue", leak_risk),
+    ("audit", "Leak rate measured by the audit", leak_audit),
     ("n", "N chosen from the mAP-vs-N curve", chosen_n),
     ("evaluation", "Retrieval with and without distractors", evaluation_section),
     ("settings", "Settings and timings", settings),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from mining.stages.report.common import NA, Inputs, esc, png, read_json, table
 
@@ -27,8 +28,6 @@ def _bars(title: str, unit: str, steps: list[tuple[str, float]]) -> str:
 def _described(inp: Inputs) -> list[tuple[str, int]]:
     out = []
     if inp.descriptors:
-        import pyarrow.parquet as pq
-
         for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
             n = (read_json(info) or {}).get("count")
             if n is None:
@@ -74,9 +73,13 @@ def funnel(inp: Inputs) -> str:
     rows += [["describe", f"candidates described ({m})", n, "images"] for m, n in described]
     if described:
         photos_chart.append(("images described", min(n for _, n in described)))
+    dates = ((read_json(inp.scores / "stats.json") if inp.scores else None) or {}).get("since")
+    if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/since.py)
+        rows.append(["score", "candidates taken before a landmark existed (not reviewed for it)",
+                     dates["candidates_exempt_for_some_landmark"], "photos"])
+        rows += [["score", f"taken before {lm} ({d['since']})", d["candidates_before"], "photos"]
+                 for lm, d in dates["landmarks"].items()]
     if inp.decisions:
-        import pyarrow.parquet as pq
-
         dec = pq.read_table(inp.decisions, columns=["decision"]).column("decision").to_pylist()
         for k in ("landmark", "not_landmark", "unclear"):
             n = sum(1 for d in dec if d == k)
@@ -90,8 +93,6 @@ def funnel(inp: Inputs) -> str:
         rows.append(["review", "pool after review (usable candidates)", pool, "images"])
         photos_chart.append(("pool after review", pool))
     if inp.selected and (inp.selected / "distractors.parquet").is_file():
-        import pyarrow.parquet as pq
-
         n = pq.read_metadata(inp.selected / "distractors.parquet").num_rows
         rows.append(["select", "distractors", n, "images"])
         photos_chart.append(("selected", n))
@@ -111,7 +112,6 @@ def score_distribution(inp: Inputs) -> str:
     if not inp.scores or not (inp.scores / "scores.parquet").is_file():
         return NA
     import matplotlib.pyplot as plt
-    import pyarrow.parquet as pq
 
     score = pq.read_table(inp.scores / "scores.parquet", columns=["score"]).column("score").to_numpy()
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -130,7 +130,7 @@ def score_distribution(inp: Inputs) -> str:
 
 
 def chosen_n(inp: Inputs) -> str:
-    """select n: auto (mining/evaluate/choose_n.py): the rule, the curves relative to all candidates, and N."""
+    """select n: auto (mining/stages/evaluate/choose_n.py): the rule, the curves relative to all candidates, and N."""
     if not inp.selected:
         return NA
     auto = read_json(inp.selected / "auto_n.json")

@@ -14,11 +14,12 @@ _INPUTS = {
     "decisions": "review decisions.parquet",
     "selected": "select output folder (distractors.parquet)",
     "evaluation": "evaluate's evaluation.json",
+    "audit": "mining audit's output folder (audit.json: the measured leak rate)",
     "landmarks": "gnd_<name>.pkl or its folder (query crops)",
     "benchmarks": "folder of snakemake benchmark TSVs (timings)",
 }
 
-STEP = 13  # place in the pipeline (mining.stages.names)
+STEP = 14  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

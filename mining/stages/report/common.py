@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mining import imageindex
 from mining.benchmarks import prefixed_datasets
 from mining.errors import UserError
+from mining.imagedecode import open_upright
 
 log = logging.getLogger("mining.stages.report")
 
@@ -39,6 +41,7 @@ class Inputs:
     benchmarks: Path | None = None  # folder of snakemake benchmark TSVs
     neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
     leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
+    audit: Path | None = None  # AUDIT folder (audit.json)
     extra: dict[str, Any] = field(default_factory=dict)  # benchmarks: [(name, gnd)]; manifest_obj; run
 
 
@@ -77,8 +80,6 @@ def png(fig: Any) -> str:
 
 
 def thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> str:
-    from mining.imagedecode import open_upright
-
     try:
         with open_upright(path, "RGB") as im:
             if box is not None:
@@ -94,8 +95,6 @@ def thumb(path: Path, box: tuple[float, float, float, float] | None = None) -> s
 @functools.lru_cache(maxsize=4)
 def _image_paths(images: Path) -> dict[int, str]:
     """The download's {photo id: image path} ({} without an index.parquet)."""
-    from mining import imageindex
-
     try:
         return imageindex.stored(images)
     except UserError as exc:

@@ -8,17 +8,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from mining.publish import fmt_interval, fmt_p
+from mining.publish import code_version, fmt_interval, fmt_p
+from mining.result import mined_minus_random, per_benchmark, sentence
 from mining.stages.report.common import NA, Inputs, esc, read_json, table
-
-
-def per_benchmark(rep: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """{benchmark name: its evaluation} (evaluation.json's `per_benchmark`, else the one)."""
-    if not rep:
-        return {}
-    if rep.get("per_benchmark"):
-        return dict(rep["per_benchmark"])
-    return {str((rep.get("landmarks") or {}).get("name") or "benchmark"): rep}
 
 
 def run_name(inp: Inputs) -> str | None:
@@ -43,31 +35,11 @@ def _rows(name: str, rep: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for m in rep.get("methods", []):
         for s in rep.get("setups", []):
-            d = ((rep.get("ci") or {}).get(m, {}).get(s) or {}).get("mined_minus_random")
-            if not d or d.get("diff") is None:
+            d = mined_minus_random(rep, m, s)
+            if not d:
                 continue
             rows.append([name, m, s, f"{100 * d['diff']:+.2f}", fmt_interval(d["ci"]), fmt_p(d.get("p_not_lower"))])
     return rows
-
-
-def sentence(name: str, rep: dict[str, Any]) -> str | None:
-    """One plain sentence: the first method on the Medium setup (else the first setup)."""
-    methods, setups = rep.get("methods") or [], rep.get("setups") or []
-    if not methods or not setups:
-        return None
-    m = methods[0]
-    s = "medium" if "medium" in setups else setups[0]
-    d = ((rep.get("ci") or {}).get(m, {}).get(s) or {}).get("mined_minus_random")
-    n = rep.get("n")
-    if not d or d.get("diff") is None:
-        return None
-    cost = -100 * d["diff"]
-    more = "more" if cost >= 0 else "less"
-    lo, hi = sorted(-100 * v for v in d["ci"]) if None not in d["ci"] else (None, None)
-    ci = f"95 % interval {lo:.1f} to {hi:.1f}; " if lo is not None else ""
-    p = fmt_p(d.get("p_not_lower"))
-    return (f"On {name}, the mined {n} cost {m} {abs(cost):.1f} {s.capitalize()} mAP points {more} than a random {n} "
-            f"({ci}p {p if p.startswith('<') else '= ' + p}).")
 
 
 def headline(inp: Inputs) -> str:
@@ -95,8 +67,6 @@ def _sha256(path: Path) -> str:
 
 def provenance(inp: Inputs) -> str:
     """When, with which code and manifest, from which inputs (their fingerprints where cheap)."""
-    from mining.publish import code_version
-
     cv = code_version()
     rows: list[list[Any]] = [["report built", dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")]]
     if inp.evaluation:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
+from mining.exclusion import BBoxArea, CircleArea, GeoJSONArea
 from mining.stages.report.common import NA, SCATTER_SAMPLE, Inputs, log, png
 
 SIMPLIFY_DEG = 0.05  # outlines only: 1:10m coastlines simplified to ~5 km keep the PNG small and fast
@@ -31,7 +33,6 @@ def _excluded_shapes(inp: Inputs) -> list[tuple[str, Any]]:
     recipe = getattr(m, "geofilter", None)
     if recipe is None:
         return []
-    from mining.exclusion import BBoxArea, CircleArea, GeoJSONArea
     from mining.geoshapes import load_countries, load_geojson, members
 
     out = []
@@ -75,7 +76,6 @@ def geotags(inp: Inputs) -> str:
     if not inp.candidates or not (inp.candidates / "candidates.parquet").is_file():
         return NA
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
     import shapely
 
     rng = np.random.default_rng(0)

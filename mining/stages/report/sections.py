@@ -10,6 +10,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from mining.stages.report.budget import review_budget
 from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
 MAX_LANDMARKS = 40  # hardest: landmarks shown (each: its queries and its hardest distractors)
@@ -41,8 +44,6 @@ def availability(inp: Inputs) -> str:
 
 def _selection(inp: Inputs) -> Any:
     """The selection's photo_id, rank, score, closest_landmark (from the scores when select did not keep it)."""
-    import pyarrow.parquet as pq
-
     path = inp.selected / "distractors.parquet"
     wanted = [c for c in ("photo_id", "rank", "closest_landmark", "score") if c in pq.read_schema(path).names]
     sel = pq.read_table(path, columns=wanted).to_pandas()  # not the 1M rows' URLs, owners and licences
@@ -86,8 +87,6 @@ def hardest(inp: Inputs, per_landmark: int = 8) -> str:
 
 
 def _decisions(inp: Inputs) -> Any:
-    import pyarrow.parquet as pq
-
     cols = [c for c in ("landmark", "photo_id", "rank", "votes", "n_votes", "decision") if c in pq.read_schema(inp.decisions).names]
     return pq.read_table(inp.decisions, columns=cols).to_pandas()
 
@@ -146,7 +145,6 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
     st = read_json(inp.neardup / "stats.json") if inp.neardup else None
     if not st or not (inp.neardup / "neardup.parquet").is_file():
         return NA
-    import pyarrow.parquet as pq
 
     th = st["thresholds"]
     parts = [f"<p>Criterion: dHash (64 bits) within {th['max_hash_distance']} bits and {esc(st['method'])} "
@@ -183,10 +181,12 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
 
 def leak_risk(inp: Inputs, examples: int = 10) -> str:
     """mining leakrisk: how many candidates are at high risk of showing a landmark, how many of
-    them lie outside the review queue, what select did with them, and the riskiest of those."""
+    them lie outside the review queue, what select did with them, and the riskiest of those;
+    headed by how a review budget was spent over the landmarks (`mining.stages.report.budget`)."""
+    budget = review_budget(inp)  # how the queue was spread over the landmarks, when by a budget
     st = read_json(inp.leakrisk / "stats.json") if inp.leakrisk else None
     if not st:
-        return NA
+        return budget or NA
     rows = [["candidates", st["candidates"]], ["high risk (risk ≥ the landmark's threshold)", st["high_risk"]],
             ["high risk, in the review queue", st["high_risk_in_queue"]],
             ["high risk, outside the review queue", st["high_risk_outside_queue"]]]
@@ -194,7 +194,7 @@ def leak_risk(inp: Inputs, examples: int = 10) -> str:
     lr = (sel or {}).get("leak_risk")
     if lr:
         rows.append([f"select ({lr['policy']}): high-risk candidates nobody reviewed, left out", lr["left_out"]])
-    parts = [f"<p>risk = best {esc(st['method'])} cosine of a candidate to a landmark's query crops and "
+    parts = [budget, f"<p>risk = best {esc(st['method'])} cosine of a candidate to a landmark's query crops and "
              "positives; high when it reaches the landmark's threshold (the median cosine of its positives to their "
              "nearest other image of the landmark).</p>", table(rows, ["", "count"]),
              table([[lm, f"{t:.3f}"] for lm, t in st["thresholds"].items()], ["landmark", "threshold"])]

@@ -29,6 +29,7 @@ from typing import Mapping
 from mining.atomic import atomic_path
 from mining.errors import UserError
 from mining.stages.review.db import clean_name
+from mining.stages.review.server import resolve_token
 
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 bits
 MIN_TOKEN = 8
@@ -169,8 +170,6 @@ def announce(access: Access, base_url: str, links_file: str | Path) -> list[str]
 def resolve_access(host: str, token: str | None, reviewer: str | None, reviewers: str | None,
                    reviewers_file: str | Path | None, links_file: str | Path, rotate: bool = False) -> Access:
     """The serving mode from the command line (see the module docstring); refuses mixed modes."""
-    from mining.stages.review.server import resolve_token
-
     if reviewers is not None or reviewers_file is not None:
         if token:
             raise UserError("--token is the one-person mode; with --reviewers each reviewer gets a "

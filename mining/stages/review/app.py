@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -171,18 +171,20 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
         for lm in overview:
             lm["queries"] = queries.get(lm["landmark"], [])
         return {"landmarks": overview, "total": sum(x["total"] for x in overview),
-                "mine": sum(x["mine"] for x in overview)}
+                "mine": sum(x["mine"] for x in overview), "kind": db.queue_kind(con)}
 
     @app.get("/api/items")
     def api_items(request: Request, landmark: str = Query(..., max_length=500), offset: int = Query(0, ge=0, le=MAX_ID),
                   limit: int = Query(100, ge=1, le=MAX_PAGE),
                   reviewer: str | None = Query(None, max_length=200),
+                  show: Literal["all", "undecided", "mine", "disputed"] = "all",
+                  after: int | None = Query(None, ge=0, le=MAX_ID),
                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
         try:
-            page = db.items_page(con, landmark, offset, limit, who(request, reviewer))
+            page = db.items_page(con, landmark, offset, limit, who(request, reviewer), show, after)
         except UserError as exc:
             raise user_error(exc) from None
-        if page["total"] == 0:
+        if page["total"] == 0 and (show == "all" or db.items_page(con, landmark, 0, 1, None)["total"] == 0):
             raise HTTPException(404, "unknown landmark")
         return page
 

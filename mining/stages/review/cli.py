@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mining.errors import UserError
-    from mining.stages.review import db
+    from mining.stages.review import db, decisions
 
     cmd = args.review_command
     if cmd == "import":
@@ -84,11 +84,11 @@ def run(args: argparse.Namespace) -> int:
         con = db.connect_readonly(args.db)
         try:
             if args.complete:
-                _, unvoted = db.export_rows(con)
+                _, unvoted = decisions.export_rows(con)
                 if unvoted:
                     raise UserError(f"{unvoted} queued item(s) have no vote yet; "
                                     f"open the app with `mining review serve --db {args.db} ...`")
-            _report(db.export(con, args.out))
+            _report(decisions.export(con, args.out))
         finally:
             con.close()
         return 0

@@ -12,12 +12,12 @@ import json
 import sqlite3
 import time
 import urllib.parse
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from mining.errors import UserError
+from mining.tables import read_table
 
 VOTES = ("y", "n", "u")  # shows the landmark / does not / unclear
 DECISION = {"y": "landmark", "n": "not_landmark", "u": "unclear"}
@@ -63,6 +63,7 @@ CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id)
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 FINGERPRINT = "landmarks_fingerprint"
+KIND = "queue_kind"  # `audit` for `mining audit draw`'s queue (the app asks about any landmark); else absent
 
 
 def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
@@ -158,8 +159,6 @@ class ImportResult:
 
 def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     """Add a review queue's rows; existing (landmark, photo_id) keep their votes, get new rank/score."""
-    from mining.tables import read_table
-
     p = Path(queue)
     table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
@@ -179,6 +178,9 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
             raise UserError(f"{p}: queue is for landmark dataset {fp}, but this database holds {known}")
         if fp and not known:
             con.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (FINGERPRINT, fp))
+        kind = (table.schema.metadata or {}).get(KIND.encode())
+        if kind:
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (KIND, kind.decode()))
         before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
         changes_before = con.total_changes
         con.executemany(
@@ -210,6 +212,12 @@ def queue_fingerprint(queue: Path, table: Any) -> str | None:
             return None
         return str(value) if value else None
     return None
+
+
+def queue_kind(con: sqlite3.Connection) -> str:
+    """`audit` for an audit queue (mining/stages/audit/stage.py), `review` for the score's review queue."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (KIND,)).fetchone()
+    return str(row[0]) if row else "review"
 
 
 def fingerprint(con: sqlite3.Connection) -> str | None:
@@ -373,20 +381,39 @@ def landmarks_overview(con: sqlite3.Connection, reviewer: str | None) -> list[di
     return [{"landmark": lm, "total": int(t), "mine": int(mine.get(lm, 0))} for lm, t, _ in totals]
 
 
-def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int,
-               reviewer: str | None) -> dict[str, Any]:
-    """One page of a landmark's queue in rank order, with this reviewer's votes."""
+# The review app's filters: which of a landmark's items a page lists (`?` is this reviewer's id).
+SHOW = {
+    "all": "1",
+    "undecided": "NOT EXISTS (SELECT 1 FROM current m WHERE m.item_id = i.id AND m.reviewer_id = ?)",
+    "mine": "EXISTS (SELECT 1 FROM current m WHERE m.item_id = i.id AND m.reviewer_id = ?)",
+    "disputed": "(SELECT COUNT(DISTINCT d.vote) FROM current d WHERE d.item_id = i.id) > 1",
+}
+
+
+def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int, reviewer: str | None,
+               show: str = "all", after: int | None = None) -> dict[str, Any]:
+    """One page of a landmark's queue in rank order, with this reviewer's votes: every item, or
+    those `show` keeps (undecided by this reviewer, decided by this reviewer, or disputed: the
+    reviewers' standing votes differ). `after` (an item id) starts the page just after that
+    item, whatever the filter kept before it (a vote moves items in and out of a filter)."""
     rid = reviewer_id(con, reviewer, create=False) if reviewer else None
-    total = con.execute("SELECT COUNT(*) FROM items WHERE landmark = ?", (landmark,)).fetchone()[0]
+    rid = rid if rid is not None else -1
+    cond = SHOW[show]
+    arg = (rid,) if "?" in cond else ()
+    total = con.execute(f"SELECT COUNT(*) FROM items i WHERE i.landmark = ? AND {cond}", (landmark, *arg)).fetchone()[0]
+    if after is not None:
+        offset = con.execute(
+            f"""SELECT COUNT(*) FROM items i, items a WHERE a.id = ? AND i.landmark = ? AND {cond}
+                AND (i.rank < a.rank OR (i.rank = a.rank AND i.id <= a.id))""", (after, landmark, *arg)).fetchone()[0]
     rows = con.execute(
-        """SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
+        f"""SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
                   (SELECT COUNT(*) FROM current a WHERE a.item_id = i.id)
            FROM items i LEFT JOIN current c ON c.item_id = i.id AND c.reviewer_id = ?
-           WHERE i.landmark = ? ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
-        (rid if rid is not None else -1, landmark, limit, offset)).fetchall()
+           WHERE i.landmark = ? AND {cond} ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
+        (rid, landmark, *arg, limit, offset)).fetchall()
     items = [{"id": r[0], "photo_id": str(r[1]), "rank": r[2], "score": r[3], "best_query": r[4],
               "vote": r[5], "n_votes": r[6]} for r in rows]
-    return {"landmark": landmark, "total": int(total), "offset": offset, "items": items}
+    return {"landmark": landmark, "total": int(total), "offset": int(offset), "items": items, "show": show}
 
 
 def first_open(con: sqlite3.Connection, landmark: str, reviewer: str | None) -> int:
@@ -417,62 +444,3 @@ def position_of(con: sqlite3.Connection, item_id: int) -> tuple[str, int] | None
 def photo_of(con: sqlite3.Connection, item_id: int) -> int | None:
     row = con.execute("SELECT photo_id FROM items WHERE id = ?", (item_id,)).fetchone()
     return int(row[0]) if row else None
-
-
-# ---------------------------------------------------------------- export
-
-
-def majority(votes: Iterable[str]) -> str:
-    """Majority of the reviewers' votes; a tie for the most votes is `unclear`."""
-    counts = Counter(votes).most_common()
-    if not counts:
-        raise ValueError("no votes")
-    if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return "unclear"
-    return DECISION[counts[0][0]]
-
-
-def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
-    """Decision rows for every item with at least one vote, and the number of items without."""
-    con.execute("BEGIN")  # one read snapshot, even while reviewers keep voting
-    try:
-        rows = con.execute(
-            """SELECT i.landmark, i.photo_id, i.rank, r.name, c.vote
-               FROM current c JOIN items i ON i.id = c.item_id JOIN reviewers r ON r.id = c.reviewer_id
-               ORDER BY i.landmark, i.rank, i.id, r.name""").fetchall()
-        total = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
-    finally:
-        con.execute("COMMIT")
-    grouped: dict[tuple[str, int], dict[str, Any]] = {}
-    for lm, pid, rank, name, v in rows:
-        g = grouped.setdefault((lm, pid), {"landmark": lm, "photo_id": int(pid), "rank": int(rank), "votes": {}})
-        g["votes"][name] = v
-    out = []
-    for g in grouped.values():
-        out.append({**g, "votes": json.dumps(g["votes"], sort_keys=True, ensure_ascii=False),
-                    "voters": sorted(g["votes"]), "n_votes": len(g["votes"]),
-                    "decision": majority(g["votes"].values())})
-    return out, int(total) - len(out)
-
-
-def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
-    """Write decisions.parquet (docs/formats.md); items nobody voted on are left out."""
-    import pyarrow as pa
-
-    from mining.atomic import write_parquet
-
-    rows, unvoted = export_rows(con)
-    schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
-                        ("votes", pa.string()), ("voters", pa.list_(pa.string())), ("n_votes", pa.int32()),
-                        ("decision", pa.string())])
-    fp = fingerprint(con)
-    if fp:  # `mining select` refuses decisions made for another landmark dataset
-        schema = schema.with_metadata({FINGERPRINT: fp})
-    table = pa.Table.from_pylist(rows, schema=schema)
-    try:
-        write_parquet(out, table)  # atomic: a failed write leaves no file under `out`
-    except OSError as exc:
-        raise UserError(f"{out}: cannot write the decisions ({exc.strerror or exc})") from None
-    counts = Counter(r["decision"] for r in rows)
-    return {"rows": len(rows), "unvoted": unvoted, "votes": sum(r["n_votes"] for r in rows),
-            **{d: counts.get(d, 0) for d in DECISION.values()}}

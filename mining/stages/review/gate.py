@@ -6,9 +6,12 @@ from pathlib import Path
 
 from mining.shell import mining_command
 
+REVIEW = "The review queue is ready"
+AUDIT = "The leak audit's sample is ready (does each image show any landmark? mining/stages/audit/stage.py)"
+
 
 def next_steps(queue: str | Path, db: str | Path, images: str | Path, landmarks: str | Path | list[str],
-               decisions: str | Path) -> str | None:
+               decisions: str | Path, what: str = REVIEW) -> str | None:
     """The message after a run that stopped for the review: how to open the app and how to
     continue. None when there is nothing to say: the decisions exist already, or the queue
     and its database are not there yet (a run stopped earlier, e.g. with --until)."""
@@ -16,7 +19,7 @@ def next_steps(queue: str | Path, db: str | Path, images: str | Path, landmarks:
         return None
     landmarks = landmarks if isinstance(landmarks, list) else [landmarks]  # several benchmarks: NAME=GND each
     return (
-        "\nThe review queue is ready. Open the review app:\n"
+        f"\n{what}. Open the review app:\n"
         f"  {mining_command('review', 'serve', '--db', db, '--images', images, '--landmarks', *landmarks)}\n"
         "  (several reviewers: add --reviewers alice,bob for one personal link each)\n"
         "When the review is done, export the decisions and run snakemake again:\n"

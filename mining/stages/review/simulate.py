@@ -11,20 +11,24 @@ found in. `--match same` answers y only for the queued landmark itself.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pyarrow.parquet as pq
+
 from mining.errors import UserError
+from mining.progress import bar as progress_bar
+from mining.stages.review.server import running
 
 PAGE = 500
 
 
 def load_truth(path: str | Path) -> dict[int, tuple[str, str | None]]:
     """photo_id → (kind, landmark) from the demo's truth.parquet."""
-    import pyarrow.parquet as pq
-
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: truth file not found")
@@ -50,13 +54,6 @@ def simulate(app: Any, truth: dict[int, tuple[str, str | None]], reviewers: int 
              error_rate: float = 0.0, seed: int = 0, match: str = "any",
              progress: bool = True) -> dict[str, Any]:
     """Every simulated reviewer votes on every item it has not voted on yet; returns counts."""
-    import logging
-
-    import httpx
-    from mining.progress import bar as progress_bar
-
-    from mining.stages.review.server import running
-
     if reviewers < 1:
         raise UserError("--reviewers must be at least 1")
     if not 0.0 <= error_rate <= 1.0:

@@ -23,6 +23,10 @@ import secrets
 import stat
 from pathlib import Path, PurePosixPath
 
+from PIL import Image
+
+from mining.imagedecode import open_upright
+
 THUMB_SIZE = 256
 
 
@@ -40,10 +44,6 @@ def inside(root: Path, candidate: Path) -> Path | None:
 
 def render(src: Path, size: int, crop: tuple[float, float, float, float] | None = None) -> bytes:
     """JPEG bytes of `src` (optionally cropped to a bbox) shrunk to fit in size × size."""
-    from PIL import Image
-
-    from mining.imagedecode import open_upright
-
     with open_upright(src, "RGB") as im:
         if crop is not None:
             x1, y1, x2, y2 = crop

@@ -25,7 +25,8 @@ Why it is built this way:
 The parts, one reason to change each: `counting` (the exact count against a query's
 positives), `streams` (every method's candidates aligned on one order, similarities in fixed
 pieces), `loop` (the chunks: `score_chunk` scores one, `score_candidates` runs them all and
-fills the review queue), `output` (the files), `stage` (`mining score`: stores → inputs →
+fills the review queue), `budget` (a total number of review items spread over the landmarks by
+risk, instead of the top K each), `output` (the files), `stage` (`mining score`: stores → inputs →
 loop → files); `inputs` holds the types they share. The stores are read by `mining.retrieval`.
 """
 

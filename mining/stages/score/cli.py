@@ -29,12 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                    help="one folder per method holding queries/, database/ and candidates/ stores")
     p.add_argument("--out", required=True, type=Path, help="output folder")
+    options.add_flags(p, "review", keys=["budget", "min_per_landmark"],
+                      flags={"budget": "--review-budget", "min_per_landmark": "--review-min"})
     p.add_argument("--chunk", type=int, default=32768, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default 32768; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the similarities and the counting (default: the CPUs this process may "
                         "use); the result does not depend on it")
+    p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
+                   help="candidates Parquet (date_taken): a photo taken before a landmark's `since` date (in the "
+                        "ground truth) stays out of that landmark's review queue (mining/since.py)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")
@@ -46,8 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.score import Inputs, run
 
-    stats = run(Inputs(args.landmarks, args.descriptors, args.near_duplicates), args.out,
-                options.from_args(args, "score"), chunk=args.chunk, threads=args.threads, progress=not args.no_progress)
+    stats = run(Inputs(args.landmarks, args.descriptors, args.near_duplicates, args.candidates), args.out,
+                options.from_args(args, "score"), review=options.from_args(args, "review"), chunk=args.chunk,
+                threads=args.threads, progress=not args.no_progress)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mining.kernels import bucket_many, count_block
+
 if TYPE_CHECKING:
     from mining.stages.score.inputs import MethodInput
 
@@ -41,8 +43,6 @@ class PositiveCounter:
 
     @classmethod
     def build(cls, positive_sims: np.ndarray) -> "PositiveCounter":
-        from mining.kernels import bucket_many
-
         pos = np.sort(np.asarray(positive_sims, dtype=np.float32))
         if pos.size == 0 or not np.all(np.isfinite(pos)):
             raise ValueError("positives must be a non-empty finite array")
@@ -121,8 +121,6 @@ class Counters:
                     group_sum: np.ndarray, group: np.ndarray | None = None) -> None:
         """Add the fractions of candidates j0..j1 of `sims` to `acc[j]` and to
         `group_sum[target[j], group[k]]` (group: the landmark of counter k by default)."""
-        from mining.kernels import count_block
-
         count_block(sims, j0, j1, np.asarray(target, np.int64), self.rows, self.lo, self.scale, self.n_buckets,
                     self.tab_off, self.first, self.pos_off, self.positives, self.inv,
                     self.landmark if group is None else group, acc, group_sum)

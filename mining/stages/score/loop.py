@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from mining.cluster import available_cpus
 from mining.errors import UserError
+from mining.progress import bar as progress_bar
 from mining.stages.score.counting import Counters
 from mining.stages.score.inputs import MethodInput, Problem
 from mining.stages.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
+from mining.since import before, exempt_counts
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,7 @@ class ScoreResult:
     review: dict[str, TopK]
     stats: dict
     benchmark_scores: np.ndarray | None = None  # float64 (benchmarks, n): each one's part of score
+    landmark_rows: np.ndarray | None = None  # per landmark: its (method, query with positives) pairs
 
 
 def _threads(threads: int | None) -> int:
@@ -140,8 +144,6 @@ class Workers:
     @classmethod
     @contextlib.contextmanager
     def start(cls, n_threads: int) -> Iterator["Workers"]:
-        from threadpoolctl import ThreadpoolController
-
         with ThreadPoolExecutor(n_threads) as pool:
             yield cls(pool, n_threads, ThreadpoolController())
 
@@ -247,10 +249,12 @@ def score_candidates(
     review_top: int,
     progress: bool = False,
     threads: int | None = None,
+    since: dict[str, np.datetime64] | None = None,
+    taken_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> ScoreResult:
-    """Stream every candidate of every method through the score (`score_chunk` per chunk)."""
-    from mining.progress import bar as progress_bar
-
+    """Stream every candidate of every method through the score (`score_chunk` per chunk).
+    `since` (landmark → day) and `taken_of` (photo ids → days taken): a candidate taken before a
+    landmark's day never enters that landmark's review queue (mining/since.py)."""
     if chunk < 1:
         raise UserError("--chunk must be at least 1")
     n_threads = _threads(threads)
@@ -265,6 +269,9 @@ def score_candidates(
     review = {lm: TopK(review_top) for lm in problem.landmarks}
     q_landmark = query_landmarks(problem)
     lm_queries = [np.flatnonzero(q_landmark == li) for li in range(n_l)]
+    taken = taken_of(ids_all) if since and taken_of else None
+    exempt = {li: before(taken, since[lm]) for li, lm in enumerate(problem.landmarks)
+              if taken is not None and since and lm in since}
     t_prep = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory(prefix="mining-score-") as tmp, Workers.start(n_threads) as workers:
@@ -288,7 +295,10 @@ def score_candidates(
                 qs = lm_queries[li]
                 if not qs.size:
                     continue
-                review[lm].merge(c.landmark_sum[:, li], pid,
+                contrib = c.landmark_sum[:, li]
+                if li in exempt:  # taken before the landmark existed: nothing to review for it
+                    contrib = np.where(exempt[li][a:b], 0.0, contrib)
+                review[lm].merge(contrib, pid,
                                  lambda keep, qs=qs, li=li, c=c: best_query(keep, qs, li, prepared, c.parts))
             bar.update(b - a)
         bar.close()
@@ -303,7 +313,11 @@ def score_candidates(
         "review_top": int(review_top),
         "seconds": {"prepare": round(t_prep, 3), "total": round(t_total, 3)},
     }
-    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores)
+    if taken is not None and since:
+        stats["since"] = exempt_counts(taken, since)
+    rows = np.bincount(np.concatenate([np.zeros(0, np.int64)] + [np.asarray(p.counters.landmark, np.int64)
+                                                                 for p in prepared]), minlength=n_l)
+    return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores, rows)
 
 
 def best_query(keep: np.ndarray, qs: np.ndarray, landmark: int, prepared: Sequence[Prepared],

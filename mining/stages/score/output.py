@@ -8,18 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
+from mining import atomic
 from mining.benchmarks import score_column
 from mining.stages.score.inputs import Problem
 from mining.stages.score.loop import ScoreResult
+from mining.screening import prepend_probable
 
 
 def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplicates: Path | None = None) -> None:
     """scores.parquet (sorted by photo id), review_queue.parquet, stats.json, atomically."""
-    import pyarrow as pa
-
-    from mining import atomic
-
     order = np.argsort(result.photo_id, kind="stable")
     lm_names = np.array(problem.landmarks + [None], dtype=object)
     cols = {
@@ -50,7 +49,6 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("score", pa.float64()), ("total_score", pa.float64()), ("best_query", pa.string())])
     if near_duplicates is not None:  # near-copies of a landmark's images head its queue (mining.stages.neardup.stage)
-        from mining.screening import prepend_probable
 
         rows = prepend_probable(rows, Path(near_duplicates), sorted_ids, sorted_scores, problem.landmarks)
         schema = schema.append(pa.field("probable_landmark", pa.bool_()))

@@ -10,11 +10,16 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from mining.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.descriptors import similarity_function
 from mining.errors import UserError
+from mining.retrieval import open_method
+from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
-from mining.options import ScoreOptions
 from mining.stages.score.loop import DEFAULT_CHUNK, score_candidates
 from mining.stages.score.output import write_outputs
+from mining.options import ReviewOptions, ScoreOptions
+from mining.since import days_taken, of_benchmarks
 
 
 def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, bench_index: int = 0,
@@ -22,9 +27,6 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
     With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
     its rows numbered from `query_offset` in the run's queries."""
-    from mining.descriptors import similarity_function
-    from mining.retrieval import open_method
-
     stores = open_method(method_dir, benchmark=benchmark)
     landmark = stores.landmark_similarities(dataset)
     positive_sims, positives_missing = landmark.positives(dataset)
@@ -48,8 +50,6 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
 
 def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
     """The queries and landmarks of every benchmark, in order (names `<benchmark>/<name>` with several)."""
-    from mining.benchmarks import qualify
-
     several = len(benchmarks) > 1
     names, q_landmark, landmarks = [], [], []
     for b, ds in zip(benchmarks, datasets):
@@ -66,19 +66,22 @@ class Inputs:
     landmarks: list[str]  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
     descriptors: Sequence[Path]  # one DESC/<method> folder per method
     near_duplicates: Path | None = None  # neardup.parquet: probable landmark images head the queue
+    candidates: Path | None = None  # candidates Parquet (date_taken): landmarks' `since` dates (mining/since.py)
 
 
-def run(inputs: Inputs, out: Path, options: ScoreOptions, chunk: int = DEFAULT_CHUNK, threads: int | None = None,
-        progress: bool = True) -> dict:
+def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions | None = None,
+        chunk: int = DEFAULT_CHUNK, threads: int | None = None, progress: bool = True) -> dict:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
     one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
-    candidate is scored against every query of every benchmark."""
-    from mining.benchmarks import as_list, fingerprint, load_all, qualify
-
-    landmarks, descriptors, near_duplicates, review_top = (inputs.landmarks, inputs.descriptors,
-                                                           inputs.near_duplicates, options.review_top)
+    candidate is scored against every query of every benchmark. `review.budget`: the queue
+    holds that many items in all, spread by leak risk (`mining.stages.score.budget`), not review_top each."""
+    landmarks, descriptors, near_duplicates, candidates, review_top = (
+        inputs.landmarks, inputs.descriptors, inputs.near_duplicates, inputs.candidates, options.review_top)
+    review_budget, review_min = (review.budget, review.min_per_landmark) if review is not None else (None, 1)
     if review_top < 1:
         raise UserError("--review-top must be at least 1")
+    if review_budget is not None:
+        budget.check(review_budget, review_min)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
@@ -98,8 +101,12 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, chunk: int = DEFAULT_C
         raise UserError("give at least one --descriptors DESC/<method> folder")
     problem = problem_of(benchmarks, datasets)
     t_read = time.perf_counter() - t0
-    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_top, progress=progress,
-                              threads=threads)
+    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
+    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_budget or review_top,
+                              progress=progress, threads=threads, since=since,
+                              taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
+    if review_budget is not None:
+        budget.apply_budget(result, review_budget, review_min)
     for name, st in read_stats.items():
         result.stats["methods"][name].update(st)
     with_pos = sum(bool(ds.positives(i)) for ds in datasets for i in range(len(ds.qimlist)))

@@ -23,6 +23,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from mining.descriptors import similarity_rows
 from mining.errors import UserError
 from mining.stages.score.inputs import CandidateVectors, MethodInput
 
@@ -122,8 +123,6 @@ class SimilarityStream:
 def similarity_piece(vectors: np.ndarray, query_t: np.ndarray, out: np.ndarray, scratch: threading.local) -> None:
     """One task's similarities, its float16 rows decoded into the thread's own buffer (small
     enough to stay in cache for the GEMM that follows)."""
-    from mining.descriptors import similarity_rows
-
     buf = getattr(scratch, "buf", None)
     if vectors.dtype == np.float16 and (buf is None or buf.shape[0] < vectors.shape[0] or buf.shape[1] != vectors.shape[1]):
         buf = scratch.buf = np.empty(vectors.shape, np.float32)

@@ -20,14 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from mining import atomic, imageindex
-from mining.benchmarks import is_score_column
 from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+from mining.benchmarks import is_score_column, run_fingerprint
 from mining.errors import UserError
+from mining.flickr import DEFAULT_HOST, photo_url
 from mining.layout import image_key, image_relpath, named_download_url
+from mining.licences import licence_label
 from mining.options import SelectOptions
 from mining.retrieval import rank_order
+from mining.screening import leakrisk_filter_order, neardup_filter_order
 from mining.tables import load_decisions
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,6 @@ class Inputs:
 def load_scores(scores_dir: Path) -> tuple[Any, dict]:
     """scores.parquet as a DataFrame, plus stats.json."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
     table_path, stats_path = scores_dir / "scores.parquet", scores_dir / "stats.json"
     for p in (table_path, stats_path):
@@ -69,8 +73,6 @@ def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Any) ->
     of benchmarks: `landmarks` as `mining.benchmarks.as_list` takes them)."""
     scores_fp = stats.get("landmarks_fingerprint")
     if landmarks is not None and landmarks != []:
-        from mining.benchmarks import run_fingerprint
-
         fp = run_fingerprint(landmarks)
         if fp != scores_fp:
             shown = " ".join(map(str, landmarks)) if isinstance(landmarks, (list, tuple)) else landmarks
@@ -127,13 +129,11 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     order = order[~np.isin(pid[order], drop)]
     nd_stats = None
     if inputs.near_duplicates is not None:  # near-copies of landmark images and bursts (mining.stages.neardup.stage)
-        from mining.screening import neardup_filter_order
 
         order, nd_stats = neardup_filter_order(order, pid, decisions, Path(inputs.near_duplicates),
                                                options.near_duplicates)
     risk_stats = None
     if inputs.leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.stages.leakrisk.stage)
-        from mining.screening import leakrisk_filter_order
 
         order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(inputs.leak_risk), options.leak_risk)
     return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
@@ -150,9 +150,6 @@ def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | Non
     photo hashes and sources are the index's (without it, `require_full_res` has no index to
     ask and selects as if off)."""
     import pandas as pd
-    import pyarrow as pa
-
-    from mining.flickr import DEFAULT_HOST, photo_url
 
     n = options.n
     if not isinstance(n, int) or n < 1:
@@ -223,7 +220,6 @@ def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | Non
     atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
     atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(frame, titles, pages))
     atomic.write_text(out / "ATTRIBUTION.md", attribution_md(frame, titles, pages))
-    from mining.licences import licence_label
 
     licences = pd.Series([licence_label(n, u) for n, u in zip(frame.license_name, frame.license_url)],
                          dtype=object).value_counts().sort_index()

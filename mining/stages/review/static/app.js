@@ -6,7 +6,7 @@
   const PAGE = 100;
   const $ = (id) => document.getElementById(id);
   const st = { name: localStorage.getItem("mining-review-name") || "", landmarks: [], lm: null,
-               offset: 0, total: 0, items: [], cursor: 0 };
+               offset: 0, total: 0, items: [], cursor: 0, show: "all" };
 
   // The sticky header's real height (it wraps on narrow windows): the cursor's tile scrolls to
   // just below it, never under it.
@@ -42,6 +42,11 @@
   async function loadLandmarks() {
     const data = await api("/api/landmarks?" + q({ reviewer: st.name }));
     st.landmarks = data.landmarks;
+    if (data.kind === "audit") {  // mining audit's sample: one question about every landmark
+      document.title = "mining audit";
+      $("question").textContent = "Audit: does this image show any of these landmarks (any benchmark landmark)?";
+      $("other-box").open = true;
+    }
     const sel = $("landmark");
     const keep = st.lm;
     sel.innerHTML = "";
@@ -91,7 +96,8 @@
 
   async function selectLandmark(name, position) {
     st.lm = name; $("landmark").value = name; $("done").hidden = true;
-    if (position === undefined) {
+    if (st.show !== "all") position = 0;  // a filter's list starts at its first item
+    else if (position === undefined) {
       position = (await api("/api/resume?" + q({ landmark: name, reviewer: st.name }))).position;
     }
     showLandmarkProgress(); showQueries();
@@ -99,16 +105,32 @@
   }
 
   // ---------------------------------------------------------------- the grid
-  async function loadPage(offset, position) {
-    const data = await api("/api/items?" + q({ landmark: st.lm, offset, limit: PAGE, reviewer: st.name }));
-    st.offset = offset; st.total = data.total; st.items = data.items;
-    st.cursor = Math.max(0, Math.min(st.items.length - 1, (position ?? offset) - offset));
+  const fetchPage = (where) =>
+    api("/api/items?" + q({ landmark: st.lm, limit: PAGE, reviewer: st.name, show: st.show, ...where }));
+  function showPage(data, position) {
+    st.offset = data.offset; st.total = data.total; st.items = data.items;
+    st.cursor = Math.max(0, Math.min(st.items.length - 1, (position ?? st.offset) - st.offset));
     render();
+  }
+  async function loadPage(offset, position) { showPage(await fetchPage({ offset }), position); }
+
+  // A filter's list changes as votes are cast (an item decided leaves "undecided"): its next
+  // page starts after this page's last item, never at an offset counted before the votes.
+  async function pageAfter() {
+    const last = st.items[st.items.length - 1];
+    if (!last) return false;
+    const data = await fetchPage({ after: last.id });
+    if (!data.items.length) { toast("the end of this list"); return false; }
+    showPage(data);
+    return true;
   }
 
   function render() {
     const grid = $("grid"); grid.innerHTML = "";
-    if (!st.items.length) { grid.innerHTML = '<div class="empty">nothing queued</div>'; return; }
+    if (!st.items.length) {
+      grid.innerHTML = `<div class="empty">${st.show === "all" ? "nothing queued" : "nothing to show here"}</div>`;
+      $("range").textContent = "0 of 0"; return;
+    }
     st.items.forEach((it, i) => {
       const tile = document.createElement("div");
       tile.className = "tile"; tile.dataset.index = i; tile.dataset.itemId = it.id;
@@ -136,7 +158,8 @@
       paintTile(i);
     });
     const end = st.offset + st.items.length;
-    $("range").textContent = `${st.offset + 1}–${end} of ${st.total}`;
+    const shown = $("show").selectedOptions[0].textContent;
+    $("range").textContent = `${st.offset + 1}–${end} of ${st.total}` + (st.show === "all" ? "" : ` (${shown})`);
     $("prev").disabled = st.offset === 0; $("next").disabled = end >= st.total;
     paintCursor();
   }
@@ -170,7 +193,9 @@
 
   async function move(delta) {
     const target = st.offset + st.cursor + delta;
-    if (target < 0 || target >= st.total) return;
+    if (target < 0) return;
+    if (st.show !== "all" && target >= st.offset + st.items.length) { await pageAfter(); return; }
+    if (target >= st.total) return;
     if (target < st.offset || target >= st.offset + st.items.length) {
       await loadPage(Math.floor(target / PAGE) * PAGE, target);
     } else { st.cursor = target - st.offset; paintCursor(); }
@@ -214,6 +239,7 @@
   }
 
   async function afterPage() {
+    if (st.show !== "all") { if (!(await pageAfter())) showDone(); return; }
     const end = st.offset + st.items.length;
     if (end < st.total) { await loadPage(end, end); return; }
     showDone();
@@ -256,7 +282,11 @@
       if (!r.undone) { toast("nothing to undo"); return; }
       await loadLandmarks();
       const u = r.undone;
-      if (u.landmark !== st.lm) { await selectLandmark(u.landmark, u.position); }
+      if (u.landmark !== st.lm || st.show !== "all") {
+        await selectLandmark(u.landmark, u.position);
+        const i = st.items.findIndex((x) => x.id === u.item_id);  // in a filter: its first page
+        if (i >= 0) { st.cursor = i; paintCursor(); }
+      }
       else { await loadPage(Math.floor(u.position / PAGE) * PAGE, u.position); }
     } catch (e) { toast("undo failed: " + e.message); }
   }
@@ -266,6 +296,14 @@
     $("viewer-img").src = src; $("viewer-cap").textContent = caption;
     const qbox = $("viewer-query"); qbox.hidden = !query;
     if (query) { $("viewer-qimg").src = `/query/${query.index}?full=1`; $("viewer-qcap").textContent = query.caption; }
+    // the landmark's other queries, small, under the one shown: every view of it at a glance
+    const strip = $("viewer-qothers"); strip.innerHTML = "";
+    const lm = st.landmarks.find((x) => x.landmark === st.lm);
+    for (const qu of (query && lm ? lm.queries : [])) {
+      if (qu.index === query.index) continue;
+      const img = document.createElement("img"); img.src = `/query/${qu.index}`; img.alt = qu.name; img.title = qu.name;
+      strip.appendChild(img);
+    }
     $("viewer").hidden = false;
   }
   // The query this candidate matched best (any landmark's), else this landmark's first.
@@ -316,6 +354,7 @@
   });
 
   function nextPage(d) {
+    if (d > 0 && st.show !== "all") return pageAfter();
     const off = st.offset + d * PAGE;
     if (off >= 0 && off < st.total) return loadPage(off, off);
   }
@@ -326,6 +365,9 @@
   }
   $("prev").addEventListener("click", () => enqueue(() => nextPage(-1)));
   $("next").addEventListener("click", () => enqueue(() => nextPage(1)));
+  $("show").addEventListener("change", (e) => {
+    st.show = e.target.value; e.target.blur(); enqueue(() => selectLandmark(st.lm));
+  });
   $("landmark").addEventListener("change", (e) => {
     const name = e.target.value; e.target.blur(); enqueue(() => selectLandmark(name));
   });

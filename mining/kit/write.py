@@ -1,0 +1,248 @@
+"""Writing the evaluation kit (`mining release --kit`; the format: `mining.kit`, docs/formats.md).
+
+What it copies is what the run's evaluation read: each method's query and database stores as
+they are (shard files byte for byte), and the rows of its candidates store that hold the
+selected distractors, with the model the method learned on the candidates. Same inputs give
+the same bytes (rows in store order, fixed shard size, sorted checksums).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from mining import atomic, checksums
+from mining.benchmarks import store_dir
+from mining.descriptors import (
+    GLOBAL,
+    MODEL_FILE,
+    iter_similarities,
+    open_store,
+    write_global_shard,
+    write_ids,
+    write_store_info,
+)
+from mining.errors import UserError
+from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
+from mining.methods import get_method
+from mining.publish import code_version
+from mining.retrieval import open_method, parse_ids
+
+SHARD_ROWS = 10_000  # distractors per shard of a kit's store
+# the libraries a method's descriptors depend on (those installed are recorded in kit.json)
+LIBRARIES = ("numpy", "torch", "torchvision", "onnxruntime", "opencv-python", "opencv-python-headless",
+             "opencv-contrib-python-headless", "asmk", "faiss-cpu", "Pillow", "distractor-mining")
+# what a kit's store.json keeps of the run's (no absolute paths of the machine that made it)
+_STORE_KEYS = ("method", "kind", "set", "params", "dim", "seed", "fit_images", "landmarks_fingerprint")
+
+
+def library_versions() -> dict[str, str]:
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _store_info(info: dict[str, Any], count: int, shards: int) -> dict[str, Any]:
+    out = {k: info[k] for k in _STORE_KEYS if k in info}
+    model = info.get("model")
+    out.update({"model": {"sha256": model["sha256"]} if model else None, "count": count, "shards": shards,
+                "complete": True})
+    return out
+
+
+def _copy_store(src: Any, dst: Path) -> None:
+    """A landmark store, shard files copied as they are (failure lists and resume files left out)."""
+    names = src.shard_names()
+    (dst / "shards").mkdir(parents=True)
+    for shard in names:
+        for f in sorted((src.path / "shards").glob(f"{shard}.*")):
+            if not f.name.endswith(".failures.parquet") and not f.name.endswith(".ids.parquet"):
+                shutil.copyfile(f, dst / "shards" / f.name)
+        shutil.copyfile(src.path / "shards" / f"{shard}.ids.parquet", dst / "shards" / f"{shard}.ids.parquet")
+    write_store_info(dst, _store_info(src.info, len(src.ids()), len(names)))
+
+
+def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> int:
+    """The rows of the candidates store `src` whose photo id is in `wanted` (sorted), in store
+    order, as a store of their own; the method's model beside them. Returns the rows kept."""
+    method = None if src.kind == GLOBAL else get_method(src.method)
+    ids: list[str] = []
+    rows: list[Any] = []
+    names: list[str] = []
+
+    def flush(k: int) -> None:
+        """The first k rows kept so far as the next shard."""
+        name = f"{len(names):05d}"
+        if method is None:
+            dim = int(src.info.get("dim", 0))
+            write_global_shard(dst, name, ids[:k], np.stack(rows[:k]) if k else np.zeros((0, dim), np.float16))
+        else:
+            (dst / "shards").mkdir(parents=True, exist_ok=True)
+            method.write_payloads(dst / "shards", name, rows[:k])
+            write_ids(dst, name, ids[:k])
+        names.append(name)
+        del ids[:k], rows[:k]
+
+    kept = 0
+    for block_ids, payload in src.iter_blocks():
+        photo = parse_ids(block_ids, str(src.path))
+        take = np.flatnonzero(np.isin(photo, wanted))
+        if not take.size:
+            continue
+        ids.extend(block_ids[i] for i in take)
+        if method is None:
+            rows.extend(np.asarray(payload)[take])  # float16 rows, as stored
+        else:
+            try:
+                rows.extend(method.take_rows(payload, take))
+            except NotImplementedError:
+                raise UserError(f"method {src.method!r} (store kind {src.kind!r}) cannot go into a kit: its plug-in "
+                                "has no `take_rows`") from None
+        kept += take.size
+        while len(ids) >= shard_rows:
+            flush(shard_rows)
+    if ids or not names:
+        flush(len(ids))
+    if (src.path / MODEL_FILE).is_file():
+        shutil.copyfile(src.path / MODEL_FILE, dst / MODEL_FILE)
+    write_store_info(dst, _store_info(src.info, kept, len(names)))
+    return kept
+
+
+def _similarities(method_dir: Path, bench: str | None, out: Path, wanted: np.ndarray, kept_ids: list[str]) -> None:
+    """The similarities the run's evaluation ranked by, computed here by the same code on the
+    run's own stores (same shards, same shapes: the same float32 bits): queries × database
+    (store orders) and queries × the kept distractors (the kit's distractors store order)."""
+    stores = open_method(method_dir, benchmark=bench)
+    blocks = [sims for _, sims in iter_similarities(stores.queries, stores.database)]
+    nq = len(stores.queries.ids())
+    landmarks = np.concatenate(blocks, axis=1) if blocks else np.zeros((nq, 0), np.float32)
+    ids: list[str] = []
+    cols = []
+    for block_ids, sims in stores.candidate_similarities():
+        take = np.flatnonzero(np.isin(parse_ids(block_ids, str(method_dir)), wanted))
+        ids.extend(block_ids[i] for i in take)
+        cols.append(np.asarray(sims, np.float32)[:, take])
+    if ids != kept_ids:
+        raise UserError(f"{method_dir}/candidates changed while the kit was written; run `mining release --kit` again")
+    out.mkdir(parents=True)
+    for name, arr in (("landmarks", landmarks), ("distractors", np.concatenate(cols, axis=1) if cols
+                                                 else np.zeros((nq, 0), np.float32))):
+        with atomic.atomic_path(out / f"{name}.npy") as tmp, open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(arr, np.float32))
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _timeless(value: Any) -> Any:
+    """`value` without its `seconds` entries, at any depth (each benchmark's report has its own)."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k != "seconds"}
+    return [_timeless(v) for v in value] if isinstance(value, list) else value
+
+
+def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation: dict[str, Any] | None,
+              shard_rows: int = SHARD_ROWS) -> dict[str, Any]:
+    """Write the kit into `out` (a new folder). `selection`: rank, photo_id, path, released
+    (every selected photo, released or not: the set the run evaluated); `evaluation`: the
+    run's evaluation.json. Returns what the dataset card says about the kit (sizes)."""
+    if evaluation is None:
+        raise UserError("--kit needs the run's evaluation (--evaluation evaluation.json): the kit reproduces its table")
+    if not method_dirs:
+        raise UserError("--kit needs the descriptors (--descriptors DESC/<method> ...)")
+    several = evaluation.get("per_benchmark")
+    benchmarks = sorted(several) if several else None
+    wanted = np.unique(selection["photo_id"].to_numpy(np.int64))
+    methods: dict[str, Any] = {}
+    for d in method_dirs:
+        cand = open_store(Path(d) / "candidates")
+        name = cand.method
+        if name in methods:
+            raise UserError(f"method {name!r} given twice (--descriptors {d})")
+        base = out / METHODS / name
+        for bench in benchmarks or [None]:
+            for part in ("queries", "database"):
+                _copy_store(open_store(store_dir(d, bench) / part), store_dir(base, bench) / part)
+        kept = _subset_store(cand, base / "distractors", wanted, shard_rows)
+        for bench in benchmarks or [None]:
+            _similarities(Path(d), bench, store_dir(base, bench) / SIMS, wanted, open_store(base / "distractors").ids())
+        model = cand.info.get("model")
+        model_file = base / "distractors" / MODEL_FILE
+        model_bytes = model_file.stat().st_size if model_file.is_file() else 0
+        sims_bytes = sum((store_dir(base, b) / SIMS / "distractors.npy").stat().st_size for b in benchmarks or [None])
+        dist_bytes = _tree_bytes(base / "distractors") - model_bytes  # what grows with the set
+        landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes
+        methods[name] = {
+            "kind": cand.kind, "dim": cand.info.get("dim"), "params": cand.info.get("params"),
+            "model_sha256": model["sha256"] if model else None, "distractors": kept,
+            "missing": int(wanted.size - kept),  # selected photos this method could not describe
+            "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes, "model": model_bytes,
+                      "similarities": sims_bytes},
+            # what grows with the set: its descriptors, and the run's similarities of every query to it
+            "bytes_per_distractor": round((dist_bytes + sims_bytes) / kept, 1) if kept else None,
+            "gb_per_million": round((dist_bytes + sims_bytes) / kept * 1e6 / 1e9, 3) if kept else None,
+        }
+    if several:
+        fps = {b: several[b]["landmarks"]["fingerprint"] for b in benchmarks}
+    else:
+        fps = {evaluation["landmarks"]["name"]: evaluation["landmarks"]["fingerprint"]}
+    info = {"format": FORMAT, "version": VERSION, "code": code_version(), "libraries": library_versions(),
+            "benchmarks": benchmarks, "landmarks_fingerprints": fps,
+            "selection": {"distractors": int(len(selection)), "released": int(np.sum(selection["released"]))},
+            "methods": methods}
+    atomic.write_json(out / INFO, info)
+    # the run's table without its timing (`seconds`), so that a kit is the same bytes on every rerun
+    atomic.write_text(out / EVALUATION, json.dumps(_timeless(evaluation), indent=2, sort_keys=True) + "\n")
+    table = pa.table({"rank": pa.array(selection["rank"].to_numpy(np.int64)),
+                      "photo_id": pa.array(selection["photo_id"].to_numpy(np.int64)),
+                      "path": pa.array([str(p) for p in selection["path"]], pa.string()),
+                      "released": pa.array(selection["released"].to_numpy(bool))})
+    atomic.write_parquet(out / TABLE, table)
+    atomic.write_text(out / "README.md", readme(info))
+    atomic.write_text(out / checksums.SUMS, checksums.sha256sums(out))
+    return {"methods": {m: {k: v[k] for k in ("distractors", "bytes", "bytes_per_distractor", "gb_per_million")}
+                        for m, v in methods.items()}, "bytes": _tree_bytes(out)}
+
+
+def readme(info: dict[str, Any]) -> str:
+    """KIT/README.md: what the kit is and the three ways to use it."""
+    sel = info["selection"]
+    rows = "\n".join(f"| {m} | {v['kind']} | {v['distractors']} | {v['bytes_per_distractor']} | {v['gb_per_million']} |"
+                     for m, v in info["methods"].items())
+    return f"""# Evaluation kit
+
+The descriptors of the {sel['distractors']} selected distractors ({sel['released']} of them released as images),
+of the landmark queries and of the landmark database, for each method, exactly as the run evaluated
+them: evaluate against the set without downloading an image.
+
+| method | kind | distractors | bytes per distractor | GB per million distractors |
+|---|---|---|---|---|
+{rows}
+
+- Check it: `sha256sum -c SHA256SUMS` (the tools below check it before reading).
+- Reproduce the run's table (`evaluation.json`):
+  `mining evaluate --kit . --landmarks gnd_<name>.pkl`
+- Your own queries, described with a method of the kit and its model:
+  `mining describe --method M --images LANDMARKS --set queries --model methods/M/distractors --out Q` then
+  `mining evaluate --kit . --landmarks LANDMARKS/gnd_<name>.pkl --queries Q`
+  (global methods also take a `.npy`, one row per query of the gnd, with `--method M`).
+- In Python: `from mining.kit import open_kit` (`kit.vectors`, `kit.stores`, `kit.model`, `kit.distractors`).
+
+Format: `kit.json` (settings, versions, sizes), `evaluation.json`, `distractors.parquet` (rank, photo_id,
+path, released), `methods/<method>/{{queries,database,distractors}}/` (descriptor stores: `store.json`,
+`shards/NNNNN.ids.parquet` + `NNNNN.npy` float16 rows or `NNNNN.asmk.npz` codes; `model.npz` beside the
+distractors when the method learned one), `methods/<method>/similarities/` (the run's float32 similarities of
+the queries to the database and to the distractors), `SHA256SUMS`. Reference: docs/formats.md of distractor-mining.
+"""

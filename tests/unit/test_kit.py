@@ -1,0 +1,109 @@
+"""The evaluation kit on a small generated world (test_evaluate_experiment's: 2 global methods,
+exact ties, a positive never described): written from a run's stores and evaluation, it
+reproduces that evaluation's none / mined / curve values exactly, and holds only the selection.
+The demo run's kit (three real methods, ASMK included) is tests/workflow/test_kit.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_evaluate_experiment import build_world, run_inputs
+
+from mining.cli import main
+from mining.errors import UserError
+from mining.stages.evaluate.kit import evaluate_kit
+from mining.kit import open_kit
+from mining.kit.write import write_kit
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_world(tmp_path_factory.mktemp("kitworld"))
+
+
+def test_kit_reproduces_the_evaluation_exactly(world, tmp_path):
+    ds, _, _, selected = run_inputs(world, tmp_path)
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--landmarks", str(world / "lm/gnd_city.pkl"), "--descriptors", str(world / "desc/gem"),
+                 str(world / "desc/sift"), "--scores", str(tmp_path / "scores"), "--selected", str(tmp_path / "selected"),
+                 "--decisions", str(tmp_path / "decisions.parquet"), "--out", str(out), "--bootstrap-samples", "0"]) == 0
+    run = json.loads((out / "evaluation.json").read_text())
+    sel = pd.DataFrame({"rank": np.arange(1, selected.size + 1), "photo_id": selected,
+                        "path": [f"jpg/000/{i}.jpg" for i in selected], "released": selected % 2 == 0})
+    stats = write_kit(tmp_path / "kit", [world / "desc/gem", world / "desc/sift"], sel, run, shard_rows=16)
+    kit = open_kit(tmp_path / "kit")
+    assert kit.methods == ["gem", "sift"] and stats["methods"]["gem"]["distractors"] == selected.size
+    ids, x = kit.vectors("gem", "distractors")
+    assert sorted(map(int, ids)) == sorted(selected.tolist()) and x.shape == (selected.size, 16)
+    assert len(kit.store("gem", "distractors").shard_names()) == 3  # 40 rows: 16 + 16 + 8
+    rep = evaluate_kit(tmp_path / "kit", [str(world / "lm/gnd_city.pkl")])
+    assert rep["reproduced"]["ok"] and rep["reproduced"]["values"] == 2 * 3 * (8 + len(run["curve"]["gem"]["easy"]["sizes"]))
+    for m in ("gem", "sift"):
+        for s in ("easy", "medium", "hard"):
+            for kind in ("none", "mined"):
+                assert rep["results"][m][s][kind] == run["results"][m][s][kind]  # equal, not merely close
+            assert rep["curve"][m][s]["mined"] == run["curve"][m][s]["mined"]
+    assert kit.distractors()["released"].sum() == int((selected % 2 == 0).sum())
+
+
+def test_kit_refuses_other_landmarks_and_a_missing_evaluation(world, tmp_path):
+    import pickle
+
+    gnd = pickle.loads((world / "lm/gnd_city.pkl").read_bytes())
+    gnd["gnd"][0]["easy"] = gnd["gnd"][0]["easy"][1:]
+    other = tmp_path / "gnd_city.pkl"
+    other.write_bytes(pickle.dumps(gnd))
+    sel = pd.DataFrame({"rank": [1], "photo_id": [1000], "path": ["x"], "released": [True]})
+    with pytest.raises(UserError, match="--evaluation"):
+        write_kit(tmp_path / "k0", [world / "desc/gem"], sel, None)
+    run = {"landmarks": {"name": "city", "fingerprint": "not-this-one"}, "n": 1, "methods": ["gem"],
+           "setups": ["hard"], "curve": {"gem": {"hard": {"sizes": [0, 1]}}}}
+    write_kit(tmp_path / "k1", [world / "desc/gem"], sel, run)
+    with pytest.raises(UserError, match="not the landmark dataset this kit was made for"):
+        evaluate_kit(tmp_path / "k1", [str(other)])
+
+
+def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
+    """Two benchmarks (the world's gnd, and a copy with other positives for one query): the kit
+    keeps each one's landmark stores under benchmarks/<name>/ and reproduces each one's table."""
+    import pickle
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, _, _, selected = run_inputs(world, tmp_path)
+    gnd = pickle.loads((world / "lm/gnd_city.pkl").read_bytes())
+    gnd["gnd"][0]["easy"], gnd["gnd"][0]["hard"] = gnd["gnd"][0]["hard"], gnd["gnd"][0]["easy"]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/gnd_b.pkl").write_bytes(pickle.dumps(gnd))
+    desc = tmp_path / "desc2/gem"
+    shutil.copytree(world / "desc/gem/candidates", desc / "candidates")
+    for name in ("a", "b"):
+        for part in ("queries", "database"):
+            shutil.copytree(world / "desc/gem" / part, desc / "benchmarks" / name / part)
+    scores = pq.read_table(tmp_path / "scores/scores.parquet")
+    half = pa.compute.divide(scores.column("score"), 2.0)
+    pq.write_table(scores.append_column("benchmark_score_a", half).append_column("benchmark_score_b", half),
+                   tmp_path / "scores/scores.parquet")
+    (tmp_path / "scores/stats.json").unlink()
+    landmarks = [f"a={world / 'lm/gnd_city.pkl'}", f"b={tmp_path / 'b/gnd_b.pkl'}"]
+    assert main(["evaluate", "--landmarks", *landmarks, "--descriptors", str(desc), "--scores", str(tmp_path / "scores"),
+                 "--selected", str(tmp_path / "selected"), "--out", str(tmp_path / "eval"),
+                 "--bootstrap-samples", "0"]) == 0
+    run = json.loads((tmp_path / "eval/evaluation.json").read_text())
+    sel = pd.DataFrame({"rank": np.arange(1, selected.size + 1), "photo_id": selected, "path": "p", "released": True})
+    write_kit(tmp_path / "kit", [desc], sel, run)
+    kit = open_kit(tmp_path / "kit")
+    assert kit.benchmarks == ["a", "b"] and (tmp_path / "kit/methods/gem/benchmarks/b/queries/store.json").is_file()
+    rep = evaluate_kit(tmp_path / "kit", landmarks)
+    for name in ("a", "b"):
+        got, want = rep["per_benchmark"][name], run["per_benchmark"][name]
+        assert got["reproduced"]["ok"] and got["results"]["gem"] == {
+            s: {k: want["results"]["gem"][s][k] for k in ("none", "mined")} for s in want["setups"]}
+    assert rep["per_benchmark"]["a"]["results"] != rep["per_benchmark"]["b"]["results"]
+    with pytest.raises(UserError, match="the kit's benchmarks are a, b"):
+        evaluate_kit(tmp_path / "kit", [f"c={tmp_path / 'b/gnd_b.pkl'}"])

@@ -16,6 +16,7 @@ import yaml
 from mining import manifest, options
 from mining.cli import build_parser
 from mining.exclusion import parse_section
+from mining.geoshapes import load_geojson
 from mining.yamlfile import Locator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +37,7 @@ OTHER = {
     ("evaluate", "setups"): ["hard"],
     ("release", "licenses"): "commercial",
     ("review", "decisions"): "d.parquet",
+    ("review", "budget"): 50,
     ("select", "n"): "auto",
 }
 # Keys no stage flag carries, and who reads them instead.
@@ -184,5 +186,5 @@ def test_every_geofilter_default_is_what_its_recipe_takes(path, default):
         section["sample"] = {"n": 10}
     sch = {"$defs": SCHEMA.get("$defs", {}), **SCHEMA["properties"]["geofilter"]}
     manifest.check(section, sch, Locator("t"), ("geofilter",))
-    recipe = parse_section(section, Locator("t"), base_dir=REPO, known_codes=lambda c: True)
+    recipe = parse_section(section, Locator("t"), read_geojson=load_geojson, base_dir=REPO, known_codes=lambda c: True)
     assert getattr(recipe, "_".join(path)) == default

@@ -10,7 +10,7 @@ rule release:
         candidates_stats=L.candidates_stats,
         evaluation=L.evaluation_json,
         manifest=MANIFEST_PATH,
-        stores=stores_of(METHODS) if REL["kit"] else [],
+        stores=stores_of(METHODS) if M.release["kit"] else [],
     output:
         card=report(L.release_card, category="Release", caption="../report/card.rst"),
         sums=L.release_sums,
@@ -21,7 +21,7 @@ rule release:
         out=subpath(output.card, parent=True),
         settings=settings("release", "audit"),
         # the evaluation kit: the method folders the evaluation read (one shell word each)
-        descriptors=lambda w, input: shlex.join(["--descriptors", *method_dirs(input.stores)]) if REL["kit"] else "",
+        descriptors=lambda w, input: shlex.join(["--descriptors", *method_dirs(input.stores)]) if M.release["kit"] else "",
     log:
         L.log("release"),
     benchmark:

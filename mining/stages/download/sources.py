@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -35,6 +35,7 @@ from mining.errors import UserError
 from mining.flickr import mirror_relpath, yfcc_hash
 from mining.layout import image_relpath
 from mining.manifest import check, schema
+from mining.options import defaults
 from mining.yamlfile import Locator
 
 KINDS = ("flickr", "multimedia-commons", "local")
@@ -74,10 +75,6 @@ def schema_parts() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
 
 def section_defaults() -> dict[str, Any]:
     """Every default of the download section (the schema's, `mining.options`)."""
-    from dataclasses import asdict
-
-    from mining.options import defaults
-
     return {k: v for k, v in asdict(defaults("download")).items() if v is not None}
 
 

@@ -65,7 +65,7 @@ def _world(root: Path, ids: list[int], bombs: set[int] = frozenset()) -> Path:
 
 def _release_argv(root: Path, out: str, *extra: str) -> list[str]:
     return ["release", "--selected", str(root / "selected"), "--images", str(root / "images"),
-            "--out", str(root / out), "--no-progress", *extra]
+            "--out", str(root / out), "--no-progress", "--no-kit", *extra]
 
 
 def _one_error_line(capsys, verb: str) -> str:

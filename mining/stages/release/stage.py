@@ -231,7 +231,8 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
     if not images.is_dir():
         raise UserError(f"--images {images} is not a folder (the download root)")
     if kit and (evaluation is None or not descriptors):
-        raise UserError("--kit needs --evaluation (the run's evaluation.json) and --descriptors DESC/<method> ...")
+        raise UserError("--kit (release.kit, on by default) needs --evaluation (the run's evaluation.json) and "
+                        "--descriptors DESC/<method> ...; without them give --no-kit")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected
     frame = read_table(table_path, ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid"),
                        "selection", hint="make it with `mining select`").to_pandas()

@@ -49,7 +49,7 @@ import numpy as np
 from mining import imageindex, layout
 from mining.descriptors import open_store
 from mining.stages.describe.stage import (describe, describe_many, list_items, load_image, pin_numeric_threads,
-                             single_threaded_numerics)
+                                          single_threaded_numerics)
 from mining.methods import get_method
 
 SMALL_LEARNING = {"rsift-asmk": {"codebook_size": 256}, "rsift-vlad": {"dim": 8}, "cnn-gem": {"whiten_dim": 8}}

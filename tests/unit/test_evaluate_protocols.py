@@ -11,7 +11,7 @@ import scipy.io as sio
 from mining.errors import UserError
 from mining.stages.evaluate.loaders import load_gnd
 from mining.stages.evaluate.protocols.gldv2 import (gldv2_gap, gldv2_map_at_k, read_gldv2_recognition_predictions,
-                                             read_gldv2_retrieval_predictions, read_gldv2_solution)
+                                                    read_gldv2_retrieval_predictions, read_gldv2_solution)
 from mining.stages.evaluate.protocols.holidays import holidays_groups, holidays_map, read_holidays_results
 from mining.stages.evaluate.protocols.oxford import load_oxford_gt, oxford_gnd, oxford_map
 from mining.stages.evaluate.protocols.setups import setup_gnd

@@ -18,7 +18,7 @@ from typing import Any
 from mining import atomic, cluster
 from mining.stages.download.downloader import FetchConfig
 from mining.stages.download.reader import (DEFAULT_HOST, build_jobs, check_out_dir, load_candidates, plan_fingerprint,
-                                    plan_shards)
+                                           plan_shards)
 from mining.stages.download.sources import Source
 from mining.stages.download.writer import sweep_debris
 from mining.errors import UserError

@@ -26,7 +26,7 @@ from mining.stages.report.common import Inputs, log, read_json
 from mining.stages.report.headline import headline, provenance, title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
-                                    settings)
+                                           settings)
 
 __all__ = ["Inputs", "inputs_from_run", "build_report", "SECTIONS"]
 

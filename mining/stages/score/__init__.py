@@ -33,7 +33,7 @@ loop → files); `inputs` holds the types they share. The stores are read by `mi
 from mining.stages.score.counting import PositiveCounter
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, TopK, score_candidates,
-                               score_chunk)
+                                      score_chunk)
 from mining.stages.score.output import write_outputs
 from mining.stages.score.stage import Inputs, method_from_stores, run
 from mining.stages.score.streams import PIECE, common_order

@@ -179,11 +179,9 @@ def run_kit(args: argparse.Namespace) -> int:
     from mining.errors import UserError
     from mining.stages.evaluate.kit import evaluate_kit, markdown
 
-    given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "n", "protocol", "gt", "ranks",
+    given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "protocol", "gt", "ranks",
                                       "database", "imlist", "qimlist", "json") if getattr(args, name) is not None]
-    given += [f"--{name.replace('_', '-')}" for name, default in (("setups", ["easy", "medium", "hard"]),
-                                                                  ("random_seeds", None))
-              if getattr(args, name) != default]
+    given += [args.flags_evaluate[key] for key in options.given(args, "evaluate")]  # --n, --setups, --random-seeds
     if given:
         raise UserError(f"{given[0]} does not go with --kit (the kit holds the descriptors and the selection)")
     if not args.landmarks:

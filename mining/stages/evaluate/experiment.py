@@ -6,15 +6,7 @@ the landmark-only ranking plus #{d ∈ D : s(q, d) > s(q, p)}. Each (query, cand
 reduced to a bucket = how many of the query's positive similarities it beats, and any D
 needs only, per query, the histogram of its members' buckets.
 
-Why the histograms are tallied while streaming: every set the experiment evaluates is a
-prefix of a few rankings of photo ids (the mined order, one random permutation per seed, the
-pool, each leave-one-method-out selection), known before the candidates are read. So one
-pass over the candidate similarities adds each candidate's bucket to the histogram of the
-first prefix (of each ranking) that holds it, and nothing of size queries × candidates is
-kept: memory is O(rankings × candidates) bytes for the rankings plus O(queries × block) for
-one shard of similarities, whatever the number of queries. Counts are integers, so the
-result is exact and independent of the shard order. Ties rank the landmark image first, as
-a stable sort of [database, D] does.
+The histograms are tallied in one streamed pass over the candidates: see `histograms`.
 """
 
 from __future__ import annotations

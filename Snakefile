@@ -9,6 +9,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from mining import manifest as _manifest
+from mining import stages as _stages
 from mining.errors import UserError
 
 MANIFEST_PATH = config.get("manifest", f"{workflow.basedir}/manifests/demo.yaml")
@@ -22,18 +23,13 @@ DEMO = "demo" in M
 
 
 include: "workflows/rules/common.smk"
-include: "workflows/rules/demo.smk"
-include: "workflows/rules/landmarks.smk"
-include: "workflows/rules/ingest.smk"
-include: "workflows/rules/download.smk"
-include: "workflows/rules/describe.smk"
-include: "workflows/rules/neardup.smk"
-include: "workflows/rules/score.smk"
-include: "workflows/rules/review.smk"
-include: "workflows/rules/select.smk"
-include: "workflows/rules/audit.smk"
-include: "workflows/rules/evaluate.smk"
-include: "workflows/rules/release.smk"
+
+
+# Each stage's rules: workflows/rules/<stage>.smk, for every stage in mining/stages/
+# (mining.stages.names(), in pipeline order; tests/unit/test_code_shape.py checks the files).
+for _stage in _stages.names():
+
+    include: f"workflows/rules/{_stage}.smk"
 
 
 rule all:

@@ -55,6 +55,16 @@ def test_every_stage_is_a_package_with_its_verb_and_the_cli_lists_exactly_those(
     assert [p for p in PACKAGE.rglob("*.py") if "def register(" in p.read_text() and p.name != "cli.py"] == []
 
 
+def test_every_stage_has_its_rule_file_and_the_snakefile_includes_them_all():
+    """The Snakefile includes workflows/rules/<stage>.smk for every stage (the list is
+    mining.stages.names()), so a rule file is one per stage and none lies unread beside them."""
+    rules = {p.stem for p in (ROOT / "workflows" / "rules").glob("*.smk")}
+    assert rules == STAGES | {"common"}, sorted(rules ^ (STAGES | {"common"}))
+    snakefile = (ROOT / "Snakefile").read_text()
+    assert 'for _stage in _stages.names():' in snakefile and 'include: f"workflows/rules/{_stage}.smk"' in snakefile
+    assert re.findall(r'^\s*include:\s*"([^"]+)"', snakefile, re.M) == ["workflows/rules/common.smk"]
+
+
 def test_docs_stages_has_a_section_per_stage():
     headings = [line for line in (ROOT / "docs" / "stages.md").read_text().splitlines() if line.startswith("## ")]
     assert {verb for line in headings for verb in re.findall(r"`mining (\w+)", line)} == STAGES

@@ -1,4 +1,4 @@
-# YFCC100M metadata → typed Parquet → geofiltered candidates.
+# YFCC100M metadata (TSV, bz2 or SQLite) → typed Parquet (mining/stages/ingest/).
 
 
 rule ingest:
@@ -24,27 +24,3 @@ rule ingest:
     shell:
         "mining ingest {input.metadata:q} {params.places} {params.hashes} --workers {threads} --out {params.out:q} "
         "> {log:q} 2>&1"
-
-
-rule geofilter:
-    input:
-        stats=L.metadata_stats,
-        manifest=MANIFEST_PATH,
-    output:
-        candidates=L.candidates_parquet,
-        stats=L.candidates_stats,
-    params:
-        metadata=subpath(input.stats, parent=True),
-        out=subpath(output.stats, parent=True),
-    log:
-        L.log("geofilter"),
-    benchmark:
-        L.bench("geofilter")
-    threads: res("geofilter")["threads"]
-    resources:
-        mem_mb=res("geofilter")["mem_mb"],
-        runtime=res("geofilter")["runtime"],
-    conda:
-        ENV
-    shell:
-        "mining geofilter --metadata {params.metadata:q} --manifest {input.manifest:q} --out {params.out:q} > {log:q} 2>&1"

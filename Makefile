@@ -4,6 +4,8 @@ PY ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= 2
+# pytest-xdist workers for `make test` (tests/conftest.py: the SLURM tests on one, the demo run shared)
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test browser-deps slurm-deps ingest-deps clean
 
@@ -38,7 +40,7 @@ demo: setup
 	cp results/demo/evaluation/summary.md docs/demo.md
 
 test: setup browser-deps slurm-deps ingest-deps
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
 	rm -rf $(VENV) results .snakemake

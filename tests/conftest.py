@@ -1,32 +1,79 @@
 """Fixtures shared by test folders: ONE local run of the tiny demo for the whole session
-(tests/workflow checks it; tests/slurm compares the SLURM run and the Dask fan-outs with it)."""
+(tests/workflow checks it; tests/slurm compares the SLURM run and the Dask fan-outs with it).
+
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the SLURM
+tests are one group (one worker starts the one cluster), every other test file is a group of
+its own (its module fixtures are made once). The demo run and cnn-gem's model cache are made
+once for the whole session, whichever worker asks first, under a file lock; the other worker
+waits for them. Without xdist (`pytest -n 0`, or a single file) everything works the same."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+from filelock import FileLock
 
 from snakerun import DEMO_MANIFEST, failure_text, snakemake
+
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test's xdist group (only read by `--dist loadgroup`)."""
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(TESTS)
+        group = "slurm" if rel.parts[0] == "slurm" else rel.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def shared_dir(tmp_path_factory) -> Path:
+    """A folder every worker of this session sees (the session's own with a single process)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once_per_session(tmp_path_factory, name: str, make) -> Path:
+    """`make(folder)` run by the first worker that asks, under a lock; the others get the same
+    folder, or the same failure (it is not retried)."""
+    root = shared_dir(tmp_path_factory)
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with FileLock(str(root / f"{name}.lock")):
+        if failed.exists():
+            pytest.fail(failed.read_text(), pytrace=False)
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            try:
+                make(folder)
+            except BaseException as exc:
+                failed.write_text(f"{name} failed in another test: {exc}")
+                raise
+            done.touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """One uninterrupted local run (`snakemake --cores 2`) of the default workflow on the tiny demo world."""
-    work = tmp_path_factory.mktemp("demo-run")
-    r = snakemake(work, "--cores", "2", manifest=DEMO_MANIFEST)
-    assert r.returncode == 0, failure_text(r, work / "results/demo")
-    return work
+
+    def make(work: Path) -> None:
+        r = snakemake(work, "--cores", "2", manifest=DEMO_MANIFEST)
+        assert r.returncode == 0, failure_text(r, work / "results/demo")
+
+    return once_per_session(tmp_path_factory, "demo-run", make)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def model_cache(tmp_path_factory):
     """cnn-gem's ONNX export goes to a folder of this session (not the user's ~/.cache), unless
-    MINING_CACHE_DIR is set (then that one is reused: the export takes ~40 s)."""
-    import os
-
+    MINING_CACHE_DIR is set (then that one is reused: the export takes ~40 s). The workers share
+    it: the export takes its own file lock (mining/methods/lite0_onnx.py)."""
     if os.environ.get("MINING_CACHE_DIR"):
         yield os.environ["MINING_CACHE_DIR"]
         return
-    path = tmp_path_factory.mktemp("model-cache")
+    path = shared_dir(tmp_path_factory) / "model-cache"
+    path.mkdir(exist_ok=True)
     os.environ["MINING_CACHE_DIR"] = str(path)
     try:
         yield str(path)

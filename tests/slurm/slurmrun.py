@@ -27,9 +27,10 @@ def job_rules(cluster: Cluster, before: set[str]) -> list[tuple[str, str]]:
                   if j["comment"].startswith("rule_") and j["id"] not in before)
 
 
-def expected_jobs(workdir: Path, manifest: Path) -> dict[str, int]:
-    """Jobs per rule that the workflow plans for a fresh run (a dry run's job stats, `all` left out)."""
-    r = snakemake(workdir, "-n", "--cores", "2", manifest=manifest)
+def expected_jobs(workdir: Path, manifest: Path, *targets: str) -> dict[str, int]:
+    """Jobs per rule that the workflow plans for a fresh run (a dry run's job stats, `all` left
+    out), or for a run `--until` the rules `targets`."""
+    r = snakemake(workdir, "-n", "--cores", "2", *(["--until", *targets] if targets else []), manifest=manifest)
     assert r.returncode == 0, failure_text(r)
     table = r.stdout.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}

@@ -77,7 +77,7 @@ def test_every_status_and_never_retrying_final_answers(tmp_path):
     with FaultServer(behaviour) as s:
         ids = sorted(behaviour)
         urls = [f"{s.url}/7/{i}_5ec4e7_b.jpg" for i in ids]
-        cfg = FetchConfig(timeout=1.5, max_throttle_wait=2.5, threads=8, max_retries=2,
+        cfg = FetchConfig(timeout=4.0, max_throttle_wait=2.5, threads=8, max_retries=2,
                           placeholder_sha256=frozenset({hashlib.sha256(s.placeholder_jpeg).hexdigest()}))
         result = download_shard(Shard(0, ids, urls), tmp_path, cfg, HostSchedule(0))
         log = list(s.log)

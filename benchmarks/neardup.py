@@ -42,7 +42,7 @@ def main() -> None:
     for part in ("queries", "database"):
         if not (desc / part / "store.json").is_file():
             describe(args.method, gnd, part, desc / part, workers=0, model=desc / "candidates")
-    stats = neardup.run_neardup(images, gnd, desc, work / "neardup")
+    stats = neardup.run(neardup.Inputs(images, gnd, desc), work / "neardup")
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()
     truth = pq.read_table(world / "truth.parquet").to_pandas()
     result = {"world": json.loads((world / "world.json").read_text())["counts"]["near_duplicates"],

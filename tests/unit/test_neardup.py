@@ -126,7 +126,7 @@ def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
     from mining.retrieval import unit_rows
 
     raw, hashes, ok = _planted(300, 120, seed=4)
-    th = neardup.Thresholds(max_hash_distance=12, min_cosine=0.9)
+    th = neardup.NeardupOptions(max_hash_distance=12, min_cosine=0.9)
     whole = neardup.all_close_pairs(unit_rows(raw), hashes, ok, th, block=64)
     tiled = neardup.all_close_pairs(raw, hashes, ok, th, block=64, normalize=True)
     assert len(whole) > 20  # planted copies across many 64-row tiles
@@ -157,7 +157,7 @@ def test_indexed_pairs_are_the_all_pairs_oracles(radius, min_cosine):
     the rows in another order than the candidates (`rows`), and at a radius where the index
     gives way to all pairs (40 bits)."""
     raw, hashes, ok = _planted(1500, 600, seed=radius)
-    th = neardup.Thresholds(max_hash_distance=radius, min_cosine=min_cosine)
+    th = neardup.NeardupOptions(max_hash_distance=radius, min_cosine=min_cosine)
     oracle = neardup.all_close_pairs(raw, hashes, ok, th, block=512, normalize=True)
     assert len(oracle) > 30
     order = np.random.default_rng(1).permutation(len(raw))

@@ -122,7 +122,7 @@ def _manifest(work: Path, src: Path, r1m_sample: bool) -> tuple[Path, int]:
 
 
 def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
-    from mining.stages import geofilter
+    from mining.stages.geofilter import stage as geofilter
     from mining.stages.ingest import ingest
 
     meta, cand = Path(work) / "metadata", Path(work) / "candidates"
@@ -131,7 +131,7 @@ def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     t0 = time.perf_counter()
     ingest_stats = ingest([src], meta, progress=False, workers=workers)
     t1 = time.perf_counter()
-    geo_stats = geofilter.run(meta, os.environ["BENCH_MANIFEST"], cand, progress=False)
+    geo_stats = geofilter.run(geofilter.Inputs(meta), cand, geofilter.load(os.environ["BENCH_MANIFEST"]), progress=False)
     t2 = time.perf_counter()
     ingest_stats.pop("fingerprint", None)
     return {"ingest_s": t1 - t0, "geofilter_s": t2 - t1, "ingest": ingest_stats, "geofilter": geo_stats}

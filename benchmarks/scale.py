@@ -327,15 +327,15 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
 def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[str, Any]:
     from html.parser import HTMLParser
 
-    from mining.stages.report import Inputs, build_report
+    from mining.stages.report import stage as report
 
     r = Path(run)
     out = r / f"report-{n}.html"
-    inp = Inputs(candidates=r / "candidates", scores=r / "scores", decisions=r / "review" / "decisions.parquet",
+    inp = report.Inputs(candidates=r / "candidates", scores=r / "scores", decisions=r / "review" / "decisions.parquet",
                  selected=r / f"selected-{n}", images=r / "images", landmarks=Path(landmarks),
                  evaluation=Path(evaluation) if evaluation else None)
     t0 = time.perf_counter()
-    missing = build_report(inp, out)
+    missing = report.run(inp, out)["missing"]
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     HTMLParser().feed(out.read_text())

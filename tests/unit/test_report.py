@@ -190,7 +190,7 @@ def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsy
 def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
     """evaluation.json with `per_benchmark` (several benchmarks mined at once): one row per
     benchmark, method and setup, one sentence each, p as '< 0.0005' when it rounds to 0."""
-    from mining.stages.report import Inputs
+    from mining.stages.report.stage import Inputs
     from mining.stages.report.headline import headline, title
 
     def bench(diff, p):

@@ -346,9 +346,11 @@ def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[st
 def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     """CPU seconds per image of `mining describe` (in-process) on one CPU, after a learning run
     on the same images (small codebook/PCA sizes, as benchmarks/describe.py uses)."""
-    from benchmarks.describe import SMALL_LEARNING, make_folder
+    from dataclasses import replace
 
-    from mining.stages.describe.stage import describe
+    from benchmarks.describe import DESCRIBE, SMALL_LEARNING, make_folder
+
+    from mining.stages.describe import stage as describe
 
     root = Path(work) / f"extract-{images}"
     if not (root / "images" / "status").is_dir():
@@ -356,10 +358,11 @@ def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     model, stage = root / f"{method}-model", root / f"{method}-stage"
     for d in (model, stage):
         shutil.rmtree(d, ignore_errors=True)
-    describe(method, root / "images", "candidates", model, params=SMALL_LEARNING.get(method, {}),
-             shard_size=images, progress=False)
+    describe.run(describe.Inputs(root / "images", "candidates"), {method: model},
+                 replace(DESCRIBE, shard_size=images, params={method: SMALL_LEARNING.get(method, {})}), progress=False)
     before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    describe(method, root / "images", "candidates", stage, model=model, shard_size=images, progress=False)
+    describe.run(describe.Inputs(root / "images", "candidates", {method: model}), {method: stage},
+                 replace(DESCRIBE, shard_size=images), progress=False)
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"images": images, "stage_wall_s": round(wall, 3), "stage_cpu_s": round(cpu, 3),

@@ -237,8 +237,7 @@ geofilter:
 
 
 @pytest.mark.parametrize("body,needle", [
-    (GOOD.replace("  photos_only: true", "  photo_only: true"),
-     "line 8: geofilter.photo_only: unknown key 'photo_only'"),
+    (GOOD.replace("  photos_only: true", "  photo_only: true"), "line 8: geofilter.photo_only: unknown key 'photo_only'"),
     (GOOD.replace("GBR", "XYZ"), "line 5: geofilter.countries[0].code: unknown country code 'XYZ'"),
     (GOOD.replace("radius_km: 40", "radius_km: -5"), "line 7: geofilter.areas[0].radius_km"),
     (GOOD.replace('"36.17 N, 115.14 W"', '"36 10 12 N 115 8 24 W"'), "line 7: geofilter.areas[0].center: cannot parse"),
@@ -271,8 +270,7 @@ def test_geojson_path_is_relative_to_the_manifest(tmp_path):
     body = "geofilter:\n  areas:\n    - {name: zone, geojson: zone.geojson}\n"
     with pytest.raises(UserError, match="line 3: geofilter.areas\\[0\\].geojson: GeoJSON file not found"):
         load(_manifest(tmp_path, body))
-    (tmp_path / "zone.geojson").write_text(json.dumps({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0,
-                                                                                                                    0]]]}))
+    (tmp_path / "zone.geojson").write_text(json.dumps({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}))
     assert load(_manifest(tmp_path, body)).areas[0].path == tmp_path / "zone.geojson"
 
 
@@ -432,8 +430,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(bad), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "unknown country code 'UKX'" in err and err.count("\n") == 1
-    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out",
-               str(tmp_path / "o")])
+    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out", str(tmp_path / "o")])
     assert rc == 2 and "metadata not found" in capsys.readouterr().err
     rc = main(["geofilter", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
     assert rc == 2 and "cannot read manifest" in capsys.readouterr().err

@@ -157,8 +157,7 @@ def test_every_reject_reason_with_its_line_number(tmp_path, sample_lines):
 
 
 def test_invalid_utf8_and_crlf_take_the_exact_path_with_the_same_answers(tmp_path, sample_lines):
-    lines = [sample_lines[0], b"\xff\xfe\tshort", sample_lines[1], sample_lines[2].replace(b"Sunlight",
-                                                                                           b"Sun\xc3light"),
+    lines = [sample_lines[0], b"\xff\xfe\tshort", sample_lines[1], sample_lines[2].replace(b"Sunlight", b"Sun\xc3light"),
              sample_lines[3]]
     path = tmp_path / "in.tsv"
     path.write_bytes(b"\r\n".join(lines) + b"\r\n")
@@ -624,8 +623,7 @@ def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
     write_synthetic(src, 3000, seed=2, nfields=25, malformed=0.01)  # ~1.5 MB of rows
     with read_only_folder(tmp_path / "ro") as ro:
         rc = main(["ingest", str(src), "--out", str(ro / "metadata"), "--quiet"])
-        _one_line_error(capsys, rc, ro / "metadata",
-                        "Read-only file system" if os.geteuid() == 0 else "Permission denied")
+        _one_line_error(capsys, rc, ro / "metadata", "Read-only file system" if os.geteuid() == 0 else "Permission denied")
         assert list(ro.iterdir()) == []
     with full_disk(tmp_path / "full", size_kb=256) as full:
         rc = main(["ingest", str(src), "--out", str(full / "metadata"), "--quiet"])

@@ -157,8 +157,7 @@ def test_a_damaged_page_is_one_line_naming_the_rowids_and_the_check_reads_no_row
     data[page * 4096:page * 4096 + 8] = b"\x0d\x00\x00\xff\xff\x00\x00\x00"  # a leaf claiming 65535 cells
     db.write_bytes(bytes(data))
     assert sqlite.inspect(db).last == len(rows)
-    with pytest.raises(UserError,
-                       match=r"d.sql: SQLite read error in rowids \d+-\d+: database disk image is malformed"):
+    with pytest.raises(UserError, match=r"d.sql: SQLite read error in rowids \d+-\d+: database disk image is malformed"):
         ingest.run(ingest.Inputs([db]), tmp_path / "out", ingest.IngestOptions(block_size=64 << 10), progress=False)
     assert main(["ingest", str(db), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -2,6 +2,7 @@
 review queue use them (micro world; a cheap global descriptor stands in for cnn-gem)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,11 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import screening
+from mining import options, screening
 from mining.stages.neardup import stage as neardup
 from mining.cli import main
 from mining.stages.demo.realism import _read, histogram_descriptor
-from mining.stages.demo.world import as_download_folder, build_world
+from mining.stages.demo.stage import BuildInputs, run_build
+from mining.stages.demo.world import as_download_folder
 from mining.descriptors import write_global_shard, write_store_info
 from mining.landmarks import load_landmarks
 
@@ -23,7 +25,7 @@ def run(tmp_path_factory):
     """A micro world, its candidates as a download folder, histogram descriptors as a global store."""
     root = tmp_path_factory.mktemp("nd")
     world = root / "world"
-    build_world(world, "micro", seed=5, workers=1)
+    run_build(BuildInputs(), world, replace(options.defaults("demo"), preset="micro", seed=5), workers=1)
     as_download_folder(world, root / "images")
     ds = load_landmarks(world / "landmarks")
     truth = pq.read_table(world / "truth.parquet").to_pandas()

@@ -483,5 +483,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described", "per_method_paths",
-           "shared_groups", "split_params", "list_items", "load_image", "read_failures"]
+__all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described",
+           "per_method_paths", "shared_groups", "split_params", "list_items", "load_image", "read_failures"]

@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "SQLite); a file in another order is refused")
     p.add_argument("--rows-per-part", type=int, default=IngestOptions.rows_per_part, metavar="N",
                    help="rows per Parquet part file (default: %(default)s)")
-    p.add_argument("--compression", default=IngestOptions.compression, choices=["snappy", "zstd", "lz4", "gzip", "none"],
-                   help="Parquet compression (default: %(default)s)")
+    p.add_argument("--compression", default=IngestOptions.compression,
+                   choices=["snappy", "zstd", "lz4", "gzip", "none"], help="Parquet compression (default: %(default)s)")
     p.add_argument("--block-size-mb", type=int, default=IngestOptions.block_size >> 20, metavar="MB",
                    help="input is parsed in blocks of about this size; bounds memory (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild even if --out is complete for these inputs")

@@ -155,8 +155,9 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
     return np.array([_find(parent, i) for i in range(n)], dtype=np.int64)
 
 
-def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: NeardupOptions, rows: np.ndarray | None = None,
-                normalize: bool = False, threads: int = 1, progress: bool = False) -> np.ndarray:
+def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: NeardupOptions,
+                rows: np.ndarray | None = None, normalize: bool = False, threads: int = 1,
+                progress: bool = False) -> np.ndarray:
     """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
     all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
     the cosine of the pairs it leaves, summed in float64 from each row's unit float32 values
@@ -213,7 +214,8 @@ def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th:
 
 
 def landmark_copies(raw: np.ndarray, order: np.ndarray, hashes: np.ndarray, ok: np.ndarray, lm_vecs: np.ndarray,
-                    lm_hash: np.ndarray, lm_ok: np.ndarray, th: NeardupOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    lm_hash: np.ndarray, lm_ok: np.ndarray,
+                    th: NeardupOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per candidate i (its raw row raw[order[i]]): the landmark image it copies (-1: none),
     the cosine and the hash distance (nearest of the image's crops; NaN / -1 for none). The
     most similar image that passes both landmark tests wins, then the nearest hash, then the

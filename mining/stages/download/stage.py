@@ -20,7 +20,7 @@ from mining.stages.download.writer import sweep_debris
 from mining.errors import UserError
 from mining.options import DownloadOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mining.stages.download")  # the package's name, as the run logs have always said
 
 # A download fails (UserError, after its statuses are written) when fewer than min_ok_fraction
 # of its photos are `ok` (schema: download.min_ok_fraction), and stops early, before the rest of the shards, once this many photos of a run have all failed.

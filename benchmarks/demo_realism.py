@@ -15,6 +15,7 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +52,11 @@ def main() -> None:
     if a.world:
         root = Path(a.world)
     else:
-        from mining.stages.demo.world import build_world
+        from mining.options import defaults
+        from mining.stages.demo.stage import BuildInputs, run_build
 
         root = Path(tempfile.mkdtemp(prefix="demo_realism_"))
-        build_world(root, a.preset, a.seed)
+        run_build(BuildInputs(), root, replace(defaults("demo"), preset=a.preset, seed=a.seed))
     build_s = time.perf_counter() - t0
     ds = load_landmarks(root / "landmarks" / "gnd_demo.pkl")
     methods = {"colour_gradient_histogram": histogram_descriptor}

@@ -12,7 +12,7 @@ folder; each method's state is learned once (a first describe run); then
   Each is run --repeat times (default 3), bare and stage interleaved; the least counts.
   shared (when both RootSIFT methods are measured): before = rsift-asmk's stage + rsift-vlad's
           stage (two extractions per image, what separate jobs do); after = one
-          `describe_many` pass writing both stores (one extraction); bare = one RootSIFT +
+          `describe.run` pass writing both stores (one extraction); bare = one RootSIFT +
           both aggregations on decoded images. The stores of both ways are compared byte for byte.
   decode: ms per image of the stage's gray decode against the JPEG decoder's direct gray
           output (Pillow draft "L"; not used: other pixels, see the README).
@@ -41,6 +41,7 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -48,10 +49,12 @@ import numpy as np
 
 from mining import imageindex, layout
 from mining.descriptors import open_store
-from mining.stages.describe.stage import (describe, describe_many, list_items, load_image, pin_numeric_threads,
-                                          single_threaded_numerics)
 from mining.methods import get_method
+from mining.options import defaults
+from mining.stages.describe import stage as describe
+from mining.stages.describe.stage import list_items, load_image, pin_numeric_threads, single_threaded_numerics
 
+DESCRIBE = defaults("describe")  # the schema's settings; each call gives its shard size and params
 SMALL_LEARNING = {"rsift-asmk": {"codebook_size": 256}, "rsift-vlad": {"dim": 8}, "cnn-gem": {"whiten_dim": 8}}
 
 
@@ -85,8 +88,9 @@ def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict |
     """Learn the method's state once (a first describe run); the method with that state."""
     model = work / f"{name}{tag}-model"
     if not (model / "store.json").is_file():
-        describe(name, images, "candidates", model, params={**SMALL_LEARNING.get(name, {}), **(extra or {})},
-                 shard_size=shard_size, progress=False)
+        params = {name: {**SMALL_LEARNING.get(name, {}), **(extra or {})}}
+        describe.run(describe.Inputs(images, "candidates"), {name: model},
+                     replace(DESCRIBE, shard_size=shard_size, params=params), progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
     if (model / "model.npz").is_file():
@@ -111,8 +115,9 @@ def bench(name: str, images: Path, work: Path, shard_size: int, repeat: int) -> 
     bare = stage = math.inf
     for r in range(repeat):  # interleaved, the least of each: the machine's load comes and goes
         bare = min(bare, _timed(lambda: [method.describe(img) for img in decoded]))
-        stage = min(stage, _timed(lambda: describe(name, images, "candidates", work / f"{name}-stage{r or ''}",
-                                                   model=model, shard_size=shard_size, progress=False)))
+        stage = min(stage, _timed(lambda: describe.run(describe.Inputs(images, "candidates", {name: model}),
+                                                       {name: work / f"{name}-stage{r or ''}"},
+                                                       replace(DESCRIBE, shard_size=shard_size), progress=False)))
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
@@ -130,9 +135,9 @@ def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> di
     for r in range(repeat):
         for b, (m, model) in runs.items():
             times[f"bare_{b}"].append(_timed(lambda m=m: [m.describe(img) for img in decoded]))
-            times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe(
-                "cnn-gem", images, "candidates", work / f"cnn-{b}-stage{r}", model=model, shard_size=shard_size,
-                progress=False)))
+            times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe.run(
+                describe.Inputs(images, "candidates", {"cnn-gem": model}), {"cnn-gem": work / f"cnn-{b}-stage{r}"},
+                replace(DESCRIBE, shard_size=shard_size), progress=False)))
     n = len(items)
     out: dict[str, object] = {"images": n}
     for b in runs:
@@ -195,13 +200,15 @@ def bench_shared(names: list[str], images: Path, work: Path, shard_size: int, re
     joint = work / "joint"
     for r in range(repeat):
         bare = min(bare, _timed(bare_pass))
-        before = min(before, sum(_timed(lambda n=n, mo=mo: describe(n, images, "candidates", work / f"sep{r}" / n,
-                                                                     model=mo, shard_size=shard_size, progress=False))
+        before = min(before, sum(_timed(lambda n=n, mo=mo: describe.run(describe.Inputs(images, "candidates", {n: mo}),
+                                                                        {n: work / f"sep{r}" / n},
+                                                                        replace(DESCRIBE, shard_size=shard_size),
+                                                                        progress=False))
                                  for n, (_, mo) in zip(names, learned)))
-        after = min(after, _timed(lambda: describe_many(names, images, "candidates",
-                                                        [work / f"joint{r or ''}" / n for n in names],
-                                                        models=[mo for _, mo in learned], shard_size=shard_size,
-                                                        progress=False)))
+        models = {n: mo for n, (_, mo) in zip(names, learned)}
+        after = min(after, _timed(lambda: describe.run(describe.Inputs(images, "candidates", models),
+                                                       {n: work / f"joint{r or ''}" / n for n in names},
+                                                       replace(DESCRIBE, shard_size=shard_size), progress=False)))
     same = all(_store_bytes(joint / n) == _store_bytes(work / f"{n}-stage") for n in names)
     n = len(items)
     floor = sift_floor(m0, items, decoded, repeat)
@@ -309,9 +316,12 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
     for name in methods:
         t0 = time.perf_counter()
         d = work / name
-        ci = describe(name, images, "candidates", d / "candidates", workers=workers, progress=False)
-        describe(name, world / "landmarks", "queries", d / "queries", model=d / "candidates", workers=workers, progress=False)
-        describe(name, world / "landmarks", "database", d / "database", model=d / "candidates", workers=workers, progress=False)
+        ci = describe.run(describe.Inputs(images, "candidates"), {name: d / "candidates"}, DESCRIBE, workers=workers,
+                          progress=False)[name]
+        describe.run(describe.Inputs(world / "landmarks", "queries", {name: d / "candidates"}), {name: d / "queries"},
+                     DESCRIBE, workers=workers, progress=False)
+        describe.run(describe.Inputs(world / "landmarks", "database", {name: d / "candidates"}),
+                     {name: d / "database"}, DESCRIBE, workers=workers, progress=False)
         q, db = open_store(d / "queries"), open_store(d / "database")
         assert q.ids() == list(ds.qimlist) and db.ids() == list(ds.imlist)
         sim = np.concatenate([s for _, s in iter_similarities(q, db)], axis=1)

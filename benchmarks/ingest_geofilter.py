@@ -122,16 +122,17 @@ def _manifest(work: Path, src: Path, r1m_sample: bool) -> tuple[Path, int]:
 
 
 def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
-    from mining.stages import geofilter
-    from mining.stages.ingest import ingest
+    from mining.stages.geofilter import stage as geofilter
+    from mining.stages.ingest import stage as ingest
 
     meta, cand = Path(work) / "metadata", Path(work) / "candidates"
     for d in (meta, cand):  # time real work, not ingest's "already complete" shortcut
         shutil.rmtree(d, ignore_errors=True)
     t0 = time.perf_counter()
-    ingest_stats = ingest([src], meta, progress=False, workers=workers)
+    ingest_stats = ingest.run(ingest.Inputs([src]), meta, progress=False, workers=workers)
     t1 = time.perf_counter()
-    geo_stats = geofilter.run(meta, os.environ["BENCH_MANIFEST"], cand, progress=False)
+    geo_stats = geofilter.run(geofilter.Inputs(meta), cand, geofilter.load(os.environ["BENCH_MANIFEST"]),
+                              progress=False)
     t2 = time.perf_counter()
     ingest_stats.pop("fingerprint", None)
     return {"ingest_s": t1 - t0, "geofilter_s": t2 - t1, "ingest": ingest_stats, "geofilter": geo_stats}
@@ -148,12 +149,12 @@ def _decompress(src: str) -> dict:
 
 
 def _ingest_only(src: str, work: str, workers: int | None) -> dict:
-    from mining.stages.ingest import ingest
+    from mining.stages.ingest import stage as ingest
 
     meta = Path(work) / f"metadata-{Path(src).suffix.lstrip('.')}"
     shutil.rmtree(meta, ignore_errors=True)
     t = time.perf_counter()
-    stats = ingest([src], meta, progress=False, workers=workers)
+    stats = ingest.run(ingest.Inputs([src]), meta, progress=False, workers=workers)
     seconds = time.perf_counter() - t
     shutil.rmtree(meta, ignore_errors=True)
     return {"seconds": seconds, "rows": stats["rows_in"]}

@@ -60,11 +60,11 @@ def _scan(db: Path) -> float:
 
 
 def _ingest(src: Path, out: Path, workers: int | None) -> tuple[float, dict]:
-    from mining.stages.ingest import ingest
+    from mining.stages.ingest import stage as ingest
 
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    stats = ingest([src], out, progress=False, workers=workers, force=True)
+    stats = ingest.run(ingest.Inputs([src]), out, progress=False, workers=workers, force=True)
     return time.perf_counter() - t, stats
 
 

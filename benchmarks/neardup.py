@@ -24,7 +24,10 @@ from mining.retrieval import unit_rows
 
 
 def main() -> None:
-    from mining.stages.describe.stage import describe
+    from mining.options import defaults
+    from mining.stages.describe import stage as describe
+
+    DESCRIBE = defaults("describe")
     from mining.descriptors import open_store
     from mining.landmarks import load_landmarks
 
@@ -38,11 +41,12 @@ def main() -> None:
     as_download_folder(world, images)
     gnd = world / "landmarks" / "gnd_demo.pkl"
     if not (desc / "candidates" / "store.json").is_file():
-        describe(args.method, images, "candidates", desc / "candidates", workers=0)
+        describe.run(describe.Inputs(images, "candidates"), {args.method: desc / "candidates"}, DESCRIBE, workers=0)
     for part in ("queries", "database"):
         if not (desc / part / "store.json").is_file():
-            describe(args.method, gnd, part, desc / part, workers=0, model=desc / "candidates")
-    stats = neardup.run_neardup(images, gnd, desc, work / "neardup")
+            describe.run(describe.Inputs(gnd, part, {args.method: desc / "candidates"}), {args.method: desc / part},
+                         DESCRIBE, workers=0)
+    stats = neardup.run(neardup.Inputs(images, gnd, desc), work / "neardup")
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()
     truth = pq.read_table(world / "truth.parquet").to_pandas()
     result = {"world": json.loads((world / "world.json").read_text())["counts"]["near_duplicates"],

@@ -77,7 +77,7 @@ def make(n: int, seed: int, flat: float = 0.01, block: int = 200_000) -> tuple[n
 
 
 def truth(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, groups: list[np.ndarray], n: int,
-          th: neardup.Thresholds) -> set[tuple[int, int]]:
+          th: neardup.NeardupOptions) -> set[tuple[int, int]]:
     from mining.retrieval import unit_rows
 
     out = set()
@@ -124,7 +124,7 @@ def hash_cost(images: int) -> float:
         return (time.process_time() - c) / len(paths)
 
 
-def landmark_cost(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, images: int, n: int, th: neardup.Thresholds) -> float:
+def landmark_cost(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, images: int, n: int, th: neardup.NeardupOptions) -> float:
     """CPU seconds per candidate of the landmark-copy check against `images` landmark images."""
     from mining.retrieval import unit_rows
 
@@ -149,7 +149,7 @@ def main() -> None:
     ap.add_argument("--flat", type=float, default=0.01, help="fraction of flat images (hash 0)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    th = neardup.Thresholds()
+    th = neardup.NeardupOptions()
     t0 = time.perf_counter()
     vec, hashes, ok, groups = make(a.candidates, a.seed, a.flat)
     res: dict[str, Any] = {"candidates": a.candidates, "flat": a.flat, "dim": DIM, "threads": a.threads, "planted_groups": len(groups),

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workdir", type=Path, help="where the run folder goes (default: a temporary folder)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
-    from mining.stages.report import build_report, inputs_from_run
+    from mining.stages.report import stage as report
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.workdir or Path(tmp)
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         setup_s = time.perf_counter() - t0
         out = root / "report.html"
         t0 = time.perf_counter()
-        missing = build_report(inputs_from_run(run), out)
+        missing = report.run(report.inputs_from_run(run), out)["missing"]
         build_s = time.perf_counter() - t0
         doc = out.read_text()
         res = {"rows": args.rows, "html_bytes": out.stat().st_size, "build_s": round(build_s, 2),

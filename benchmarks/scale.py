@@ -327,15 +327,15 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
 def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[str, Any]:
     from html.parser import HTMLParser
 
-    from mining.stages.report import Inputs, build_report
+    from mining.stages.report import stage as report
 
     r = Path(run)
     out = r / f"report-{n}.html"
-    inp = Inputs(candidates=r / "candidates", scores=r / "scores", decisions=r / "review" / "decisions.parquet",
+    inp = report.Inputs(candidates=r / "candidates", scores=r / "scores", decisions=r / "review" / "decisions.parquet",
                  selected=r / f"selected-{n}", images=r / "images", landmarks=Path(landmarks),
                  evaluation=Path(evaluation) if evaluation else None)
     t0 = time.perf_counter()
-    missing = build_report(inp, out)
+    missing = report.run(inp, out)["missing"]
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     HTMLParser().feed(out.read_text())
@@ -346,9 +346,11 @@ def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[st
 def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     """CPU seconds per image of `mining describe` (in-process) on one CPU, after a learning run
     on the same images (small codebook/PCA sizes, as benchmarks/describe.py uses)."""
-    from benchmarks.describe import SMALL_LEARNING, make_folder
+    from dataclasses import replace
 
-    from mining.stages.describe.stage import describe
+    from benchmarks.describe import DESCRIBE, SMALL_LEARNING, make_folder
+
+    from mining.stages.describe import stage as describe
 
     root = Path(work) / f"extract-{images}"
     if not (root / "images" / "status").is_dir():
@@ -356,10 +358,11 @@ def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     model, stage = root / f"{method}-model", root / f"{method}-stage"
     for d in (model, stage):
         shutil.rmtree(d, ignore_errors=True)
-    describe(method, root / "images", "candidates", model, params=SMALL_LEARNING.get(method, {}),
-             shard_size=images, progress=False)
+    describe.run(describe.Inputs(root / "images", "candidates"), {method: model},
+                 replace(DESCRIBE, shard_size=images, params={method: SMALL_LEARNING.get(method, {})}), progress=False)
     before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    describe(method, root / "images", "candidates", stage, model=model, shard_size=images, progress=False)
+    describe.run(describe.Inputs(root / "images", "candidates", {method: model}), {method: stage},
+                 replace(DESCRIBE, shard_size=images), progress=False)
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"images": images, "stage_wall_s": round(wall, 3), "stage_cpu_s": round(cpu, 3),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mining.stages.ingest import read_quarantine
+from mining.stages.ingest.output import read_quarantine
 
 # per-file stats that name or describe the input file, not its rows
 FILE_KEYS = ("path", "compression", "format", "table")

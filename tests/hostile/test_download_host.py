@@ -22,7 +22,7 @@ import pytest
 from download_server import ServerProcess
 from scripted_server import jpeg, unique
 
-from mining.stages.download import FetchConfig
+from mining.stages.download.downloader import FetchConfig
 from mining.stages.download.downloader import MAX_BODY, MAX_REDIRECTS, download_shard
 from mining.stages.download.logger import EXPLAIN
 from mining.stages.download.ratelimit import HostSchedule

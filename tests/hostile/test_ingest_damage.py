@@ -21,7 +21,7 @@ from yfcc_rows import write_synthetic
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.stages.ingest import ingest
+from mining.stages.ingest import stage as ingest
 
 
 def _decodable(cut: bytes, kind: str) -> bytes:
@@ -65,7 +65,8 @@ def test_a_truncated_input_names_the_line_reached(dataset, tmp_path, capsys, mon
     if keep > 0.3:
         assert want > 0  # the premise: part of the file decodes
     with pytest.raises(UserError) as err:
-        ingest([path], tmp_path / "out", progress=False, block_size=256 << 10, workers=2)
+        ingest.run(ingest.Inputs([path]), tmp_path / "out", ingest.IngestOptions(block_size=256 << 10), progress=False,
+                   workers=2)
     m = re.fullmatch(re.escape(str(path)) + rf": the {kind} stream is truncated or corrupt after line (\d+) \(.+\)",
                      str(err.value))
     assert m, str(err.value)

@@ -1,13 +1,18 @@
 """The package's shape, checked on the source (docs/architecture.md, "Rules for the code"):
 no module over 500 lines, no import cycle, imports at the top of modules except for heavy
-optional libraries, and docs/architecture.md names only folders and files that exist."""
+optional libraries, every stage's entry point of one shape and no code in a stage's
+__init__.py, and docs/architecture.md names only folders and files that exist."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import re
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mining"
@@ -216,3 +221,78 @@ def test_the_docs_check_sees_a_missing_path():
         {"mining/methods/", "tests/helpers/x.py"}
     assert layout_names("## Layout (top level)\n```\nscripts/   x\n    rules/ y\nREADME.md  z\n```\n") == \
         {"scripts/", "README.md"}
+
+
+# ---------------------------------------------------------------- one entry-point shape per stage
+# docs/architecture.md, "How to add a stage": `mining/stages/<stage>/stage.py` exposes
+# `run(inputs, out, options, ...)` (a multi-step stage one `run_<step>` per step), and the
+# package's __init__.py holds no code. Named exceptions: review (an interactive server and its
+# verbs) and landmarks (tool verbs over the shared landmark reader).
+SHAPE_EXCEPTIONS = frozenset({"review", "landmarks"})
+SHAPE = ["inputs", "out", "options"]
+
+
+def entry_points(module: Any, package: str) -> dict[str, list[str]]:
+    """`run` and `run_<step>` of a stage module (its own or its package's, not a helper imported
+    from elsewhere, such as mining.cluster.run_tasks): name -> parameter names."""
+    found = {}
+    for name in sorted(dir(module)):
+        fn = getattr(module, name)
+        if (name == "run" or name.startswith("run_")) and inspect.isfunction(fn) \
+                and (fn.__module__ == package or fn.__module__.startswith(package + ".")):
+            found[name] = list(inspect.signature(fn).parameters)
+    return found
+
+
+def shape_offences(stage: str, points: dict[str, list[str]]) -> list[str]:
+    if not points:
+        return [f"{stage}: stage.py has no run (or run_<step>)"]
+    return [f"{stage}: {name}({', '.join(params)}) does not start with ({', '.join(SHAPE)})"
+            for name, params in points.items() if params[:3] != SHAPE]
+
+
+def code_in_init(text: str) -> list[str]:
+    """The functions and classes an __init__.py defines (it may hold a docstring and imports)."""
+    return [f"{node.name} (line {node.lineno})" for node in ast.parse(text).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def test_every_stage_has_one_entry_point_shape():
+    from mining.stages import names
+
+    offences = []
+    for stage in names():
+        init = PACKAGE / "stages" / stage / "__init__.py"
+        offences += [f"{init.relative_to(ROOT)} defines {what}: move it to stage.py"
+                     for what in code_in_init(init.read_text())]
+        if stage in SHAPE_EXCEPTIONS:
+            continue
+        if not (PACKAGE / "stages" / stage / "stage.py").is_file():
+            offences.append(f"{stage}: no mining/stages/{stage}/stage.py")
+            continue
+        package = f"mining.stages.{stage}"
+        offences += shape_offences(stage, entry_points(importlib.import_module(f"{package}.stage"), package))
+    assert offences == [], "docs/architecture.md, \"How to add a stage\":\n" + "\n".join(offences)
+
+
+def test_the_shape_check_sees_an_offence():
+    mod = types.ModuleType("mining.stages.x.stage")
+
+    def run(inputs, out, options, *, progress=True):  # noqa: ANN001, ANN202
+        pass
+
+    def run_draw(selected, out, seed):  # noqa: ANN001, ANN202
+        pass
+
+    for fn in (run, run_draw):
+        fn.__module__ = mod.__name__
+        setattr(mod, fn.__name__, fn)
+    mod.run_tasks = cycles  # a helper of another package: not an entry point
+    points = entry_points(mod, "mining.stages.x")
+    assert points == {"run": ["inputs", "out", "options", "progress"], "run_draw": ["selected", "out", "seed"]}
+    assert shape_offences("x", points) == \
+        ["x: run_draw(selected, out, seed) does not start with (inputs, out, options)"]
+    assert shape_offences("x", {}) == ["x: stage.py has no run (or run_<step>)"]
+    assert code_in_init('"""Doc."""\nfrom a import b\n\ndef f():\n    pass\nclass C:\n    pass\n') == \
+        ["f (line 4)", "C (line 6)"]
+    assert code_in_init('"""Doc."""\nfrom a import b\n__all__ = ["b"]\n') == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -10,15 +11,16 @@ import pytest
 import requests
 from PIL import Image
 
+from mining import options
 from mining.stages.demo.handler import MIRROR_SMALL_SIDE, PLACEHOLDER_PATH
 from mining.stages.demo.server import DemoServer, Faults, fault_for
-from mining.stages.demo.world import build_world
+from mining.stages.demo.stage import BuildInputs, run_build
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("srvworld")
-    build_world(root, "micro", seed=5)
+    run_build(BuildInputs(), root, replace(options.defaults("demo"), preset="micro", seed=5))
     return root
 
 

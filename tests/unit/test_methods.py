@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mining import options
 from mining.errors import UserError
 from mining.methods import get_method
 from mining.methods.base import apply_pca_whitening, fit_pca_whitening
@@ -138,10 +140,10 @@ def _bench_module():
 
 @pytest.fixture(scope="module")
 def micro_world(tmp_path_factory):
-    from mining.stages.demo.world import build_world
+    from mining.stages.demo.stage import BuildInputs, run_build
 
     out = tmp_path_factory.mktemp("micro-world")
-    build_world(out, "micro", workers=1)
+    run_build(BuildInputs(), out, replace(options.defaults("demo"), preset="micro"), workers=1)
     return out
 
 

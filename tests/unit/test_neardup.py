@@ -2,6 +2,7 @@
 review queue use them (micro world; a cheap global descriptor stands in for cnn-gem)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,11 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import screening
+from mining import options, screening
 from mining.stages.neardup import stage as neardup
 from mining.cli import main
 from mining.stages.demo.realism import _read, histogram_descriptor
-from mining.stages.demo.world import as_download_folder, build_world
+from mining.stages.demo.stage import BuildInputs, run_build
+from mining.stages.demo.world import as_download_folder
 from mining.descriptors import write_global_shard, write_store_info
 from mining.landmarks import load_landmarks
 
@@ -23,7 +25,7 @@ def run(tmp_path_factory):
     """A micro world, its candidates as a download folder, histogram descriptors as a global store."""
     root = tmp_path_factory.mktemp("nd")
     world = root / "world"
-    build_world(world, "micro", seed=5, workers=1)
+    run_build(BuildInputs(), world, replace(options.defaults("demo"), preset="micro", seed=5), workers=1)
     as_download_folder(world, root / "images")
     ds = load_landmarks(world / "landmarks")
     truth = pq.read_table(world / "truth.parquet").to_pandas()
@@ -126,7 +128,7 @@ def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
     from mining.retrieval import unit_rows
 
     raw, hashes, ok = _planted(300, 120, seed=4)
-    th = neardup.Thresholds(max_hash_distance=12, min_cosine=0.9)
+    th = neardup.NeardupOptions(max_hash_distance=12, min_cosine=0.9)
     whole = neardup.all_close_pairs(unit_rows(raw), hashes, ok, th, block=64)
     tiled = neardup.all_close_pairs(raw, hashes, ok, th, block=64, normalize=True)
     assert len(whole) > 20  # planted copies across many 64-row tiles
@@ -157,7 +159,7 @@ def test_indexed_pairs_are_the_all_pairs_oracles(radius, min_cosine):
     the rows in another order than the candidates (`rows`), and at a radius where the index
     gives way to all pairs (40 bits)."""
     raw, hashes, ok = _planted(1500, 600, seed=radius)
-    th = neardup.Thresholds(max_hash_distance=radius, min_cosine=min_cosine)
+    th = neardup.NeardupOptions(max_hash_distance=radius, min_cosine=min_cosine)
     oracle = neardup.all_close_pairs(raw, hashes, ok, th, block=512, normalize=True)
     assert len(oracle) > 30
     order = np.random.default_rng(1).permutation(len(raw))

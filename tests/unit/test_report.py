@@ -5,6 +5,7 @@ import hashlib
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
+from mining import options
 from mining.cli import main
-from mining.stages.evaluate.experiment import run_evaluate
+from mining.stages.evaluate import stage as evaluate
 from mining.landmarks import load_landmarks
 from mining import imageindex
 from mining.layout import image_relpath
@@ -50,8 +52,9 @@ def make_run(tmp_path):
     sc = pq.read_table(run / "scores" / "scores.parquet").to_pandas()
     sc["closest_landmark"] = np.where(np.arange(len(sc)) % 2, "lm0", "lm1")
     pq.write_table(pa.Table.from_pandas(sc, preserve_index=False), run / "scores" / "scores.parquet")
-    run_evaluate(run / "world" / "landmarks", [run / "descriptors" / "gem"], run / "scores", run / "selected",
-                 run / "review" / "decisions.parquet", run / "evaluation", seeds=[0, 1], progress=False)
+    evaluate.run(evaluate.Inputs(run / "world" / "landmarks", [run / "descriptors" / "gem"], run / "scores",
+                                 run / "selected", run / "review" / "decisions.parquet"), run / "evaluation",
+                 replace(options.defaults("evaluate"), random_seeds=[0, 1]), progress=False)
     dec = pq.read_table(run / "review" / "decisions.parquet")  # two reviewers; they split on the last item
     votes = ['{"ann": "y", "bob": "y"}'] * (dec.num_rows - 1) + ['{"ann": "n", "bob": "u"}']
     pq.write_table(dec.append_column("votes", pa.array(votes)), run / "review" / "decisions.parquet")
@@ -190,7 +193,7 @@ def test_report_reads_the_manifest_through_the_validating_loader(tmp_path, capsy
 def test_headline_has_one_sentence_per_benchmark_and_escapes_names(tmp_path):
     """evaluation.json with `per_benchmark` (several benchmarks mined at once): one row per
     benchmark, method and setup, one sentence each, p as '< 0.0005' when it rounds to 0."""
-    from mining.stages.report import Inputs
+    from mining.stages.report.stage import Inputs
     from mining.stages.report.headline import headline, title
 
     def bench(diff, p):

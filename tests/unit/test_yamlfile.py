@@ -34,7 +34,7 @@ def test_alias_bomb_fails_fast_in_little_memory(tmp_path):
     probe = textwrap.dedent(f"""
         import json, resource, time
         from mining import manifest
-        from mining.stages import geofilter
+        from mining.stages.geofilter import stage
         from mining.errors import UserError
         import jsonschema, mining.stages.geofilter.countries
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mining.layout import RunLayout
-from mining.stages.report import inputs_from_run
+from mining.stages.report.stage import inputs_from_run
 
 pytestmark = pytest.mark.slow
 

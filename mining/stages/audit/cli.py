@@ -43,18 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_draw(args: argparse.Namespace) -> int:
-    from mining.stages.audit.stage import draw
+    from mining.stages.audit.stage import DrawInputs, run_draw
 
-    o = options.from_args(args, "audit")
-    plan = draw(main_input(args, "selected"), args.out, o.max_leak_rate, o.confidence, o.seed)
+    plan = run_draw(DrawInputs(main_input(args, "selected")), args.out, options.from_args(args, "audit"))
     print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
           f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
     return 0
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    from mining.stages.audit.stage import estimate
+    from mining.stages.audit.stage import EstimateInputs, run_estimate
 
-    r = estimate(main_input(args, "selected"), args.decisions, args.audit, args.out, args.near_duplicates)
+    r = run_estimate(EstimateInputs(main_input(args, "selected"), args.decisions, args.audit, args.near_duplicates),
+                     args.out)
     print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "removed", "released_upper", "passes")}))
     return 0

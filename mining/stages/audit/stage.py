@@ -1,14 +1,15 @@
 """`mining audit`: a measured leak rate of the final selection, with a confidence bound.
 
-Two steps around a review (docs/stages.md, docs/protocols.md):
+Two steps around a review (docs/stages.md, docs/protocols.md), one entry point each with every
+stage's shape, `run_<step>(inputs, out, options)`:
 
-- `draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.leakbound:
+- `run_draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.leakbound:
   the hardest 5 % of the set, then to 20 %, 50 %, the rest; more of the hard ones than their share),
   sized so that finding no landmark image bounds the set's leak rate at `max_leak_rate` with
   `confidence`. AUDIT/audit_queue.parquet is a review queue of its own (`mining review import` into
   AUDIT/audit.sqlite; the app asks "does this show any of these landmarks?", every landmark's queries
   beside it; each item is filed under the photo's closest landmark), AUDIT/plan.json the design.
-- `estimate`: the answers (AUDIT/decisions.parquet from `mining review export`) → AUDIT/audit.json
+- `run_estimate`: the answers (AUDIT/decisions.parquet from `mining review export`) → AUDIT/audit.json
   (the estimated share of landmark images in the set, its one-sided upper bound and the method:
   mining.leakbound) and AUDIT/distractors.parquet + .txt: the selection less every photo the audit
   found to show a landmark (`landmark` or `unclear`: both count as leaks, conservatively) and less
@@ -20,6 +21,7 @@ Two steps around a review (docs/stages.md, docs/protocols.md):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ import pyarrow as pa
 
 from mining import atomic, leakbound
 from mining.errors import UserError
+from mining.options import AuditOptions
 from mining.tables import load_decisions, read_table
 
 SELECTION = ("rank", "photo_id")
@@ -40,8 +43,16 @@ def _selection(selected: Path) -> Any:
     return frame.sort_values("rank", kind="stable").reset_index(drop=True)
 
 
-def draw(selected: Path, out: Path, max_leak_rate: float, confidence: float, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DrawInputs:
+    """The files `mining audit draw` reads."""
+
+    selected: Path  # `mining select`'s folder (or its distractors.parquet)
+
+
+def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, Any]:
     """AUDIT/audit_queue.parquet + AUDIT/plan.json (see the module docstring)."""
+    selected, max_leak_rate, confidence, seed = inputs.selected, options.max_leak_rate, options.confidence, options.seed
     if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
         raise UserError("--max-leak-rate and --confidence must be between 0 and 1 (exclusive)")
     frame = _selection(selected)
@@ -93,9 +104,21 @@ def near_duplicates_of(leaks: set[int], neardup: Path | None, in_set: set[int]) 
     return sorted(int(i) for i in ids[hit] if int(i) in in_set and int(i) not in leaks)
 
 
-def estimate(selected: Path, decisions: Path, audit_dir: Path, out: Path,
-             neardup: Path | None = None) -> dict[str, Any]:
-    """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring)."""
+@dataclass(frozen=True)
+class EstimateInputs:
+    """The files `mining audit estimate` reads."""
+
+    selected: Path  # the selection the sample was drawn from
+    decisions: Path  # the audit review's decisions.parquet
+    audit: Path  # the draw's AUDIT folder (plan.json)
+    neardup: Path | None = None  # NEARDUP/neardup.parquet: near-copies of a found leak leave the set too
+
+
+def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None = None) -> dict[str, Any]:
+    """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring). `options` is
+    not read: the target and confidence are the draw's (plan.json), so that the estimate is the
+    design's whatever the manifest says now."""
+    selected, decisions, audit_dir, neardup = inputs.selected, inputs.decisions, inputs.audit, inputs.neardup
     plan = _read_plan(audit_dir / "plan.json")
     frame = _selection(selected)
     if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from mining import imageindex
 from mining.benchmarks import demo_names, qualify
 from mining.layout import key_relpath
+from mining.options import DemoOptions
 from mining.progress import bar
 
 log = logging.getLogger(__name__)
@@ -277,11 +278,18 @@ def _build_city(cfg: dict[str, int], seed: int, city: int, root: Path, rel: str,
     return qimlist, gnd, imlist, lms
 
 
-def build_world(out: str | os.PathLike[str], preset: str = "tiny", seed: int = 0, workers: int = 1,
-                resume: bool = True, cities: int = 1) -> dict[str, Any]:
-    """Write the whole world under `out`; returns the world.json content. `cities` > 1: as many
-    landmark benchmarks (landmarks/<name>/gnd_<name>.pkl, `mining.benchmarks.demo_names`; the
-    first is the one-city world's city) and one pool of candidates showing any of them."""
+@dataclass(frozen=True)
+class BuildInputs:
+    """What `mining demo build` reads: nothing (the world is a function of its settings)."""
+
+
+def run_build(inputs: BuildInputs, out: str | os.PathLike[str], options: DemoOptions, *, workers: int = 1,
+              resume: bool = True) -> dict[str, Any]:
+    """Write the whole world under `out`; returns the world.json content. `options.benchmarks`
+    > 1: as many landmark benchmarks (landmarks/<name>/gnd_<name>.pkl,
+    `mining.benchmarks.demo_names`; the first is the one-city world's city) and one pool of
+    candidates showing any of them."""
+    preset, seed, cities = options.preset, options.seed, options.benchmarks
     if preset not in PRESETS:
         raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
     if seed < 0:

@@ -1,1 +1,1 @@
-"""`mining describe`: an image set -> a descriptor store per method (`stage.py`: `describe_many`)."""
+"""`mining describe`: an image set -> a descriptor store per method (`stage.py`: `run`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from mining import options
 from mining.cli import add_progress_flag, cluster_of
@@ -84,7 +85,7 @@ def parse_param(text: str) -> tuple[str | None, str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.describe.stage import describe_many, per_method_paths, split_params
+    from mining.stages.describe.stage import Inputs, per_method_paths, run, split_params
     from mining.methods import method_class
 
     if args.workers < 0:
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     names = [m.strip() for m in args.method.split(",") if m.strip()]
     if not names:
         raise UserError("--method: no method given")
+    if len(set(names)) < len(names):  # one store per method: a method twice would share one
+        raise UserError("describe: each method needs its own --out store (--method names one twice)")
     params = {key: getattr(args, opt) for opt, key in _PARAMS.items() if getattr(args, opt) is not None}
     only: dict[str, dict[str, object]] = {}  # METHOD:KEY=VALUE settings
     for text in args.param:
@@ -113,11 +116,11 @@ def run(args: argparse.Namespace) -> int:
         method_class(name).check_params(settings)  # type and range of every value, before any work
         if not scheduler and not slurm:  # the workers run here: e.g. is the GPU asked for here?
             method_class(name).check_here(settings)
-    infos = describe_many(names, args.images, args.image_set, per_method_paths(args.out, names, "--out"),
-                          params=per_method,
-                          models=per_method_paths(args.model, names, "--model"), workers=args.workers,
-                          scheduler=scheduler, slurm=slurm, shard_size=d.shard_size,
-                          fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
-    for info in infos:
+    models = per_method_paths(args.model, names, "--model") if args.model is not None else []
+    infos = run(Inputs(args.images, args.image_set, dict(zip(names, models))),
+                dict(zip(names, per_method_paths(args.out, names, "--out"))),
+                replace(d, params=dict(zip(names, per_method))), workers=args.workers, scheduler=scheduler,
+                slurm=slurm, fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
+    for info in infos.values():
         print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
     return 0

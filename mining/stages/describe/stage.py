@@ -4,7 +4,7 @@ Image sets: `queries` (landmark query images cropped to their bbox; only the cro
 described), `database` (the landmark imlist), `candidates` (a download folder; the usable
 images are those whose latest status row is `ok`). Methods that learn (whitening,
 codebooks) learn on a seeded sample of *candidates* only and keep the state in the
-candidates store (`model.npz`); landmark sets reuse it through `model`, so nothing is ever
+candidates store (`model.npz`); landmark sets reuse it (`Inputs.models`), so nothing is ever
 learned on the benchmark's own images.
 
 Shards are independent Dask tasks (`mining.cluster.run_tasks`); a shard is done when its
@@ -28,10 +28,10 @@ import json
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,7 @@ from mining.errors import UserError
 from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method
+from mining.options import DescribeOptions
 from mining.threads import in_order
 from threadpoolctl import threadpool_limits
 
@@ -313,34 +314,38 @@ def _plan(method_name: str, images: str | Path, image_set: str, out: Path, param
     return _Plan(method_name, out, method, params, info, state_path, model_info, method.learns and model is None)
 
 
-def describe(method_name: str, images: str | Path, image_set: str, out: str | Path, *,
-             params: dict[str, Any] | None = None, model: str | Path | None = None,
-             workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
-             shard_size: int = 1000,
-             fit_images: int = 2000, seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Describe an image set into the store `out`; returns the store info (also in store.json)."""
-    return describe_many([method_name], images, image_set, [out], params=[params], models=[model],
-                         workers=workers, scheduler=scheduler, slurm=slurm, shard_size=shard_size,
-                         fit_images=fit_images, seed=seed, progress=progress)[0]
+@dataclass(frozen=True)
+class Inputs:
+    """What `mining describe` reads: one image set, and the stores whose learned state and
+    settings landmark sets reuse."""
+
+    images: str | Path  # a landmark dataset (gnd_*.pkl or its folder) or a download folder
+    image_set: str  # queries, database or candidates (SETS)
+    models: Mapping[str, str | Path] = field(default_factory=dict)  # method -> its candidates store
 
 
-def describe_many(method_names: Sequence[str], images: str | Path, image_set: str, outs: Sequence[str | Path], *,
-                  params: Sequence[dict[str, Any] | None] | None = None,
-                  models: Sequence[str | Path | None] | None = None,
-                  workers: int = 0, scheduler: str | None = None, slurm: str | None = None,
-                  shard_size: int = 1000, fit_images: int = 2000, seed: int = 0,
-                  progress: bool = True) -> list[dict[str, Any]]:
-    """Describe an image set with several methods in one pass, into one store each.
+def run(inputs: Inputs, out: Mapping[str, str | Path], options: DescribeOptions, *, workers: int = 0,
+        scheduler: str | None = None, slurm: str | None = None, fit_images: int = 2000, seed: int = 0,
+        progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Describe an image set with the methods of `out` (method -> its store folder, in that
+    order) in one pass, into one store each; `options.params[method]`: a method's settings
+    (its defaults for those not given), `options.shard_size` images per shard.
 
     Each image is decoded once per (max_side, mode) and its features extracted once per
     shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
-    learning and for describing; every store is the same bytes as `describe` of that method
-    alone. Returns the store infos, in method order."""
+    learning and for describing; every store is the same bytes as that method's alone.
+    Returns each method's store info (also its store.json), in method order."""
+    method_names = list(out)
+    images, image_set, shard_size = inputs.images, inputs.image_set, options.shard_size
+    outs = [out[m] for m in method_names]
+    params = [options.params.get(m) for m in method_names]
+    unknown = sorted(set(inputs.models) - set(method_names))
+    if unknown:
+        raise UserError(f"describe: a --model store for {', '.join(unknown)}, which is not described here")
+    models = [inputs.models.get(m) for m in method_names]
     n = len(method_names)
-    params = list(params) if params is not None else [None] * n
-    models = list(models) if models is not None else [None] * n
-    if not n or len(outs) != n or len(params) != n or len(models) != n:
-        raise UserError("describe: one --out (and --model, if any) per method")
+    if not n:
+        raise UserError("describe: no method given")
     outs = [Path(o) for o in outs]
     if len({o.resolve() for o in outs}) != n:
         raise UserError("describe: each method needs its own --out store")
@@ -404,7 +409,7 @@ def describe_many(method_names: Sequence[str], images: str | Path, image_set: st
         run_tasks(client, describe_shard, todo, on_done=bar.update)
         bar.close()
 
-    return [_finish(p, shards) for p in plans]
+    return {p.name: _finish(p, shards) for p in plans}
 
 
 def shared_groups(method_names: Sequence[str], params: dict[str, dict[str, Any]] | None = None) -> list[list[str]]:
@@ -478,5 +483,5 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
     return pq.read_table(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "describe", "describe_many", "describe_item", "describe_shard", "iter_described", "per_method_paths", "shared_groups", "split_params", "list_items", "load_image",
-           "read_failures"]
+__all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described",
+           "per_method_paths", "shared_groups", "split_params", "list_items", "load_image", "read_failures"]

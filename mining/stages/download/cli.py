@@ -44,26 +44,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def sources_from_args(args: argparse.Namespace, d: options.DownloadOptions) -> list:
     """The resolved sources of a command line: --source/--sources-json, else the settings'
     (the manifest's sources, or one flickr source at the host)."""
-    from mining.stages.download.sources import check_entries, parse_json, parse_spec, resolve, section_entries
+    from mining.stages.download.sources import check_entries, parse_json, parse_spec, resolve
+    from mining.stages.download.stage import inherited, sources_of
     from mining.errors import UserError
 
-    section = {"per_host_rps": d.per_host_rps, "threads": d.threads, "min_size": d.min_size, "size": d.size}
     if args.source or args.sources_json:
         if getattr(args, options.dest("download", "host")) is not None:
             raise UserError("--host and --source/--sources-json disagree on where images come from: "
                             "give the flickr host inside the sources (host=...)")
         entries = [parse_spec(t) for t in args.source] if args.source else parse_json(args.sources_json)
-        return resolve(check_entries(entries, "--source" if args.source else "--sources-json"), section)
-    where = str(args.manifest) if args.manifest else "--host"
-    return resolve(section_entries({"host": d.host, "sources": d.sources}, where), section)
+        return resolve(check_entries(entries, "--source" if args.source else "--sources-json"), inherited(d))
+    return sources_of(d, str(args.manifest) if args.manifest else "--host")
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
-    from pathlib import Path
 
-    from mining.stages.download import FetchConfig, download
     from mining.stages.download.logger import format_summary
+    from mining.stages.download.stage import Inputs, run
     from mining.errors import UserError
 
     d = options.from_args(args, "download")
@@ -71,20 +69,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workers must be at least 1")
     sources = sources_from_args(args, d)
     scheduler, slurm = cluster_of(args)
-    placeholders: frozenset[str] = frozenset()
-    if args.placeholder_sha256:
-        try:
-            lines = Path(args.placeholder_sha256).read_text().split()
-        except OSError as exc:
-            raise UserError(f"cannot read {args.placeholder_sha256}: {exc.strerror}") from None
-        placeholders = frozenset(x.lower() for x in lines)
-    cfg = FetchConfig(min_size=d.min_size, connect_timeout=d.connect_timeout, timeout=d.timeout,
-                      max_retries=d.retries, max_throttle_wait=d.max_throttle_wait, threads=d.threads,
-                      rps=d.per_host_rps, placeholder_sha256=placeholders)
     if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
         logging.getLogger("distributed").setLevel(logging.WARNING)
-    summary = download(main_input(args, "candidates"), args.out, cfg, shard_size=d.shard_size, tar=d.tar,
-                       scheduler=scheduler, workers=args.workers if not (scheduler or slurm) else None, slurm=slurm,
-                       progress=not args.no_progress, min_ok_fraction=d.min_ok_fraction, sources=sources)
+    summary = run(Inputs(main_input(args, "candidates"), args.placeholder_sha256), args.out, d, sources=sources,
+                  scheduler=scheduler, workers=args.workers if not (scheduler or slurm) else None, slurm=slurm,
+                  progress=not args.no_progress)
     print(format_summary(summary))
     return 0

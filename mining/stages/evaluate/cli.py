@@ -126,13 +126,11 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise UserError(f"the following arguments are required: {', '.join(missing)} (or use --protocol)")
     from mining.stages.evaluate.bootstrap import Spec
-    from mining.stages.evaluate.experiment import run_evaluate
+    from mining.stages.evaluate.stage import Inputs, run
 
     boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
-    settings = evaluate_options(args)
-    report = run_evaluate(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions, args.out,
-                          n=settings.n, seeds=settings.random_seeds, setups=settings.setups,
-                          progress=not args.no_progress, boot=boot)
+    report = run(Inputs(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions), args.out,
+                 evaluate_options(args), progress=not args.no_progress, boot=boot)
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
@@ -152,11 +150,10 @@ def evaluate_options(args: argparse.Namespace) -> options.EvaluateOptions:
 
 
 def run_protocol(args: argparse.Namespace) -> int:
-    from mining.atomic import write_json
     from mining.errors import UserError
     from mining.stages.evaluate.protocols.readers import Results
-    from mining.stages.evaluate.protocols.dispatch import evaluate_protocol
     from mining.stages.evaluate.protocols.report import protocol_table
+    from mining.stages.evaluate.stage import ProtocolInputs, ProtocolOptions, run_protocol
 
     named = {**{name: f"--{name}" for name in (*_PIPELINE, "decisions", "manifest")}, options.dest("evaluate", "n"): "--n"}
     given = [flag for name, flag in named.items() if getattr(args, name) is not None]
@@ -166,18 +163,17 @@ def run_protocol(args: argparse.Namespace) -> int:
         raise UserError("--protocol needs --gt (the benchmark's ground truth)")
     # the benchmark's own setups, checked by the protocol (not a manifest setting here)
     setups = getattr(args, options.dest("evaluate", "setups")) or options.defaults("evaluate").setups
-    report = evaluate_protocol(args.protocol, args.gt, Results(args.ranks, args.queries, args.database,
-                                                               args.imlist, args.qimlist), setups)
+    results = Results(args.ranks, args.queries, args.database, args.imlist, args.qimlist)
+    report = run_protocol(ProtocolInputs(args.gt, results), args.json, ProtocolOptions(args.protocol, setups))
     print(protocol_table(report))
-    if args.json is not None:
-        write_json(args.json, report)
     return 0
 
 
 def run_kit(args: argparse.Namespace) -> int:
     """`mining evaluate --kit`: exit 1 when the kit does not reproduce the run's table to 1e-6."""
     from mining.errors import UserError
-    from mining.stages.evaluate.kit import evaluate_kit, markdown
+    from mining.stages.evaluate.kit import markdown
+    from mining.stages.evaluate.stage import KitInputs, KitOptions, run_kit
 
     given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "protocol", "gt", "ranks",
                                       "database", "imlist", "qimlist", "json") if getattr(args, name) is not None]
@@ -186,7 +182,7 @@ def run_kit(args: argparse.Namespace) -> int:
         raise UserError(f"{given[0]} does not go with --kit (the kit holds the descriptors and the selection)")
     if not args.landmarks:
         raise UserError("--kit needs --landmarks GND (the landmark dataset's ground truth, gnd_<name>.pkl)")
-    report = evaluate_kit(args.kit, args.landmarks, queries=args.queries, method=args.method, out=args.out)
+    report = run_kit(KitInputs(args.kit, args.landmarks, args.queries), args.out, KitOptions(args.method))
     print(markdown(report), end="")
     per = report.get("per_benchmark") or {None: report}
     return 0 if all(r.get("reproduced", {"ok": True})["ok"] for r in per.values()) else 1

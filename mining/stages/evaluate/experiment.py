@@ -11,9 +11,7 @@ The histograms are tallied in one streamed pass over the candidates: see `histog
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -21,14 +19,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining import atomic
-from mining.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
 from mining.stages.evaluate import bootstrap
-from mining.stages.evaluate.histograms import MethodData, Ranking, load_method
+from mining.stages.evaluate.histograms import MethodData, Ranking
 from mining.stages.evaluate.protocols.setups import KAPPAS, setup_gnd
-from mining.stages.evaluate.several import combined_markdown, combined_report
-from mining.result import summary_markdown
 from mining.metrics import positions_to_metrics
 from mining.publish import pct as _pct
 from mining.retrieval import rank_order
@@ -267,48 +261,6 @@ def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[i
         if "ci" in r:
             report["ci"][md.name] = r["ci"]
         del md
-    return report
-
-
-def run_evaluate(landmarks: Any, descriptors: Sequence[Path], scores_dir: Path, selected_dir: Path,
-                 decisions: Path | None, out: Path, n: int | None = None, seeds: Sequence[int] = (0, 1, 2),
-                 setups: Sequence[str] = ("easy", "medium", "hard"), progress: bool = True,
-                 boot: "bootstrap.Spec | None" = bootstrap.Spec()) -> dict[str, Any]:
-    """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
-    Several benchmarks (`landmarks` as `mining.benchmarks.as_list` takes them): the same sets
-    (one pool, one selection) evaluated on each benchmark (`mining.stages.evaluate.several`)."""
-    t0 = time.perf_counter()
-    if not descriptors:
-        raise UserError("give at least one --descriptors DESC/<method> folder")
-    for s in setups:
-        setup_gnd([], s)  # validates the name
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
-        raise UserError(f"--random-seeds: give whole numbers ≥ 0 (numpy's seeds), got {' '.join(map(str, seeds)) or 'none'}")
-    benchmarks = as_list(landmarks)
-    datasets = load_all(benchmarks)
-    run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])
-    stats_path = Path(scores_dir) / "stats.json"
-    if stats_path.is_file():
-        fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
-        if fp and fp != run_fp:
-            raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
-    sets = build_sets(Path(scores_dir), Path(selected_dir), decisions, n, seeds)
-    rankings, _ = rankings_of(sets)
-    reports = []
-    for b, dataset in zip(benchmarks, datasets):
-        bench = b.name if len(benchmarks) > 1 else None
-        loaded = (load_method(Path(d), dataset, rankings, progress=progress, benchmark=bench) for d in descriptors)
-        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot))
-    if len(benchmarks) == 1:
-        report, text = reports[0], markdown_table(reports[0])
-    else:
-        report = combined_report(benchmarks, reports, Path(selected_dir), Path(scores_dir))
-        text = combined_markdown(report, [markdown_table(r) for r in reports])
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    out = Path(out)
-    atomic.write_json(out / "evaluation.json", report)
-    atomic.write_text(out / "evaluation.md", text)
-    atomic.write_text(out / "summary.md", summary_markdown(report))
     return report
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -37,10 +38,26 @@ SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor i
 _METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
 
 
-def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None = None, method: str | None = None,
-                 out: Path | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KitInputs:
+    """What `mining evaluate --kit` reads."""
+
+    kit: Path  # the release's evaluation kit (RELEASE/kit)
+    landmarks: Sequence[str]  # [NAME=]GND: the landmark dataset(s) the kit was made for
+    queries: Path | None = None  # a user's own queries: a descriptor store or a .npy (global methods)
+
+
+@dataclass(frozen=True)
+class KitOptions:
+    """The kit mode's settings."""
+
+    method: str | None = None  # the kit's method the user's queries were described with (default: its only one)
+
+
+def run_kit(inputs: KitInputs, out: Path | None, options: KitOptions = KitOptions()) -> dict[str, Any]:
     """Evaluate from the kit; returns the report (also OUT/evaluation.json and .md when `out`)."""
-    kit = open_kit(kit_dir)
+    landmarks, queries, method = inputs.landmarks, inputs.queries, options.method
+    kit = open_kit(inputs.kit)
     run = kit.evaluation()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
@@ -83,7 +100,7 @@ def evaluate_kit(kit_dir: Path, landmarks: Sequence[str], queries: Path | None =
                 reports[bench] = _report(dataset, ev, [(m, kit.stores(m, bench, queries=store))], ranking, n, sizes)
             reports[bench]["queries"] = str(queries)
     report = reports[None] if kit.benchmarks is None else {"per_benchmark": reports}
-    report["kit"] = str(kit_dir)
+    report["kit"] = str(inputs.kit)
     if out is not None:
         atomic.write_json(Path(out) / "evaluation.json", report)
         atomic.write_text(Path(out) / "evaluation.md", markdown(report))

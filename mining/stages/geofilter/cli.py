@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages import geofilter
+    from mining.stages.geofilter.stage import Inputs, load, run
 
-    stats = geofilter.run(main_input(args, "metadata"), args.manifest, args.out, progress=not args.no_progress)
+    stats = run(Inputs(main_input(args, "metadata")), args.out, load(args.manifest), progress=not args.no_progress)
     print(json.dumps(stats, sort_keys=True))
     return 0

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mining.atomic import atomic_path, output_folder, write_json
+from mining.atomic import atomic_path, write_json
 from mining.errors import UserError
 from mining.exclusion import Recipe
 from mining.progress import bar as progress_bar
@@ -354,7 +354,7 @@ def _writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
                             use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names])
 
 
-def _writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:
+def writer_schema(files: list[Path], recipe: Recipe) -> pa.Schema:
     schema = pq.read_schema(files[0])
     missing = sorted(_required_columns(recipe) - set(schema.names))
     if missing:
@@ -382,22 +382,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
     return ledger.settle(filt.kept, bits, sampler, filt.recipe.sample_seed), bits
 
 
-def geofilter(metadata: str | os.PathLike[str], recipe: Recipe, out: str | os.PathLike[str],
-              progress: bool = True) -> dict:
-    """Filter a metadata dataset with a recipe; write OUT/candidates.parquet and OUT/stats.json.
-
-    One candidate per photo id (its first kept row), and none for a photo with any excluded
-    row. Returns the stats dict (the funnel in photos): rows_in, photos_in, duplicate_ids
-    {photos, rows, examples}, excluded {reason: photos} with all reasons present (zero when
-    nothing was dropped for them, so funnels of different runs line up), photos_out and
-    rows_out (the same number: rows in candidates.parquet)."""
-    files = metadata_files(metadata)
-    schema = _writer_schema(files, recipe)
-    with output_folder(out) as out_dir:  # a failed first run leaves nothing behind
-        return _geofilter(files, schema, recipe, out_dir, progress)
-
-
-def _geofilter(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Path, progress: bool) -> dict:
+def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Path, progress: bool) -> dict:
     # stats.json is written last: present means candidates.parquet beside it is from the same run.
     (out_dir / "stats.json").unlink(missing_ok=True)
     filt = _Filter(recipe, build_rules(recipe))

@@ -39,6 +39,8 @@ STEP = 2  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.ingest.stage import IngestOptions
+
     p = sub.add_parser(
         "ingest", help="YFCC100M metadata files -> typed Parquet dataset (+ quarantine, stats)",
         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -53,11 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="yfcc100m_hash file (photoid<TAB>hash; plain, .bz2 or .gz) listing the photos in "
                         "the dataset's order: fills photo_hash where the input has none (23-field TSV, "
                         "SQLite); a file in another order is refused")
-    p.add_argument("--rows-per-part", type=int, default=1_000_000, metavar="N",
+    p.add_argument("--rows-per-part", type=int, default=IngestOptions.rows_per_part, metavar="N",
                    help="rows per Parquet part file (default: %(default)s)")
-    p.add_argument("--compression", default="snappy", choices=["snappy", "zstd", "lz4", "gzip", "none"],
-                   help="Parquet compression (default: %(default)s)")
-    p.add_argument("--block-size-mb", type=int, default=16, metavar="MB",
+    p.add_argument("--compression", default=IngestOptions.compression,
+                   choices=["snappy", "zstd", "lz4", "gzip", "none"], help="Parquet compression (default: %(default)s)")
+    p.add_argument("--block-size-mb", type=int, default=IngestOptions.block_size >> 20, metavar="MB",
                    help="input is parsed in blocks of about this size; bounds memory (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild even if --out is complete for these inputs")
     p.add_argument("--workers", type=int, metavar="N",
@@ -70,13 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from mining.stages.ingest import ingest
+    from mining.stages.ingest.stage import IngestOptions, Inputs, run
 
-    stats = ingest(
-        args.paths, args.out, places=args.places, hash_file=args.hash_file, rows_per_part=args.rows_per_part,
-        block_size=args.block_size_mb << 20, compression=args.compression, force=args.force,
-        progress=not args.no_progress, workers=args.workers,
-    )
+    stats = run(Inputs(args.paths, args.places, args.hash_file), args.out,
+                IngestOptions(args.rows_per_part, args.block_size_mb << 20, args.compression),
+                force=args.force, progress=not args.no_progress, workers=args.workers)
     rejected = ", ".join(f"{k}={v}" for k, v in stats["rejected"].items() if v) or "none"
     print(f"ingest: {stats['rows_in']} rows in, {stats['rows_out']} out, "
           f"{stats['rows_rejected']} rejected ({rejected}) -> {args.out}", file=sys.stderr)

@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.leakrisk.stage import run_leakrisk
+    from mining.stages.leakrisk.stage import Inputs, LeakriskOptions, run
 
-    st = run_leakrisk(args.landmarks, args.descriptors, args.scores, args.out, args.candidates)
+    st = run(Inputs(args.landmarks, args.descriptors, args.scores, args.candidates), args.out, LeakriskOptions())
     print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
           f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
     return 0

@@ -21,6 +21,7 @@ in stats.json) unless `--allow-unreviewed-risk` (manifest `select: {leak_risk: a
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,19 +70,35 @@ def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray)
     return out
 
 
-def run_leakrisk(landmarks: Any, descriptors: Path, scores_dir: Path, out: Path,
-                 candidates: Path | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Inputs:
+    """The files `mining leakrisk` reads."""
+
+    landmarks: Any  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
+    descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
+    scores: Path  # `mining score`'s folder (review_queue.parquet)
+    candidates: Path | None = None  # candidates Parquet (date_taken): landmarks' `since` dates (mining/since.py)
+
+
+@dataclass(frozen=True)
+class LeakriskOptions:
+    """The stage's settings: none yet (the thresholds are measured per landmark); the type keeps
+    `run`'s shape the same as every stage's."""
+
+
+def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions()) -> dict[str, Any]:
     """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
-    `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
-    landmark and image names are `<benchmark>/<name>`). With `candidates` (their date_taken), a
-    candidate taken before a landmark's `since` day is not compared with that landmark's images
-    (mining/since.py); risk is -1 when that leaves no landmark."""
+    With several benchmarks, landmark and image names are `<benchmark>/<name>`. With
+    `inputs.candidates` (their date_taken), a candidate taken before a landmark's `since` day is
+    not compared with that landmark's images (mining/since.py); risk is -1 when that leaves no
+    landmark."""
+    landmarks, descriptors, candidates = inputs.landmarks, inputs.descriptors, inputs.candidates
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
     stores = open_method(Path(descriptors), global_for="the leak risk needs",  # the candidates (any benchmark's view)
                          benchmark=benchmarks[0].name if several else None)
-    queue = read_table(Path(scores_dir) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
+    queue = read_table(Path(inputs.scores) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
     vec: dict[tuple[str, str], np.ndarray] = {}
     items = []

@@ -43,9 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.neardup import stage as nd
 
-    th = nd.Thresholds(args.max_hash_distance, args.min_cosine, args.landmark_max_hash_distance, args.landmark_min_cosine)
-    st = nd.run_neardup(args.images, args.landmarks, args.descriptors, args.out, th, threads=args.threads,
-                         progress=not args.no_progress)
+    settings = nd.NeardupOptions(args.max_hash_distance, args.min_cosine, args.landmark_max_hash_distance,
+                                 args.landmark_min_cosine)
+    st = nd.run(nd.Inputs(args.images, args.landmarks, args.descriptors), args.out, settings, threads=args.threads,
+                progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
           f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
     return 0

@@ -68,7 +68,9 @@ BLOCK = 4096
 
 
 @dataclass(frozen=True)
-class Thresholds:
+class NeardupOptions:
+    """The stage's settings: what counts as a near-duplicate (defaults: the constants above)."""
+
     max_hash_distance: int = MAX_HASH_DISTANCE
     min_cosine: float = MIN_COSINE
     landmark_max_hash_distance: int = LANDMARK_MAX_HASH_DISTANCE
@@ -153,8 +155,9 @@ def groups_of(n: int, pairs: np.ndarray) -> np.ndarray:
     return np.array([_find(parent, i) for i in range(n)], dtype=np.int64)
 
 
-def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds, rows: np.ndarray | None = None,
-                normalize: bool = False, threads: int = 1, progress: bool = False) -> np.ndarray:
+def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: NeardupOptions,
+                rows: np.ndarray | None = None, normalize: bool = False, threads: int = 1,
+                progress: bool = False) -> np.ndarray:
     """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
     all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
     the cosine of the pairs it leaves, summed in float64 from each row's unit float32 values
@@ -186,7 +189,7 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thr
     return pairs
 
 
-def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Thresholds,
+def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: NeardupOptions,
                     block: int = BLOCK, normalize: bool = False) -> np.ndarray:
     """What `close_pairs` finds, by comparing all pairs (blockwise float32 products, O(n²·d)):
     the test oracle, not used by the stage."""
@@ -211,7 +214,8 @@ def all_close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th:
 
 
 def landmark_copies(raw: np.ndarray, order: np.ndarray, hashes: np.ndarray, ok: np.ndarray, lm_vecs: np.ndarray,
-                    lm_hash: np.ndarray, lm_ok: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    lm_hash: np.ndarray, lm_ok: np.ndarray,
+                    th: NeardupOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per candidate i (its raw row raw[order[i]]): the landmark image it copies (-1: none),
     the cosine and the hash distance (nearest of the image's crops; NaN / -1 for none). The
     most similar image that passes both landmark tests wins, then the nearest hash, then the
@@ -248,11 +252,20 @@ def database_landmarks(dataset: Any) -> list[str | None]:
     return out
 
 
-def run_neardup(images: Path, landmarks: Any, descriptors: Path, out: Path, th: Thresholds = Thresholds(),
-                threads: int = 4, progress: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Inputs:
+    """The files `mining neardup` reads."""
+
+    images: Path  # `mining download`'s folder (jpg/ layout)
+    landmarks: Any  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
+    descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
+
+
+def run(inputs: Inputs, out: Path, options: NeardupOptions = NeardupOptions(), *, threads: int = 4,
+        progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
-    `landmarks`: one ground truth or several benchmarks (`mining.benchmarks.as_list`; then
-    landmark and image names are `<benchmark>/<name>`)."""
+    With several benchmarks, landmark and image names are `<benchmark>/<name>`."""
+    images, landmarks, descriptors, th = inputs.images, inputs.landmarks, inputs.descriptors, options
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)

@@ -41,9 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.report import build_report, inputs_from_run
+    from mining.stages.report.stage import ReportOptions, inputs_from_run, run
 
     inp = inputs_from_run(args.run, manifest=args.manifest, **{k: getattr(args, k) for k in _INPUTS})
-    missing = build_report(inp, args.out)
+    missing = run(inp, args.out, ReportOptions())["missing"]
     print(f"wrote {args.out}" + (f" (not available: {', '.join(missing)})" if missing else ""))
     return 0

@@ -16,7 +16,7 @@ PWN = "window.__pwned=1;alert(1)"
 TEXT = [
     f"<script>{PWN}</script>",
     f'<img src=x onerror="{PWN}">',
-    f"<iframe src=\"javascript:window.top.__pwned=1;alert(1)\"></iframe>",
+    "<iframe src=\"javascript:window.top.__pwned=1;alert(1)\"></iframe>",
     f"<svg onload={PWN}>",
     f'<a href="javascript:{PWN}">click</a>',
     f"<details open ontoggle={PWN}>x</details>",

@@ -14,7 +14,6 @@ import bz2
 import gzip
 import re
 import zlib
-from pathlib import Path
 
 import pytest
 from yfcc_rows import write_synthetic

@@ -9,8 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -215,7 +213,6 @@ def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world
     as an in-process run."""
     import shutil
     import subprocess
-    import sys
     import time
 
     images, _ = world

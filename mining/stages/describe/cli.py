@@ -21,6 +21,8 @@ STEP = 5  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.describe.stage import FIT_IMAGES, FIT_SEED
+
     p = sub.add_parser(
         "describe", help="describe an image set with a retrieval method (sharded, resumable, Dask)",
         description="Describe landmark queries (bbox crops), the landmark database, or downloaded candidates "
@@ -45,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_flags(p, "describe", manifest_help="a run manifest: its describe: section (shard_size; params: "
                       "the settings of the methods described here, for the candidates set; a landmark set takes "
                       "its --model store's) and its dask: section; a flag given here wins")
-    p.add_argument("--fit-images", type=int, default=2000, help="candidates sampled for learning (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the learning sample and k-means")
+    p.add_argument("--fit-images", type=int, default=FIT_IMAGES, help="candidates sampled for learning (default %(default)s)")
+    p.add_argument("--seed", type=int, default=FIT_SEED, help="seed of the learning sample and k-means (default %(default)s)")
     g = p.add_argument_group("method settings (default: the method's; landmark sets take the --model store's)")
     g.add_argument("--max-side", type=int, help="long side in px images are decoded to (cnn-gem 768, SIFT 1024)")
     g.add_argument("--scales", type=lambda s: [float(x) for x in s.split(",")], help="cnn-gem scales, e.g. 1,0.7071")

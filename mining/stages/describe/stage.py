@@ -324,8 +324,12 @@ class Inputs:
     models: Mapping[str, str | Path] = field(default_factory=dict)  # method -> its candidates store
 
 
+FIT_IMAGES = 2000  # candidates sampled to learn a method's model (codebook, PCA)
+FIT_SEED = 0  # seed of that sample and of k-means
+
+
 def run(inputs: Inputs, out: Mapping[str, str | Path], options: DescribeOptions, *, workers: int = 0,
-        scheduler: str | None = None, slurm: str | None = None, fit_images: int = 2000, seed: int = 0,
+        scheduler: str | None = None, slurm: str | None = None, fit_images: int = FIT_IMAGES, seed: int = FIT_SEED,
         progress: bool = True) -> dict[str, dict[str, Any]]:
     """Describe an image set with the methods of `out` (method -> its store folder, in that
     order) in one pass, into one store each; `options.params[method]`: a method's settings

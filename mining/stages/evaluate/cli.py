@@ -16,6 +16,8 @@ STEP = 12  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.evaluate.bootstrap import DEFAULT_LEVEL, DEFAULT_SAMPLES, DEFAULT_SEED
+
     p = sub.add_parser(
         "evaluate",
         help="mAP and mP@1/5/10 with no, random, mined and all distractors (+ leave-one-method-out)",
@@ -43,10 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_flags(p, "evaluate", flags={"random_seeds": "--random-seeds"},
                       manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
                       "select.n when that is a number; a flag given here wins)")
-    p.add_argument("--bootstrap-samples", type=int, default=2000, metavar="B",
-                   help="resamples of the queries for the confidence intervals of every mAP (default 2000; 0 = none)")
-    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the resampling (default 0)")
-    p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL", help="interval level (default 0.95)")
+    p.add_argument("--bootstrap-samples", type=int, default=DEFAULT_SAMPLES, metavar="B",
+                   help="resamples of the queries for the confidence intervals of every mAP (default %(default)s; 0 = none)")
+    p.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, metavar="SEED",
+                   help="seed of the resampling (default %(default)s)")
+    p.add_argument("--confidence", type=float, default=DEFAULT_LEVEL, metavar="LEVEL",
+                   help="interval level (default %(default)s)")
     add_progress_flag(p)
     kit = p.add_argument_group("kit mode: from an evaluation kit alone, no image (docs/formats.md)")
     kit.add_argument("--kit", type=Path, metavar="KIT",

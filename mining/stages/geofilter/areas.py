@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import shapely
 
 from mining.exclusion import Area, BBoxArea, CircleArea, GeoJSONArea
 from mining.stages.geofilter.regions import PolygonIndex

@@ -200,6 +200,3 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     ]
     return "\n".join(lines)
 
-
-__all__ = ["licence_code", "Policy", "FaceDetector", "blur_boxes", "reencode_like",
-           "process_image", "sha256sums", "dataset_card"]

@@ -76,7 +76,6 @@ def geotags(inp: Inputs) -> str:
     if not inp.candidates or not (inp.candidates / "candidates.parquet").is_file():
         return NA
     import pyarrow.dataset as ds
-    import shapely
 
     rng = np.random.default_rng(0)
     kept = pq.read_table(inp.candidates / "candidates.parquet", columns=["photo_id", "longitude", "latitude"]).to_pandas()

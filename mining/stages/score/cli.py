@@ -13,6 +13,8 @@ STEP = 7  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.score.loop import DEFAULT_CHUNK
+
     p = sub.add_parser(
         "score",
         help="score every candidate by the fraction of landmark positives it outranks",
@@ -31,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     options.add_flags(p, "review", keys=["budget", "min_per_landmark"],
                       flags={"budget": "--review-budget", "min_per_landmark": "--review-min"})
-    p.add_argument("--chunk", type=int, default=32768, metavar="N",
-                   help="candidates per processing chunk (memory vs. overhead; default 32768; "
+    p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, metavar="N",
+                   help="candidates per processing chunk (memory vs. overhead; default %(default)s; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the similarities and the counting (default: the CPUs this process may "

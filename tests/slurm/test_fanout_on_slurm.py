@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_fan_out_on_a_running_dask_scheduler_with_workers_as_slurm_jobs(slurm, s
             r = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-c", "1", "--mem", "2000", "-J", "dask-worker-ext",
                           "-D", str(elsewhere),
                           "-o", str(tmp_path / "worker-%j.log"),
-                          "--wrap", f"{dask_bin} worker {address} --nthreads 1 --no-nanny --no-dashboard")
+                          "--wrap", f"{dask_bin} worker {address} --nthreads 1 --no-nanny --no-dashboard --death-timeout 30")
             worker_ids.append(r.stdout.strip())
         from distributed import Client
 
@@ -124,5 +125,10 @@ def test_fan_out_on_a_running_dask_scheduler_with_workers_as_slurm_jobs(slurm, s
     finally:
         for job in worker_ids:
             slurm.run("scancel", job, check=False)
+        # the workers leave before their scheduler does (one left without it outlived the
+        # session, waiting for it; --death-timeout ends such a one)
+        deadline = time.monotonic() + 60
+        while set(worker_ids) & {j["id"] for j in slurm.queue()} and time.monotonic() < deadline:
+            time.sleep(0.5)
         os.killpg(scheduler.pid, signal.SIGTERM)
         scheduler.wait(timeout=30)

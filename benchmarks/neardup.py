@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining.stages.neardup import stage as neardup
-from mining.stages.demo.world import as_download_folder
+from mining import options
 from mining.retrieval import unit_rows
+from mining.stages.demo.world import as_download_folder
+from mining.stages.neardup import stage as neardup
 
 
 def main() -> None:
@@ -46,7 +47,7 @@ def main() -> None:
         if not (desc / part / "store.json").is_file():
             describe.run(describe.Inputs(gnd, part, {args.method: desc / "candidates"}), {args.method: desc / part},
                          DESCRIBE, workers=0)
-    stats = neardup.run(neardup.Inputs(images, gnd, desc), work / "neardup")
+    stats = neardup.run(neardup.Inputs(images, gnd, desc), work / "neardup", options.defaults("neardup"))
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()
     truth = pq.read_table(world / "truth.parquet").to_pandas()
     result = {"world": json.loads((world / "world.json").read_text())["counts"]["near_duplicates"],

@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from mining import neardup
+from mining import options
+from mining.options import NeardupOptions
+from mining.stages.neardup import stage as neardup
 
 SIZES = {"r1m": 4_100_000, "ilias_100m": 100_000_000}
 DIM = 512
@@ -77,7 +79,7 @@ def make(n: int, seed: int, flat: float = 0.01, block: int = 200_000) -> tuple[n
 
 
 def truth(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, groups: list[np.ndarray], n: int,
-          th: neardup.NeardupOptions) -> set[tuple[int, int]]:
+          th: NeardupOptions) -> set[tuple[int, int]]:
     from mining.retrieval import unit_rows
 
     out = set()
@@ -124,7 +126,7 @@ def hash_cost(images: int) -> float:
         return (time.process_time() - c) / len(paths)
 
 
-def landmark_cost(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, images: int, n: int, th: neardup.NeardupOptions) -> float:
+def landmark_cost(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, images: int, n: int, th: NeardupOptions) -> float:
     """CPU seconds per candidate of the landmark-copy check against `images` landmark images."""
     from mining.retrieval import unit_rows
 
@@ -149,7 +151,7 @@ def main() -> None:
     ap.add_argument("--flat", type=float, default=0.01, help="fraction of flat images (hash 0)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    th = neardup.NeardupOptions()
+    th = options.defaults("neardup")
     t0 = time.perf_counter()
     vec, hashes, ok, groups = make(a.candidates, a.seed, a.flat)
     res: dict[str, Any] = {"candidates": a.candidates, "flat": a.flat, "dim": DIM, "threads": a.threads, "planted_groups": len(groups),

@@ -185,6 +185,10 @@ class Manifest(dict):
         return cast(dict[str, Any], self["describe"])
 
     @property
+    def neardup(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self["neardup"])
+
+    @property
     def score(self) -> dict[str, Any]:
         return cast(dict[str, Any], self["score"])
 

@@ -66,6 +66,14 @@ class DescribeOptions:
 
 
 @dataclass(frozen=True)
+class NeardupOptions:
+    max_hash_distance: int
+    min_cosine: float
+    landmark_max_hash_distance: int
+    landmark_min_cosine: float
+
+
+@dataclass(frozen=True)
 class ScoreOptions:
     review_top: int
 
@@ -122,6 +130,7 @@ class ReleaseOptions:
 # whose typed recipe is mining.exclusion.Recipe)
 SECTIONS: dict[str, type] = {
     "demo": DemoOptions, "download": DownloadOptions, "dask": DaskOptions, "describe": DescribeOptions,
+    "neardup": NeardupOptions,
     "score": ScoreOptions, "review": ReviewOptions, "select": SelectOptions, "audit": AuditOptions,
     "evaluate": EvaluateOptions,
     "release": ReleaseOptions,

@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining import options, screening
-from mining.stages.neardup import stage as neardup
 from mining.cli import main
+from mining.descriptors import write_global_shard, write_store_info
+from mining.landmarks import load_landmarks
 from mining.stages.demo.realism import _read, histogram_descriptor
 from mining.stages.demo.stage import BuildInputs, run_build
 from mining.stages.demo.world import as_download_folder
-from mining.descriptors import write_global_shard, write_store_info
-from mining.landmarks import load_landmarks
+from mining.stages.neardup import stage as neardup
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_dhash_is_stable_under_a_burst_and_far_between_scenes(run):
     near = [int(neardup.hamming(np.uint64(h[p]), np.uint64(h[src]))) for p in copies.photo_id]
     others = [int(neardup.hamming(np.uint64(h[a]), np.uint64(h[b]))) for a in truth.photo_id for b in truth.photo_id
               if a < b and src not in (a, b) and a not in set(copies.photo_id) and b not in set(copies.photo_id)]
-    assert max(near) <= neardup.MAX_HASH_DISTANCE < np.percentile(others, 5)  # unrelated images: about 32 bits apart
+    assert max(near) <= options.defaults("neardup").max_hash_distance < np.percentile(others, 5)  # unrelated images: about 32 bits apart
     assert 24 < np.median(others) < 40
     assert neardup.dhash(world / "no-such.jpg") is None
 
@@ -128,7 +128,7 @@ def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
     from mining.retrieval import unit_rows
 
     raw, hashes, ok = _planted(300, 120, seed=4)
-    th = neardup.NeardupOptions(max_hash_distance=12, min_cosine=0.9)
+    th = replace(options.defaults("neardup"), max_hash_distance=12, min_cosine=0.9)
     whole = neardup.all_close_pairs(unit_rows(raw), hashes, ok, th, block=64)
     tiled = neardup.all_close_pairs(raw, hashes, ok, th, block=64, normalize=True)
     assert len(whole) > 20  # planted copies across many 64-row tiles
@@ -159,7 +159,7 @@ def test_indexed_pairs_are_the_all_pairs_oracles(radius, min_cosine):
     the rows in another order than the candidates (`rows`), and at a radius where the index
     gives way to all pairs (40 bits)."""
     raw, hashes, ok = _planted(1500, 600, seed=radius)
-    th = neardup.NeardupOptions(max_hash_distance=radius, min_cosine=min_cosine)
+    th = replace(options.defaults("neardup"), max_hash_distance=radius, min_cosine=min_cosine)
     oracle = neardup.all_close_pairs(raw, hashes, ok, th, block=512, normalize=True)
     assert len(oracle) > 30
     order = np.random.default_rng(1).permutation(len(raw))

@@ -16,6 +16,8 @@ rule neardup:
         desc=lambda w, input: method_dirs(input.stores)[0],
         out=subpath(output.table, parent=True),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
+        manifest=MANIFEST_PATH,
+        settings=settings("neardup"),
     log:
         L.log("neardup"),
     benchmark:
@@ -27,5 +29,5 @@ rule neardup:
     conda:
         ENV
     shell:
-        "mining neardup --images {params.images:q} --landmarks {params.landmarks} --descriptors {params.desc:q} "
+        "mining neardup --manifest {params.manifest:q} --images {params.images:q} --landmarks {params.landmarks} --descriptors {params.desc:q} "
         "--out {params.out:q} --threads {threads} > {log:q} 2>&1"

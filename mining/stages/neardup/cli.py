@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining import options
 from mining.cli import add_progress_flag
 
 STEP = 6  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mining.stages.neardup import stage as nd
-
     p = sub.add_parser(
         "neardup",
         help="near-duplicate groups among candidates and candidates that copy a landmark image",
@@ -21,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--max-hash-distance bits AND their global descriptors' cosine is at least --min-cosine; "
             "groups are the connected components. A candidate as close to a landmark query or "
             "database image (landmark thresholds) is a probable landmark. Writes OUT/neardup.parquet "
-            "and OUT/stats.json (see mining/stages/neardup/stage.py for the criterion and how the defaults were measured)."
+            "and OUT/stats.json. The thresholds are the manifest's neardup: section (see mining/stages/neardup/stage.py "
+            "for the criterion and how the defaults were measured)."
         ),
     )
     p.add_argument("--images", required=True, type=Path, help="`mining download` output folder (jpg/ layout)")
@@ -31,10 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--max-hash-distance", type=int, default=nd.MAX_HASH_DISTANCE, metavar="BITS")
-    p.add_argument("--min-cosine", type=float, default=nd.MIN_COSINE)
-    p.add_argument("--landmark-max-hash-distance", type=int, default=nd.LANDMARK_MAX_HASH_DISTANCE, metavar="BITS")
-    p.add_argument("--landmark-min-cosine", type=float, default=nd.LANDMARK_MIN_COSINE)
+    options.add_flags(p, "neardup")
     p.add_argument("--threads", type=int, default=4, help="threads hashing images (default 4)")
     add_progress_flag(p)
     p.set_defaults(func=run)
@@ -43,10 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.neardup import stage as nd
 
-    settings = nd.NeardupOptions(args.max_hash_distance, args.min_cosine, args.landmark_max_hash_distance,
-                                 args.landmark_min_cosine)
-    st = nd.run(nd.Inputs(args.images, args.landmarks, args.descriptors), args.out, settings, threads=args.threads,
-                progress=not args.no_progress)
+    st = nd.run(nd.Inputs(args.images, args.landmarks, args.descriptors), args.out, options.from_args(args, "neardup"),
+                threads=args.threads, progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
           f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
     return 0

@@ -19,8 +19,9 @@ its bbox crop, so the cosine is to the crop) or to a database image of a landmar
 Hard or Junk of one of its queries); a copy of a database image that belongs to no landmark is
 flagged too (`copy_of`), without a landmark.
 
-The default thresholds were measured on the demo world's planted bursts and re-uploads
-(`benchmarks/neardup.py`; figures in the README): precision and recall 1 on the micro world,
+The thresholds are the manifest's `neardup:` section (`mining.options.NeardupOptions`; their
+defaults are the schema's). The defaults were measured on the demo world's planted bursts and re-uploads
+(`benchmarks/neardup.py`; figures in docs/stages.md): precision and recall 1 on the micro world,
 the hash margins on the tiny world, and the landmark cosine raised to 0.85 after 0.60 flagged
 hard negatives (cosine 0.71-0.74) on an unplanted tiny run.
 
@@ -54,35 +55,14 @@ from mining.hashindex import hamming_pairs
 from mining.imagedecode import open_upright
 from mining.imageindex import image_paths
 from mining.kernels import pair_cosines
+from mining.options import NeardupOptions
 from mining.progress import bar
 from mining.retrieval import open_method, parse_ids, unit_rows
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
 
-MAX_HASH_DISTANCE = 10  # bits of 64, candidate pairs
-MIN_COSINE = 0.90  # cnn-gem, candidate pairs
-LANDMARK_MAX_HASH_DISTANCE = 10  # bits of 64, candidate vs the nearest of a landmark image's 11 crops
-LANDMARK_MIN_COSINE = 0.85  # cnn-gem, candidate vs landmark image (queries: their bbox crop)
 BLOCK = 4096
-
-
-@dataclass(frozen=True)
-class NeardupOptions:
-    """The stage's settings: what counts as a near-duplicate (defaults: the constants above)."""
-
-    max_hash_distance: int = MAX_HASH_DISTANCE
-    min_cosine: float = MIN_COSINE
-    landmark_max_hash_distance: int = LANDMARK_MAX_HASH_DISTANCE
-    landmark_min_cosine: float = LANDMARK_MIN_COSINE
-
-    def __post_init__(self) -> None:
-        for name in ("max_hash_distance", "landmark_max_hash_distance"):
-            if not 0 <= getattr(self, name) <= 64:
-                raise UserError(f"{name} must be between 0 and 64 bits")
-        for name in ("min_cosine", "landmark_min_cosine"):
-            if not -1 <= getattr(self, name) <= 1:
-                raise UserError(f"{name} must be between -1 and 1")
 
 
 # ----------------------------------------------------------------------------- hashing
@@ -261,7 +241,7 @@ class Inputs:
     descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
 
 
-def run(inputs: Inputs, out: Path, options: NeardupOptions = NeardupOptions(), *, threads: int = 4,
+def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = 4,
         progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
     With several benchmarks, landmark and image names are `<benchmark>/<name>`."""

@@ -12,6 +12,8 @@ STEP = 6  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mining.stages.neardup import stage as nd
+
     p = sub.add_parser(
         "neardup",
         help="near-duplicate groups among candidates and candidates that copy a landmark image",
@@ -32,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     options.add_flags(p, "neardup")
-    p.add_argument("--threads", type=int, default=4, help="threads hashing images (default 4)")
+    p.add_argument("--threads", type=int, default=nd.THREADS, help="threads hashing images (default %(default)s)")
     add_progress_flag(p)
     p.set_defaults(func=run)
 

@@ -63,6 +63,7 @@ from mining.threads import in_order
 log = logging.getLogger(__name__)
 
 BLOCK = 4096
+THREADS = 4  # threads hashing images (the rule passes the rule's threads)
 
 
 # ----------------------------------------------------------------------------- hashing
@@ -93,7 +94,7 @@ def dhash(path: Path, trims: Sequence[float] = (0.0,)) -> int | list[int] | None
 LANDMARK_TRIMS = (0.0, 0.06, 0.12)  # landmark images: hashed whole and trimmed (11 hashes each)
 
 
-def hash_files(paths: Sequence[Path], threads: int = 4, trims: Sequence[float] = (0.0,),
+def hash_files(paths: Sequence[Path], threads: int = THREADS, trims: Sequence[float] = (0.0,),
                progress: bool = False, desc: str = "neardup: hashing") -> tuple[np.ndarray, np.ndarray]:
     """uint64 hashes of the files, in order ((n,), or (n, variants) with several trims) and
     whether each file was readable (unreadable → hash 0)."""
@@ -241,7 +242,7 @@ class Inputs:
     descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
 
 
-def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = 4,
+def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = THREADS,
         progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
     With several benchmarks, landmark and image names are `<benchmark>/<name>`."""

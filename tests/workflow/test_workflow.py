@@ -44,6 +44,28 @@ def test_dry_run_every_shipped_manifest(manifest, tmp_path):
     assert "rule score" in r.stdout or "score" in r.stdout
 
 
+def test_ingest_takes_the_places_and_hash_files_as_inputs(tmp_path):
+    """The manifest's `places:` and `hashes:` files are the ingest rule's inputs (a changed one
+    reruns it), given to `mining ingest` as files, quoted."""
+    m = yaml.safe_load((REPO / "manifests" / "r1m.yaml").read_text())
+    m.update(places="data/my places.bz2", hashes="data/yfcc100m_hash.bz2")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(yaml.safe_dump(m))
+    _touch_inputs(manifest, tmp_path)
+    for f in ("data/my places.bz2", "data/yfcc100m_hash.bz2"):
+        (tmp_path / f).touch()
+    r = snakemake(tmp_path, "-n", "-p", "--cores", "2", "--until", "ingest", manifest=manifest)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    import shlex
+
+    shell = next(line for line in r.stdout.splitlines() if line.startswith("Shell command: ") and "mining ingest" in line)
+    words = shlex.split(shell.split("mining ingest", 1)[1])
+    assert words[words.index("--places") + 1] == "data/my places.bz2" and words[words.index("--hash") + 1] == \
+        "data/yfcc100m_hash.bz2", shell
+    job = r.stdout.split("rule ingest:", 1)[1].split("\n\n", 1)[0]
+    assert "data/my places.bz2" in job.split("input:", 1)[1].split("\n", 1)[0], job
+
+
 def test_lint_is_clean(tmp_path):
     r = snakemake(tmp_path, "--lint", manifest=REPO / "manifests" / "demo.yaml")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

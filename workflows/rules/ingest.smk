@@ -4,13 +4,15 @@
 rule ingest:
     input:
         metadata=metadata_inputs(),
+        places=[M["places"]] if M.get("places") else [],  # files: a changed one reruns ingest
+        hashes=[M["hashes"]] if M.get("hashes") and not DEMO else [],
         landmarks=L.landmarks_json,  # `mining landmarks check` runs before anything else
     output:
         L.metadata_stats,
     params:
         out=subpath(output[0], parent=True),
-        places=shlex.quote(f"--places={M['places']}") if M.get("places") else "",
-        hashes=shlex.quote(f"--hash={M['hashes']}") if M.get("hashes") and not DEMO else "",
+        places=lambda w, input: shlex.join(["--places", *input.places]) if input.places else "",
+        hashes=lambda w, input: shlex.join(["--hash", *input.hashes]) if input.hashes else "",
     log:
         L.log("ingest"),
     benchmark:

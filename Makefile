@@ -40,7 +40,7 @@ demo: setup
 	cp results/demo/evaluation/summary.md docs/demo.md
 
 test: setup browser-deps slurm-deps ingest-deps
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) results .snakemake

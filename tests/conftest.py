@@ -1,9 +1,9 @@
 """Fixtures shared by test folders: ONE local run of the tiny demo for the whole session
 (tests/workflow checks it; tests/slurm compares the SLURM run and the Dask fan-outs with it).
 
-`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the SLURM
-tests are one group (one worker starts the one cluster), every other test file is a group of
-its own (its module fixtures are made once). The demo run and cnn-gem's model cache are made
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile`): every test
+file runs whole on one worker (its module fixtures are made once), and the SLURM tests' files
+together on one (one worker starts the one cluster). The demo run and cnn-gem's model cache are made
 once for the whole session, whichever worker asks first, under a file lock; the other worker
 waits for them. Without xdist (`pytest -n 0`, or a single file) everything works the same."""
 
@@ -20,12 +20,21 @@ from snakerun import DEMO_MANIFEST, failure_text, snakemake
 TESTS = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(config, items):
-    """Each test's xdist group (only read by `--dist loadgroup`)."""
-    for item in items:
-        rel = Path(str(item.fspath)).resolve().relative_to(TESTS)
-        group = "slurm" if rel.parts[0] == "slurm" else rel.as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: `-p no:xdist` has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the SLURM tests' files as one unit: every test file runs whole on
+    one worker (its module fixtures made once), and one worker runs all the SLURM tests (the
+    one test cluster). (`--dist loadgroup` with xdist_group marks would say the same, but
+    xdist 3.8 cannot group on pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndSlurm(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/slurm" if nodeid.startswith("tests/slurm/") else super()._split_scope(nodeid)
+
+    return FilesAndSlurm(config, log)
 
 
 def shared_dir(tmp_path_factory) -> Path:

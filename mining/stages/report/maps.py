@@ -1,4 +1,4 @@
-"""The geotag map: country outlines from the shipped Natural Earth polygons (mining/geofilter),
+"""The geotag map: country outlines from the shipped Natural Earth polygons (mining/data/),
 the manifest's excluded countries and areas shaded, a sample of kept and excluded geotags on top."""
 
 from __future__ import annotations

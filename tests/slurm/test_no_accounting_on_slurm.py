@@ -3,7 +3,7 @@ storage is disabled", exit 1), so the plugin must be told `--slurm-status-comman
 (README, SLURM). The micro demo's first stages (the world, the landmark check, ingest,
 geofilter, the download: five sbatch jobs one after another, each followed by squeue to its
 end) run that way; the whole demo on SLURM, with sacct, is test_demo_on_slurm.py (the status
-command is the only difference, and a run to the end here cost ~5 min of CI for no more checks).
+command is the only difference between the two).
 
 The session's cluster has accounting (the other tests need sacct), so the workflow is given
 an `sacct` that fails exactly as the real one does on a cluster without it (checked by hand

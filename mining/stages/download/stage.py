@@ -20,7 +20,7 @@ from mining.stages.download.writer import sweep_debris
 from mining.errors import UserError
 from mining.options import DownloadOptions
 
-log = logging.getLogger("mining.stages.download")  # the package's name, as the run logs have always said
+log = logging.getLogger("mining.stages.download")  # the stage's name in the run's logs, not this module's
 
 # A download fails (UserError, after its statuses are written) when fewer than min_ok_fraction
 # of its photos are `ok` (schema: download.min_ok_fraction), and stops early, before the rest of the shards, once this many photos of a run have all failed.
@@ -29,7 +29,6 @@ GIVE_UP_AFTER = 1000
 
 class _Hopeless(Exception):
     """Every photo this run tried so far failed: stop before the rest of the shards."""
-
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from mining.stages.ingest.yfcc import PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD
 from mining.progress import bar as progress_bar
 from mining.threads import in_order
 
-log = logging.getLogger("mining.stages.ingest")  # the package's name, as the run logs have always said
+log = logging.getLogger("mining.stages.ingest")  # the stage's name in the run's logs, not this module's
 
 _STAGING_PREFIX = ".ingest-staging-"
 # default parser threads (Arrow and numpy release the GIL) and .bz2 decoder threads; blocks

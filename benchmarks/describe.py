@@ -52,26 +52,11 @@ from mining.descriptors import open_store
 from mining.methods import get_method
 from mining.options import defaults
 from mining.stages.describe import stage as describe
+from fixtures.flickr_sizes import photo  # shared with the other benchmarks: run as `python -m benchmarks.describe`
 from mining.stages.describe.stage import list_items, load_image, pin_numeric_threads, single_threaded_numerics
 
 DESCRIBE = defaults("describe")  # the schema's settings; each call gives its shard size and params
 SMALL_LEARNING = {"rsift-asmk": {"codebook_size": 256}, "rsift-vlad": {"dim": 8}, "cnn-gem": {"whiten_dim": 8}}
-
-
-def photo(seed: int, w: int = 1024, h: int = 768) -> np.ndarray:
-    """A busy synthetic 'photo' (shapes, lines, texture), so SIFT finds its cap of keypoints."""
-    rng = np.random.default_rng(seed)
-    img = np.zeros((h // 4, w // 4, 3), np.uint8)
-    img[:] = rng.integers(60, 200, 3)
-    for _ in range(60):
-        col = tuple(int(v) for v in rng.integers(0, 255, 3))
-        p = (int(rng.integers(0, w // 4)), int(rng.integers(0, h // 4)))
-        if rng.random() < 0.5:
-            cv2.circle(img, p, int(rng.integers(2, 30)), col, -1)
-        else:
-            cv2.rectangle(img, p, (p[0] + int(rng.integers(3, 40)), p[1] + int(rng.integers(3, 40))), col, -1)
-    img = cv2.resize(img, (w, h), interpolation=cv2.INTER_CUBIC)
-    return np.clip(img + rng.normal(0, 10, img.shape), 0, 255).astype(np.uint8)
 
 
 def make_folder(root: Path, n: int) -> None:
@@ -79,7 +64,7 @@ def make_folder(root: Path, n: int) -> None:
     for pid in ids:
         p = root / layout.image_relpath(pid)
         p.parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(p), photo(pid), [cv2.IMWRITE_JPEG_QUALITY, 90])
+        cv2.imwrite(str(p), photo(pid, 1024, 768), [cv2.IMWRITE_JPEG_QUALITY, 90])
     imageindex.write(root, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in ids])
 
 

@@ -32,7 +32,11 @@ def _fill_defaults(validator_class: type) -> type:
                     instance[prop] = json.loads(json.dumps(sub["default"]))
         yield from validate_properties(validator, properties, instance, sch)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    # an integer setting is an integer: 50.0 is refused (the JSON Schema rule would take it, and a
+    # float count then fails deep in a stage); booleans are not integers either
+    strict = validator_class.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults}, type_checker=strict)
 
 
 def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None = None) -> dict[str, Any]:
@@ -112,21 +116,66 @@ def schema_error(where: Locator, err: Any, prefix: tuple[str | int, ...] = ()) -
     """One line for a jsonschema error: the key path (and line), and what was expected.
 
     A schema says what it expects in words with an `errorMessage` next to a `pattern` or
-    `oneOf`; an unknown key lists the allowed ones; a `oneOf` without words reports its
-    most relevant branch.
+    `oneOf`; an unknown key lists the allowed ones; a `oneOf` without words reports the error
+    of a branch whose type the value has (else that no branch takes it) and, when its branches
+    are simple values, what they allow ("an integer >= 1, or null").
     """
-    if err.validator in ("oneOf", "anyOf") and "errorMessage" not in err.schema and err.context:
-        return schema_error(where, jsonschema.exceptions.best_match(err.context), prefix)
     path = prefix + tuple(err.absolute_path)
+    if err.validator in ("oneOf", "anyOf") and "errorMessage" not in err.schema and err.context:
+        # the branches whose type the value has say what is wrong with it ("-1 is less than the
+        # minimum of 1"), not the others ("-1 is not of type 'null'")
+        near = [e for e in err.context if not (e.validator == "type" and not e.relative_path)]
+        allowed = _allowed(err.schema[err.validator])
+        if near:
+            inner = jsonschema.exceptions.best_match(near)
+            if allowed is None or inner.relative_path:
+                return schema_error(where, inner, prefix)
+            message = _message(inner)
+        else:
+            message = f"{err.instance!r} is not allowed"
+        return where.error(path, message + (f" (allowed: {allowed})" if allowed else ""))
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(str(k) for k in err.instance if k not in allowed)
         key = extra[0] if extra else "?"
         return where.error(path + (key,), f"unknown key {key!r} is not allowed (allowed: {', '.join(allowed)})")
-    if err.validator in ("pattern", "oneOf") and "errorMessage" in err.schema:
-        value = f"{err.instance!r}: " if err.validator == "pattern" else ""
-        return where.error(path, value + err.schema["errorMessage"])
-    return where.error(path, err.message)
+    if err.validator == "oneOf" and "errorMessage" in err.schema:
+        return where.error(path, err.schema["errorMessage"])
+    return where.error(path, _message(err))
+
+
+def _message(err: Any) -> str:
+    """A jsonschema error's words: a pattern's `errorMessage`, for a wrong type the type wanted
+    and the value given."""
+    if err.validator == "pattern" and "errorMessage" in err.schema:
+        return f"{err.instance!r}: {err.schema['errorMessage']}"
+    if err.validator == "type":
+        kinds = [err.validator_value] if isinstance(err.validator_value, str) else list(err.validator_value)
+        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}"
+    return str(err.message)
+
+
+_KINDS = {"integer": "an integer (a whole number, no decimal point)", "number": "a number", "string": "a text",
+          "boolean": "true or false", "array": "a list", "object": "a mapping", "null": "null"}
+
+
+def _allowed(branches: list[dict[str, Any]]) -> str | None:
+    """The values a oneOf/anyOf of simple branches allows, in words ("an integer >= 1, or null");
+    None when a branch is not simple (an object, a list)."""
+    words = []
+    for b in branches:
+        if "$ref" in b:
+            words.append("a " + b["$ref"].rsplit("/", 1)[-1].replace("_", " "))
+        elif "enum" in b or "const" in b:
+            words.append(" or ".join(map(repr, b.get("enum", [b.get("const")]))))
+        elif b.get("type") in ("integer", "number", "string", "boolean", "null"):
+            kind = {"integer": "an integer", "number": "a number"}.get(b["type"], _KINDS[b["type"]])
+            bounds = [f"{op} {b[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                                   ("maximum", "<="), ("exclusiveMaximum", "<")) if k in b]
+            words.append(" ".join([kind, " and ".join(bounds)]).strip())
+        else:
+            return None
+    return ", or ".join(words)
 
 
 # The typed view of each stage's section is its options type (mining.options: one frozen

@@ -1,0 +1,69 @@
+"""Settings are what their key says, and a refusal says which key and what it allows:
+
+- an integer setting given as 1.0 or 50.0 (`review: {budget: 1.0}`, `score: {review_top: 50.0}`)
+  is refused when the manifest is read, naming the key; it used to pass the schema (JSON
+  Schema's `integer` takes 50.0) and crash score deep inside ("Partition index must be integer");
+- a nullable setting with a value out of range (`--review-budget 0`, `budget: -1`, `hashes: ''`)
+  says what is wrong with the value and what the key allows, not "is not of type 'null'".
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from snakerun import REPO
+
+from mining import manifest, options
+from mining.cli import main
+from mining.errors import UserError
+
+DEMO = REPO / "manifests" / "demo.yaml"
+
+
+def _manifest(tmp_path, **edits):
+    m = yaml.safe_load(DEMO.read_text())
+    for key, value in edits.items():
+        m.setdefault(key, {}).update(value) if isinstance(value, dict) else m.update({key: value})
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(m, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("section,key,value", [("review", "budget", 1.0), ("score", "review_top", 50.0),
+                                               ("review", "min_per_landmark", 2.0), ("demo", "seed", 0.0),
+                                               ("download", "threads", True)])
+def test_an_integer_setting_given_as_a_float_is_refused_at_load_naming_the_key(tmp_path, section, key, value):
+    path = _manifest(tmp_path, **{section: {key: value}})
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    assert f"{section}.{key}:" in str(err.value) and repr(value) in str(err.value)
+    assert "line" in str(err.value)
+    with pytest.raises(UserError, match=f"{section}.{key}:"):  # and the same as a stage reads its section
+        options.build(section, {key: value})
+
+
+def test_a_whole_integer_is_still_an_integer(tmp_path):
+    assert options.build("review", {"budget": 1}).budget == 1
+    assert options.build("score", {"review_top": 50}).review_top == 50
+
+
+@pytest.mark.parametrize("section,value,words", [
+    ({"review": {"budget": -1}}, "review.budget", "-1 is less than the minimum of 1 (allowed: an integer >= 1, or null)"),
+    ({"review": {"budget": 1.5}}, "review.budget", "1.5 is not allowed (allowed: an integer >= 1, or null)"),
+    ({"hashes": ""}, "hashes", "'' should be non-empty (allowed: a path, or null)"),
+    ({"evaluate": {"n": 2.0}}, "evaluate.n", "must be an integer (a whole number, no decimal point) or null, got 2.0"),
+])
+def test_a_nullable_setting_out_of_range_says_what_the_key_allows(tmp_path, section, value, words):
+    path = _manifest(tmp_path, **section)
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    assert f"{value}: {words}" in str(err.value)
+    assert "not of type 'null'" not in str(err.value)
+
+
+def test_review_budget_zero_on_the_command_line_names_the_flag(tmp_path, capsys):
+    rc = main(["score", "--landmarks", str(tmp_path / "gnd.pkl"), "--descriptors", str(tmp_path / "d"),
+               "--out", str(tmp_path / "out"), "--review-budget", "0", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--review-budget 0 is less than the minimum of 1 (allowed: an integer >= 1, or null)" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

@@ -20,6 +20,7 @@ import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining import flickr
 from mining.stages.ingest.formdecode import _HEX, _buffers, form_decode, split_decode, to_utf8
+from mining.stages.ingest.numbers import parse_floats, parse_ints
 from mining.stages.ingest.streams import READ_ERRORS, open_stream
 
 # Field order of the current release (25 fields); the older Webscope files lack the first
@@ -85,10 +86,7 @@ REASONS = [
 ]
 _EXTENSION_VALUES = pa.array(flickr.EXTENSION_VALUES, pa.string())
 
-_INT_RE = r"^-?[0-9]{1,18}$"  # what Arrow casts (no "+" sign)
-_FLOAT_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
 _NL, _TAB, _CR = 10, 9, 13
-_INT_RANGE = {pa.int8(): (-128, 127), pa.int32(): (-(2**31), 2**31 - 1), pa.int64(): (None, None)}
 
 
 def detect_layout(path: Path, sample_bytes: int = 1 << 20) -> int:
@@ -123,45 +121,6 @@ class Block:
     table: pa.Table
     rejects: list[tuple[int, str, bytes]] = field(default_factory=list)
     lines: int = 0
-
-
-def _parse_ints(col: pa.Array, typ: pa.DataType, nullable: bool) -> tuple[pa.Array, np.ndarray]:
-    """Integers with nulls for empty values (if nullable); bad = unparsable or out of range."""
-    empty = pc.equal(pc.binary_length(col), 0)
-    src = pc.if_else(empty, pa.scalar(None, col.type), col) if nullable else col
-    try:
-        ints = pc.cast(src, pa.int64())
-        bad = np.zeros(len(col), dtype=bool)
-    except pa.ArrowInvalid:
-        ok = pc.and_(pc.match_substring_regex(col, _INT_RE), pc.invert(empty))
-        bad = ~ok.to_numpy(zero_copy_only=False)
-        if nullable:
-            bad &= ~empty.to_numpy(zero_copy_only=False)
-        ints = pc.cast(pc.if_else(ok, col, pa.scalar(None, col.type)), pa.int64())
-    lo, hi = _INT_RANGE[typ]
-    if lo is not None:
-        out_of = pc.or_(pc.less(ints, lo), pc.greater(ints, hi)).fill_null(False)
-        oor = out_of.to_numpy(zero_copy_only=False)
-        if oor.any():
-            bad |= oor
-            ints = pc.if_else(out_of, pa.scalar(None, pa.int64()), ints)
-        ints = pc.cast(ints, typ)
-    return ints, bad
-
-
-def _parse_floats(col: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """(float64 with nulls for empty values, present mask, unparsable mask)."""
-    empty = pc.equal(pc.binary_length(col), 0)
-    present = ~empty.to_numpy(zero_copy_only=False)
-    src = pc.if_else(empty, pa.scalar(None, col.type), col)
-    try:
-        vals = pc.cast(src, pa.float64())
-        bad = np.zeros(len(col), dtype=bool)
-    except pa.ArrowInvalid:
-        ok = pc.match_substring_regex(col, _FLOAT_RE)
-        bad = present & ~ok.to_numpy(zero_copy_only=False)
-        vals = pc.cast(pc.if_else(ok, col, pa.scalar(None, col.type)), pa.float64())
-    return vals, present, bad
 
 
 def _exact_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int]:
@@ -308,11 +267,11 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
         for col in raw.values():
             flag(_has_nul(col), NUL_BYTE)
     cols: dict[str, pa.Array] = {}
-    cols["photo_id"], bad = _parse_ints(raw["photo_id"], pa.int64(), nullable=False)
+    cols["photo_id"], bad = parse_ints(raw["photo_id"], pa.int64(), nullable=False)
     flag(bad | _mask(pc.fill_null(pc.less_equal(cols["photo_id"], 0), False)), BAD_PHOTO_ID)
 
-    lon, lon_present, lon_bad = _parse_floats(raw["longitude"])
-    lat, lat_present, lat_bad = _parse_floats(raw["latitude"])
+    lon, lon_present, lon_bad = parse_floats(raw["longitude"])
+    lat, lat_present, lat_bad = parse_floats(raw["latitude"])
     lat_np = lat.to_numpy(zero_copy_only=False)
     lon_np = lon.to_numpy(zero_copy_only=False)
     with np.errstate(invalid="ignore"):
@@ -344,7 +303,7 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
             cols[name], bad_utf = to_utf8(col)
             flag(bad | bad_utf, BAD_ENCODING)
         else:
-            cols[name], bad = _parse_ints(col, typ, nullable=True)
+            cols[name], bad = parse_ints(col, typ, nullable=True)
             if name in ("server_id", "farm_id"):  # digits only (Arrow casts no "+"); a server is needed
                 negative = pc.less(cols[name], 0)
                 if name == "server_id":

@@ -41,7 +41,7 @@ class HashJoin(WindowJoin):
 
     def __init__(self, path: Path, block_size: int = 8 << 20, slack: int = 65536):
         super().__init__(path, parse_hash_block, [pa.string()], block_size, slack, ordered=True,
-                         what="hash file")
+                         what="hash file", one_value=True)
 
     def fill(self, table: pa.Table) -> pa.Table:
         """The table with its null or empty photo_hash values filled from the file where it has

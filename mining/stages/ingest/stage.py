@@ -419,16 +419,16 @@ def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, p
         "photo_hash": dict(sink.hash_counts),
         "elapsed_s": round(time.perf_counter() - t0, 3),
     }
-    if places is not None:
-        stats["places"] = {"path": str(places_path), "rows_matched": places.matched,
-                           "lines_skipped": places.skipped}
-        if stats["rows_out"] and not places.matched:
-            log.warning("no row matched the places file %s (not the same rows?)", places_path)
-    if hashes is not None:
-        stats["hash"] = {"path": str(hash_path), "rows_matched": hashes.matched, "lines_skipped": hashes.skipped}
-        if stats["rows_out"] and not hashes.matched:
-            log.warning("no row matched the hash file %s (not the same rows?)", hash_path)
-        elif stats["photo_hash"]["missing"]:
-            log.warning("%d kept rows have no hash: not in the hash file %s, or beyond its window "
-                        "(its lines must follow the dataset's order)", stats["photo_hash"]["missing"], hash_path)
+    for key, join, path, what in (("places", places, places_path, "places"), ("hash", hashes, hash_path, "hash")):
+        if join is None:
+            continue
+        stats[key] = {"path": str(path), "rows_matched": join.matched, "lines_skipped": join.skipped}
+        skipped = (f"; {join.skipped} of its {join.lines} lines were skipped (not photoid<TAB>{what}"
+                   f"{' of 1-64 hex digits' if key == 'hash' else ''})" if join.skipped else "")
+        if stats["rows_out"] and not join.matched:
+            log.warning("no row matched the %s file %s (not the same rows?)%s", what, path, skipped)
+        elif key == "hash" and stats["photo_hash"]["missing"]:
+            log.warning("%d kept rows have no hash: the hash file %s has no line for their photo ids near their "
+                        "place in the dataset's order (within %d lines)%s", stats["photo_hash"]["missing"],
+                        path, join.slack, skipped)
     return stats

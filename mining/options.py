@@ -76,6 +76,7 @@ class NeardupOptions:
 @dataclass(frozen=True)
 class ScoreOptions:
     review_top: int
+    late_since: Literal["refuse", "allow"]  # a landmark's since later than every candidate (mining/since.py)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ itself is unchanged (such a photo stays a valid, and safe, distractor). Shared b
 
 from __future__ import annotations
 
+import datetime
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -23,15 +25,22 @@ from mining.tables import read_table
 NOT_A_DATE = np.datetime64("NaT", "D")
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def parse_day(value: Any, where: str) -> np.datetime64:
-    """A `since` value (YYYY-MM-DD text or a date) as a day; anything else is refused in one line."""
+    """A `since` value as a day: text that is exactly a calendar date YYYY-MM-DD, or a
+    `datetime.date`; anything else (a time, a zone, trailing text, a datetime) is refused in one line."""
+    if type(value) is datetime.date:
+        value = value.isoformat()
     try:
-        text = value.isoformat() if hasattr(value, "isoformat") else str(value)
-        if len(text) < 10 or text[4] != "-" or text[7] != "-":
-            raise ValueError(text)
-        return np.datetime64(text[:10], "D")
+        if not isinstance(value, str) or not _DAY.fullmatch(value):
+            raise ValueError(value)
+        datetime.date.fromisoformat(value)  # a day that exists (no 2016-02-30)
+        return np.datetime64(value, "D")
     except ValueError:
-        raise UserError(f"{where}: since must be a date YYYY-MM-DD, got {value!r}") from None
+        raise UserError(f"{where}: since must be a date YYYY-MM-DD, got {value!r} (a calendar day, "
+                        "nothing before or after it)") from None
 
 
 def landmark_since(dataset: Any, qualify: Any = None) -> dict[str, np.datetime64]:
@@ -43,8 +52,8 @@ def landmark_since(dataset: Any, qualify: Any = None) -> dict[str, np.datetime64
             value = dataset.gnd[q].get("since")
             if value is None or value == "":
                 continue
-            day = parse_day(value, f"{dataset.path}: query {dataset.qimlist[q]}")
             name = qualify(lm) if qualify else lm
+            day = parse_day(value, f"{dataset.path}: landmark {name} (query {dataset.qimlist[q]})")
             out[name] = min(out.get(name, day), day)
     return out
 
@@ -88,10 +97,37 @@ def before(taken: np.ndarray, since: np.datetime64) -> np.ndarray:
     return taken < since
 
 
-def exempt_counts(taken: np.ndarray, since: dict[str, np.datetime64]) -> dict[str, Any]:
-    """What stats.json says: per landmark its date and the candidates taken before it, and how many
+def check_late(since: dict[str, np.datetime64], taken: np.ndarray | None, allow: bool = False,
+               today: datetime.date | None = None) -> list[str]:
+    """The landmarks whose `since` day is later than every dated candidate's day (`taken`), so
+    that every dated candidate is exempt for them: refused, naming the first, unless `allow`
+    (`score.late_since: allow`: ILIAS-style landmarks that appeared after the photos were taken);
+    then returned (stats.json marks them). A day later than today is always refused: a landmark
+    cannot exist from a day to come (a typo, a wrong century)."""
+    now = np.datetime64(today or datetime.date.today(), "D")
+    dated = taken[~np.isnat(taken)] if taken is not None else np.zeros(0, "datetime64[D]")
+    latest = dated.max() if dated.size else None
+    late = []
+    for lm, day in sorted(since.items()):
+        if day > now:
+            raise UserError(f"landmark {lm}: since {day} is later than today ({now}); check the date in the "
+                            "ground truth")
+        if latest is not None and day > latest:
+            if not allow:
+                raise UserError(f"landmark {lm}: since {day} is later than every candidate's date_taken (the "
+                                f"latest: {latest}), so none of them would be reviewed for it; check the date in "
+                                "the ground truth, or, if it is meant, allow it: score.late_since: allow "
+                                "(--late-since allow)")
+            late.append(lm)
+    return late
+
+
+def exempt_counts(taken: np.ndarray, since: dict[str, np.datetime64], late: Sequence[str] = ()) -> dict[str, Any]:
+    """What stats.json says: per landmark its date and the candidates taken before it (`late`:
+    true for a landmark later than every candidate, allowed by `check_late`), and how many
     candidates are exempt for at least one landmark."""
-    per = {lm: {"since": str(day), "candidates_before": int(before(taken, day).sum())} for lm, day in since.items()}
+    per = {lm: {"since": str(day), "candidates_before": int(before(taken, day).sum()),
+                **({"late": True} if lm in late else {})} for lm, day in since.items()}
     anyone = np.zeros(len(taken), bool)
     for day in since.values():
         anyone |= before(taken, day)

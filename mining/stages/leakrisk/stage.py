@@ -20,6 +20,7 @@ in stats.json) unless `--allow-unreviewed-risk` (manifest `select: {leak_risk: a
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from mining import atomic
 from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
 from mining.retrieval import open_method, parse_ids, unit_rows
-from mining.since import before, days_taken, exempt_counts, of_benchmarks
+from mining.since import before, check_late, days_taken, exempt_counts, of_benchmarks
 from mining.tables import read_table
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,8 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
     best = np.concatenate(best_parts) if best_parts else np.zeros(0, np.int64)
     order = np.argsort(pid, kind="stable")
     pid, risk, best = pid[order], risk[order], best[order]
+    taken_all = days_taken(candidates, pid) if since else None
+    late = _late_as_scored(since, taken_all, Path(inputs.scores)) if since else []
     lm_of = owners[best] if best.size else np.zeros(0, object)
     tau_of = np.array([tau[lm] for lm in lm_of], dtype=np.float64)
     high = risk >= tau_of
@@ -157,9 +160,27 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
         "high_risk_outside_queue": int(outside.sum()),
         "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
                                     "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
-        **({"since": exempt_counts(days_taken(candidates, pid), since)} if since else {}),
+        **({"since": exempt_counts(taken_all, since, late)} if since else {}),
         "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
     }
     atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
     atomic.write_json(Path(out) / "stats.json", stats)
     return stats
+
+
+def _late_as_scored(since: dict[str, np.datetime64], taken: np.ndarray, scores: Path) -> list[str]:
+    """The landmarks whose `since` is later than every candidate's date_taken, each one allowed
+    by the score run (its stats.json marks it late: `score.late_since: allow`); otherwise
+    refused as score refuses it (mining/since.py `check_late`)."""
+    late = check_late(since, taken, allow=True)
+    try:
+        st = json.loads((scores / "stats.json").read_text())
+    except (OSError, ValueError):
+        st = {}  # no score stats to go by: nothing allowed
+    allowed = {lm for lm, d in ((st.get("since") or {}).get("landmarks") or {}).items() if d.get("late")}
+    for lm in late:
+        if lm not in allowed:
+            raise UserError(f"landmark {lm}: since {since[lm]} is later than every candidate's date_taken, and the "
+                            f"score run ({scores}) did not allow it (score.late_since: allow); check the date in the "
+                            "ground truth")
+    return late

@@ -77,8 +77,9 @@ def funnel(inp: Inputs) -> str:
     if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/since.py)
         rows.append(["score", "candidates taken before a landmark existed (not reviewed for it)",
                      dates["candidates_exempt_for_some_landmark"], "photos"])
-        rows += [["score", f"taken before {lm} ({d['since']})", d["candidates_before"], "photos"]
-                 for lm, d in dates["landmarks"].items()]
+        late = "; later than every candidate, allowed"  # score.late_since: allow (mining/since.py)
+        rows += [["score", f"taken before {lm} ({d['since']}{late if d.get('late') else ''})", d["candidates_before"],
+                  "photos"] for lm, d in dates["landmarks"].items()]
     if inp.decisions:
         dec = pq.read_table(inp.decisions, columns=["decision"]).column("decision").to_pylist()
         for k in ("landmark", "not_landmark", "unclear"):

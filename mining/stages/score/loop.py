@@ -30,7 +30,7 @@ from mining.progress import bar as progress_bar
 from mining.stages.score.counting import Counters
 from mining.stages.score.inputs import MethodInput, Problem
 from mining.stages.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
-from mining.since import before, exempt_counts
+from mining.since import before, check_late, exempt_counts
 
 log = logging.getLogger(__name__)
 
@@ -251,10 +251,12 @@ def score_candidates(
     threads: int | None = None,
     since: dict[str, np.datetime64] | None = None,
     taken_of: Callable[[np.ndarray], np.ndarray] | None = None,
+    late_since: bool = False,
 ) -> ScoreResult:
     """Stream every candidate of every method through the score (`score_chunk` per chunk).
     `since` (landmark → day) and `taken_of` (photo ids → days taken): a candidate taken before a
-    landmark's day never enters that landmark's review queue (mining/since.py)."""
+    landmark's day never enters that landmark's review queue (mining/since.py); a day later than
+    today, or (unless `late_since`) than every dated candidate's, is refused (`since.check_late`)."""
     if chunk < 1:
         raise UserError("--chunk must be at least 1")
     n_threads = _threads(threads)
@@ -270,6 +272,7 @@ def score_candidates(
     q_landmark = query_landmarks(problem)
     lm_queries = [np.flatnonzero(q_landmark == li) for li in range(n_l)]
     taken = taken_of(ids_all) if since and taken_of else None
+    late = check_late(since, taken, late_since) if since else []
     exempt = {li: before(taken, since[lm]) for li, lm in enumerate(problem.landmarks)
               if taken is not None and since and lm in since}
     t_prep = time.perf_counter() - t0
@@ -314,7 +317,7 @@ def score_candidates(
         "seconds": {"prepare": round(t_prep, 3), "total": round(t_total, 3)},
     }
     if taken is not None and since:
-        stats["since"] = exempt_counts(taken, since)
+        stats["since"] = exempt_counts(taken, since, late)
     rows = np.bincount(np.concatenate([np.zeros(0, np.int64)] + [np.asarray(p.counters.landmark, np.int64)
                                                                  for p in prepared]), minlength=n_l)
     return ScoreResult(ids_all, score, method_scores, closest, missing, review, stats, bench_scores, rows)

@@ -104,6 +104,7 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions 
     since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
     result = score_candidates(problem, inputs, chunk=chunk, review_top=review_budget or review_top,
                               progress=progress, threads=threads, since=since,
+                              late_since=options.late_since == "allow",
                               taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
     if review_budget is not None:
         budget.apply_budget(result, review_budget, review_min)

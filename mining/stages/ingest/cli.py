@@ -20,8 +20,9 @@ yfcc100m_dataset, recognised by its header; it gives the TSV's output for the sa
 line numbers being row positions in rowid order). Rows with the wrong field count, a TAB,
 LF or CR inside a SQLite value, a NUL byte, a photo id that is not a positive integer, bad
 coordinates, URL fields outside their domains (secret not hex, server/farm not digits,
-unknown extension), broken encoding, unparsable numbers, or a marker/accuracy outside
-0-1/0-16 are quarantined, never dropped silently: rows_in == rows_out + rows_rejected.
+unknown extension), broken encoding, unparsable numbers, a marker/accuracy outside
+0-1/0-16, or a line longer than 1 MiB are quarantined, never dropped silently:
+rows_in == rows_out + rows_rejected; a row's fate never depends on --block-size-mb or --workers.
 An empty input is warned about; an input none of whose rows is kept stops the run with
 one line saying what it looks like, as does a truncated .gz/.bz2 (naming the line
 reached); nothing is written then. Memory stays bounded whatever the input size.

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mining.errors import UserError
-from mining.stages.ingest.yfcc import CONTROL_CHARACTER, FIELDS_23, SCHEMA, Block, parse_block
+from mining.stages.ingest.yfcc import (CONTROL_CHARACTER, FIELDS_23, LINE_TOO_LONG, LONG_LINE_HEAD, MAX_LINE, SCHEMA,
+                                       Block, parse_block)
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +141,15 @@ def rows_block(rows: list[tuple[Any, ...]]) -> Block:
     if not n:
         return Block(table=SCHEMA.empty_table(), rejects=[], lines=0)
     data = b"\n".join(lines) + b"\n"
-    if data.count(b"\t") == _TABS * n and data.count(b"\n") == n and b"\r" not in data:
+    longest = max(map(len, lines))
+    if data.count(b"\t") == _TABS * n and data.count(b"\n") == n and b"\r" not in data and longest <= MAX_LINE:
         return parse_block(data, len(COLUMNS))
     kept: list[int] = []
     bad: list[tuple[int, str, bytes]] = []
     for number, line in enumerate(lines, 1):
-        if line.count(b"\t") != _TABS or b"\n" in line or b"\r" in line:
+        if len(line) > MAX_LINE:  # as the TSV line would be
+            bad.append((number, LINE_TOO_LONG, line[:LONG_LINE_HEAD]))
+        elif line.count(b"\t") != _TABS or b"\n" in line or b"\r" in line:
             bad.append((number, CONTROL_CHARACTER, line))
         else:
             kept.append(number)

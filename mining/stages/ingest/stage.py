@@ -25,8 +25,10 @@ from mining.stages.ingest.damage import line_reached
 from mining.stages.ingest.hashes import HASH_COUNTS, HashJoin, compare
 from mining.stages.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field
 from mining.stages.ingest.places import PlacesJoin
-from mining.stages.ingest.streams import READ_ERRORS, bz2_decoder, iter_blocks, open_stream, sniff_compression
-from mining.stages.ingest.yfcc import PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block, detect_layout, parse_block
+from mining.stages.ingest.streams import (READ_ERRORS, LongLine, bz2_decoder, iter_capped, open_stream,
+                                          sniff_compression)
+from mining.stages.ingest.yfcc import (LONG_LINE_HEAD, MAX_LINE, PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block,
+                                       detect_layout, long_line_block, parse_block)
 from mining.progress import bar as progress_bar
 from mining.threads import in_order
 
@@ -262,7 +264,8 @@ def _ingest_file(path: Path, pool: ThreadPoolExecutor, sink: _Sink, block_size: 
     stream, raw = open_stream(path, threads=workers)
     try:
         # the bar moves by input bytes as blocks are written
-        jobs = ((parse_block, (data, nfields), raw.tell()) for data in _read_blocks(path, stream, block_size))
+        jobs = ((long_line_block, (data.head,), raw.tell()) if isinstance(data, LongLine) else
+                (parse_block, (data, nfields), raw.tell()) for data in _read_blocks(path, stream, block_size))
         done = _pipeline(jobs, pool, sink, fstats, label, bar, workers)
     finally:
         stream.close()
@@ -345,12 +348,12 @@ class _CountingReader:
         return b"".join(pieces)
 
 
-def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes]:
-    """`iter_blocks`, with a read error (a truncated .gz/.bz2, a failing disk) as one line
-    naming the file and the last whole line read."""
+def _read_blocks(path: Path, stream: Any, block_size: int) -> Iterable[bytes | LongLine]:
+    """`iter_capped` (a line longer than MAX_LINE comes as a LongLine), with a read error (a
+    truncated .gz/.bz2, a failing disk) as one line naming the file and the last whole line read."""
     reader = _CountingReader(stream)
     try:
-        yield from iter_blocks(reader, block_size, max(block_size, 1 << 28))  # type: ignore[arg-type]
+        yield from iter_capped(reader, block_size, MAX_LINE, LONG_LINE_HEAD)
     except _StreamError as exc:
         kind = sniff_compression(path)
         if kind:

@@ -9,9 +9,11 @@ import shutil
 import subprocess
 import tempfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from mining.errors import UserError
@@ -171,3 +173,61 @@ def iter_blocks(stream: pa.NativeFile, block_size: int, max_line: int) -> Iterat
             leftover = data[cut + 1 :]
     if leftover:
         yield leftover + b"\n"
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """A line longer than `iter_capped`'s limit, in its place among the blocks: its first bytes
+    and its length (without the newline); the rest of it was read and let go."""
+
+    head: bytes
+    length: int
+
+
+def iter_capped(stream: Any, block_size: int, max_line: int, head: int = 1024) -> Iterator[bytes | LongLine]:
+    """`iter_blocks`, except that a line longer than `max_line` bytes is never held whole: it
+    comes out as a LongLine (its first `head` bytes) between the blocks of the lines around it.
+    Memory stays within `block_size + max_line` whatever a line holds."""
+    leftover = b""
+    skipping: tuple[bytes, int] | None = None  # inside a long line: its head and the bytes seen
+    while True:
+        chunk = stream.read(block_size)
+        if not chunk:
+            break
+        if skipping is not None:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                skipping = (skipping[0], skipping[1] + len(chunk))
+                continue
+            yield LongLine(skipping[0], skipping[1] + nl)
+            skipping, chunk = None, chunk[nl + 1:]
+        data = leftover + chunk if leftover else chunk
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            yield from _split_long(data[: cut + 1], max_line, head)
+        leftover = data[cut + 1:]
+        if len(leftover) > max_line:
+            skipping, leftover = (leftover[:head], len(leftover)), b""
+    if skipping is not None:
+        yield LongLine(*skipping)
+    elif leftover:
+        yield leftover + b"\n"
+
+
+def _split_long(block: bytes, max_line: int, head: int) -> Iterator[bytes | LongLine]:
+    """A block of whole lines, with each line longer than `max_line` as a LongLine in its place."""
+    if len(block) <= max_line + 1:
+        if block:
+            yield block
+        return
+    nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    pos = 0
+    for k in np.flatnonzero(nl - starts > max_line):
+        s, e = int(starts[k]), int(nl[k])
+        if s > pos:
+            yield block[pos:s]
+        yield LongLine(block[s: s + head], e - s)
+        pos = e + 1
+    if pos < len(block):
+        yield block[pos:]

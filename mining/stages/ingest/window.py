@@ -23,7 +23,7 @@ import pyarrow.csv  # noqa: F401  (pa.csv)
 from mining.errors import UserError
 from mining.stages.ingest.numbers import parse_ints
 from mining.stages.ingest.streams import READ_ERRORS, iter_blocks, open_stream, sniff_compression
-from mining.stages.ingest.yfcc import _is_utf8
+from mining.stages.ingest.yfcc import MAX_LINE, _is_utf8
 
 # a block of lines -> (photo ids, one array per joined column, lines skipped)
 Parse = Callable[[bytes], tuple[np.ndarray, list[pa.Array], int]]
@@ -74,7 +74,7 @@ class WindowJoin:
         self._one_value = one_value  # two lines of one photo id with different values: refused
         self.lines = 0  # lines read so far
         self._stream, self._raw = open_stream(self.path)
-        self._blocks: Iterator[bytes] = iter_blocks(self._stream, block_size, 1 << 28)
+        self._blocks: Iterator[bytes] = iter_blocks(self._stream, block_size, MAX_LINE)
         self._ids = np.zeros(0, dtype=np.int64)
         self._cols = [pa.array([], t) for t in types]
         self._eof = False
@@ -85,6 +85,8 @@ class WindowJoin:
         while len(self._ids) < want and not self._eof:
             try:
                 block = next(self._blocks, None)
+            except UserError as exc:  # a line longer than MAX_LINE: not such a file
+                raise UserError(f"{self.path}: the {self._what}: {exc}") from None
             except READ_ERRORS as exc:
                 kind = sniff_compression(self.path)
                 how = f"its {kind} stream is truncated or corrupt" if kind else "a read error"

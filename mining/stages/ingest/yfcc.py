@@ -68,7 +68,14 @@ _PLAIN_TEXT = {
     f.name for f in SCHEMA if pa.types.is_string(f.type) and f.name not in DECODED_TEXT
 }
 
+# A line longer than this (so any field longer than this) is quarantined as line_too_long
+# without being parsed or held whole (streams.iter_capped), its first LONG_LINE_HEAD bytes as
+# its raw line: one value cannot take memory past the block size. YFCC100M's lines are ~0.5 kB.
+MAX_LINE = 1 << 20
+LONG_LINE_HEAD = 1024
+
 # Reject reasons, in priority order: a row gets the earliest of those that apply.
+LINE_TOO_LONG = "line_too_long"
 WRONG_FIELD_COUNT = "wrong_field_count"
 CONTROL_CHARACTER = "control_character"  # a SQLite value holding a TAB, LF or CR (not a TSV field)
 NUL_BYTE = "nul_byte"  # a NUL byte in any field, raw or %00-decoded
@@ -81,7 +88,7 @@ BAD_ENCODING = "bad_encoding"  # invalid UTF-8 or a bad %-escape
 BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, marker) unparsable
 OUT_OF_DOMAIN = "out_of_domain"  # marker not 0/1, accuracy not 0-16 (mining.flickr)
 REASONS = [
-    WRONG_FIELD_COUNT, CONTROL_CHARACTER, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
+    LINE_TOO_LONG, WRONG_FIELD_COUNT, CONTROL_CHARACTER, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
     LONGITUDE_OUT_OF_RANGE, BAD_URL_FIELD, BAD_ENCODING, BAD_NUMBER, OUT_OF_DOMAIN,
 ]
 _EXTENSION_VALUES = pa.array(flickr.EXTENSION_VALUES, pa.string())
@@ -319,6 +326,11 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
          | _mask(pc.fill_null(pc.invert(pc.is_in(marker, pa.array(flickr.MARKERS, pa.int8()))), False)),
          OUT_OF_DOMAIN)
     return cols, reason
+
+
+def long_line_block(head: bytes) -> Block:
+    """The block of one line longer than MAX_LINE: quarantined as line_too_long, `head` its raw line."""
+    return Block(table=SCHEMA.empty_table(), rejects=[(1, LINE_TOO_LONG, head[:LONG_LINE_HEAD])], lines=1)
 
 
 def parse_block(data: bytes, nfields: int, first_line: int = 1) -> Block:

@@ -90,3 +90,18 @@ def test_a_release_with_no_publishable_licence_is_an_error_that_says_why(tmp_pat
     with pytest.raises(UserError, match=r"0 images.*6 of 6 .*licence"):
         run_release(sel, tmp_path / "images", tmp_path / "rel", blur=False)
     assert not (tmp_path / "rel").exists()
+
+
+def test_the_reports_audit_section_states_the_recomputed_bound(over_target, tmp_path):
+    from mining.stages.report.audit import leak_audit
+    from mining.stages.report.common import Inputs
+
+    root, audit, honest = over_target
+    folder = tmp_path / "audit"
+    folder.mkdir()
+    (folder / "distractors.parquet").write_bytes((audit / "distractors.parquet").read_bytes())
+    (folder / "audit.json").write_text(json.dumps(dict(honest, passes=True, upper=0.004, released_upper=0.001)))
+    html = leak_audit(Inputs(audit=folder))
+    assert f"<b>{100 * honest['released_upper']:.2f} %</b>" in html and "NOT met" in html, html[:500]
+    (folder / "audit.json").write_text(json.dumps(dict(honest, leaks_found=honest["leaks_found"][1:])))
+    assert "do not add up" in leak_audit(Inputs(audit=folder))

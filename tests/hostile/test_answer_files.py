@@ -176,3 +176,34 @@ def test_a_full_disk_during_the_estimate_leaves_the_old_outputs_whole(tmp_path, 
     assert estimate(sel, audit, leaky) == 0
     assert json.loads((audit / "audit.json").read_text())["leaks_found"] == [sampled[0]]
     assert sampled[0] not in pq.read_table(audit / "distractors.parquet").column("photo_id").to_pylist()
+
+
+def test_a_real_full_disk_between_the_set_and_its_audit_json(tmp_path, capsys):
+    """A real full disk (a tmpfs, tests/helpers/faults.py) filled so that the new set fits beside
+    the old outputs and its audit.json does not: one line, and the old outputs stay whole."""
+    import math
+    import os
+
+    from faults import full_disk
+
+    sel, _ = selection(tmp_path, 40)
+    audit = tmp_path / "audit"
+    sampled = draw(sel, audit)
+    clean = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", tmp_path / "clean.parquet")
+    leaky = answer(audit / "audit_queue.parquet", tmp_path / "again.sqlite", tmp_path / "leaky.parquet",
+                   votes={sampled[0]: "y"})
+    assert estimate(sel, audit, leaky, tmp_path / "dry") == 0  # the sizes of the new outputs
+    with full_disk(tmp_path / "disk", size_kb=256) as disk:
+        assert estimate(sel, audit, clean, disk) == 0
+        names = ("audit.json", "distractors.parquet", "distractors.txt")
+        before = {n: (disk / n).read_bytes() for n in names}
+        st = os.statvfs(disk)
+        room = sum(math.ceil((tmp_path / "dry" / n).stat().st_size / st.f_bsize) for n in names[1:])
+        with open(disk / "filler", "wb") as f:  # leave room for the new set, not for its audit.json
+            f.write(b"\0" * ((st.f_bavail - room) * st.f_bsize))
+        capsys.readouterr()
+        assert estimate(sel, audit, leaky, disk) == 1
+        line = _one_line(capsys.readouterr().err)
+        assert "No space left on device" in line, line
+        assert {n: (disk / n).read_bytes() for n in names} == before
+        assert sorted(p.name for p in disk.iterdir()) == sorted([*names, "filler"])

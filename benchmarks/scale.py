@@ -156,6 +156,7 @@ def make_run(root: Path, pool: int, landmarks_dir: Path, seed: int = 0) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from mining.answers import Label, queue_digest
     from mining.landmarks import load_landmarks
 
     run = root / f"run-{pool}"
@@ -186,7 +187,9 @@ def make_run(root: Path, pool: int, landmarks_dir: Path, seed: int = 0) -> Path:
         dec_rows["decision"] += np.where(u < 0.02, "landmark", np.where(u < 0.03, "unclear", "not_landmark")).tolist()
     (run / "review").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"landmark": dec_rows["landmark"], "photo_id": pa.array(dec_rows["photo_id"], pa.int64()),
-                             "decision": dec_rows["decision"]}), run / "review" / "decisions.parquet")
+                             "decision": dec_rows["decision"]}).replace_schema_metadata(  # labelled as an export
+        Label("review", queue_digest(dec_rows["photo_id"]), ds.fingerprint()).metadata()),
+        run / "review" / "decisions.parquet")
     # candidates' metadata: what select needs for URLs and attribution (strings as long as Flickr's)
     n = pool
     owners = np.array([f"{rng.integers(10**7, 10**8)}@N0{rng.integers(0, 9)}" for _ in range(min(n, 50_000))], dtype=object)

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -107,9 +107,42 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def json_text(obj: Any) -> str:
+    """Pretty, key-sorted JSON (stable bytes for identical content), as `write_json` writes it."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write pretty, key-sorted JSON atomically (stable bytes for identical content)."""
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(path, json_text(obj))
+
+
+@contextlib.contextmanager
+def files_together(folder: str | os.PathLike[str], names: Sequence[str]) -> Iterator[dict[str, Path]]:
+    """Temporary paths (by name) for files of `folder` that belong together, written in the block.
+    Only when the whole block succeeds do they take their final names, the last name last: it is
+    the commit (a reader that finds it finds the others complete and from the same run). A failure
+    in the block (full disk, error) leaves every old file as it was. The last name's old file is
+    removed before the renames, so a kill during them leaves no last file (the output is not made;
+    run again), never one beside files it does not describe."""
+    final = Path(folder)
+    final.mkdir(parents=True, exist_ok=True)
+    tmps: dict[str, Path] = {}
+    try:
+        for name in names:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=final)
+            os.close(fd)
+            os.chmod(tmp, 0o666 & ~_UMASK)
+            tmps[name] = Path(tmp)
+        yield dict(tmps)
+        with contextlib.suppress(FileNotFoundError):
+            (final / names[-1]).unlink()
+        for name in names:
+            os.replace(tmps[name], final / name)
+    finally:
+        for tmp in tmps.values():
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
 
 def write_parquet(path: str | os.PathLike[str], table: pa.Table, **kwargs: Any) -> None:

@@ -155,18 +155,61 @@ def released_upper(audit: dict[str, Any]) -> float:
     return max(0.0, audit["upper"] * audit["set_size"] - audit["leaks"]) / left if left > 0 else 0.0
 
 
-def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any) -> None:
-    """`mining release --audit`: refuse a set that is not the audited one, or whose bound is above the target."""
-    if audit is None:
-        return
-    if audit.get("released_digest") != ids_digest(photo_ids):
+def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confidence: float) -> dict[str, Any]:
+    """audit.json (`mining audit estimate`) as the release's evidence: its bound derived again from
+    its counts (per stratum: size, sampled, leaks; the leaks found and the near-duplicates removed)
+    at `confidence`, and compared with `max_leak_rate`, both the release's own; what the file says
+    of its own bound, target, confidence or `passes` is not read. `photo_ids`: the set to release,
+    which must be the set the audit left (its digest and size). UserError when the counts do not
+    add up."""
+    try:
+        strata = [(int(h["size"]), int(h["sampled"]), int(h["leaks"])) for h in audit["strata"]]
+        found, dups = [int(p) for p in audit["leaks_found"]], [int(p) for p in audit["near_duplicates_removed"]]
+        digest = audit["released_digest"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"the audit file is not `mining audit estimate`'s audit.json (no usable {exc}); "
+                        "run `mining audit estimate` again") from None
+    if digest != ids_digest(photo_ids):
         raise UserError("the selection is not the set the audit left (AUDIT/distractors.parquet of the same "
                         "`mining audit estimate`); release that one")
-    if not audit["passes"] and not allow_over_target:
-        raise UserError(f"the audit bounds the released set's leak rate at {100 * audit['released_upper']:.2f} % "
-                        f"({audit['confidence']:.0%} one-sided, {audit['method']}), above the target "
-                        f"{100 * audit['max_leak_rate']:.2f} %: review more, or release anyway with "
-                        "--allow-over-target (manifest audit: {over_target: allow}); the card states the bound either way")
+    sizes, sampled, leaks = (list(v) for v in zip(*strata)) if strata else ([], [], [])
+    ids = set(np.asarray(photo_ids, np.int64).tolist())
+    removed = set(found) | set(dups)
+    problems = [what for what, bad in (
+        ("leaks per stratum vs leaks found", sum(leaks) != len(set(found))),
+        ("removed photos listed twice", len(removed) != len(found) + len(dups)),
+        ("set size less removed vs the set", sum(sizes) - len(removed) != len(ids)),
+        ("removed photos still in the set", bool(removed & ids))) if bad]
+    try:
+        result = estimate(sizes, sampled, leaks, confidence) if strata else None
+    except ValueError:
+        result = None
+    if result is None or problems:
+        raise UserError(f"the audit's counts do not add up ({'; '.join(problems) or 'strata'}): audit.json was edited "
+                        "or is not the one of this set; run `mining audit estimate` again")
+    out = {**audit, **result, "removed": len(removed), "released_set_size": len(ids), "max_leak_rate": max_leak_rate}
+    out["released_upper"] = released_upper(out)
+    out["passes"] = out["released_upper"] <= max_leak_rate
+    return out
+
+
+def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any,
+                 max_leak_rate: float, confidence: float) -> dict[str, Any] | None:
+    """`mining release --audit`: the audit recomputed (`recompute`); refuse a set that is not the
+    audited one, or whose recomputed bound is above the release's target unless told otherwise."""
+    if audit is None:
+        return None
+    checked = recompute(audit, photo_ids, max_leak_rate, confidence)
+    if not checked["passes"] and not allow_over_target:
+        drawn = audit.get("max_leak_rate")
+        note = (f" (the audit was drawn for {100 * drawn:.2f} %: give release that target with --max-leak-rate "
+                "or the manifest's audit section, if it is the one you mean)"
+                if isinstance(drawn, (int, float)) and drawn != max_leak_rate else "")
+        raise UserError(f"the audit bounds the released set's leak rate at {100 * checked['released_upper']:.2f} % "
+                        f"({confidence:.0%} one-sided, {checked['method']}, from its counts), above the target "
+                        f"{100 * max_leak_rate:.2f} %{note}: review more, or release anyway with --allow-over-target "
+                        "(manifest audit: {over_target: allow}); the card states the bound either way")
+    return checked
 
 
 def sentence(audit: dict[str, Any]) -> str:
@@ -182,4 +225,4 @@ def sentence(audit: dict[str, Any]) -> str:
             f"{len(audit['leaks_found'])} found and {len(audit['near_duplicates_removed'])} near-duplicate(s) of "
             f"them were removed, which leaves a leak rate of at most **{100 * audit['released_upper']:.2f} %** in "
             f"the released set ({audit['confidence']:.0%} one-sided; target {100 * audit['max_leak_rate']:.2f} %: "
-            f"{'met' if audit['passes'] else 'NOT met'}).")
+            f"{'met' if audit['released_upper'] <= audit['max_leak_rate'] else 'NOT met'}).")

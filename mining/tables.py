@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mining.answers import require
 from mining.errors import UserError
 
 DECISIONS = ("landmark", "not_landmark", "unclear")  # a reviewer's answers (docs/formats.md)
@@ -33,12 +34,16 @@ def read_table(path: str | Path, required: Sequence[str], what: str, hint: str =
     return table
 
 
-def load_decisions(path: Path) -> tuple[Any, str | None]:
+def load_decisions(path: Path, kind: str | None = None, digest: str | None = None) -> tuple[Any, str | None]:
     """decisions.parquet (docs/formats.md) and the fingerprint it carries, if any; read by
-    select and evaluate (choose_n too), written by `mining review export`."""
+    select, audit and evaluate (choose_n too), written by `mining review export`. With `kind`
+    (and `digest`), only the answers to that kind of queue (to that very queue) are taken
+    (mining.answers.require)."""
     table = read_table(path, ("landmark", "photo_id", "decision"), "decisions file",
                        hint="export it with `mining review export`")
     meta = table.schema.metadata or {}
+    if kind is not None:
+        require(Path(path), meta, kind, digest)
     fp = meta.get(b"landmarks_fingerprint")
     df = table.select(["landmark", "photo_id", "decision"]).to_pandas()
     bad = sorted(set(df.decision.dropna()) - set(DECISIONS)) + (["<null>"] if df.decision.isna().any() else [])

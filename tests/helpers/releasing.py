@@ -11,7 +11,7 @@ from mining.options import defaults
 from mining.stages.release.stage import Inputs, run
 
 _INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest", "audit", "descriptors")
-_RUN = ("workers", "margin", "detector_factory", "progress", "allow_over_target")
+_RUN = ("workers", "margin", "detector_factory", "progress", "allow_over_target", "target")
 
 
 def run_release(selected: Path, images: Path, out: Path, blur: bool | None = None, **kw: Any) -> dict:

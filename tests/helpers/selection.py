@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mining.answers import Label, queue_digest
 from mining.cli import main
 from mining.landmarks import load_landmarks
 
@@ -43,10 +44,13 @@ def make_inputs(tmp_path, n=30, seed=0):
     return scores_dir, ids, score
 
 
-def write_decisions(path, rows, metadata=None):
+def write_decisions(path, rows, metadata=None, kind="review", queue=None):
+    """A decisions file as `mining review export` labels it (mining.answers): the answers to a `kind`
+    queue over the photos `queue` (default: the rows' photos); `metadata` adds to the label."""
+    label = Label(kind, queue_digest([p for _, p, _ in rows] if queue is None else queue))
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("votes", pa.string()), ("n_votes", pa.int32()), ("decision", pa.string())],
-                       metadata=metadata)
+                       metadata={**label.metadata(), **(metadata or {})})
     table = pa.Table.from_pylist([{"landmark": lm, "photo_id": int(p), "rank": 1, "votes": "{}", "n_votes": 1,
                                    "decision": d} for lm, p, d in rows], schema=schema)
     pq.write_table(table, path)

@@ -111,11 +111,12 @@ def test_a_found_leak_and_its_near_duplicates_leave_the_set(tmp_path, capsys):
     pq.write_table(pa.table({"photo_id": pa.array([leak, twin, other], pa.int64()),
                              "group": pa.array([min(leak, twin)] * 2 + [other], pa.int64())}), tmp_path / "nd.parquet")
     decisions = write_decisions(tmp_path / "d.parquet", [("tower", p, "landmark" if p == leak else "not_landmark")
-                                                         for p in sampled[1:]])
+                                                         for p in sampled[1:]], kind="audit", queue=sampled)
     code = main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
                  "--out", str(audit)])  # one sampled photo has no answer: refused in one line
     assert code == 2 and "1 of 331 audited photos have no answer" in capsys.readouterr().err
-    write_decisions(decisions, [("tower", p, "landmark" if p == leak else "not_landmark") for p in sampled])
+    write_decisions(decisions, [("tower", p, "landmark" if p == leak else "not_landmark") for p in sampled],
+                    kind="audit")
     assert main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
                  "--near-duplicates", str(tmp_path / "nd.parquet"), "--out", str(audit)]) == 0
     result = json.loads((audit / "audit.json").read_text())
@@ -147,7 +148,7 @@ def _audit(tmp_path, sel, leaks):
     assert main(["audit", "draw", "--selected", str(sel), "--out", str(audit)]) == 0
     sampled = [p for s in json.loads((audit / "plan.json").read_text())["sampled_ids"] for p in s]
     decisions = write_decisions(tmp_path / "d.parquet", [("tower", p, "landmark" if k < leaks else "not_landmark")
-                                                         for k, p in enumerate(sampled)])
+                                                         for k, p in enumerate(sampled)], kind="audit")
     assert main(["audit", "estimate", "--selected", str(sel), "--decisions", str(decisions), "--audit", str(audit),
                  "--out", str(audit)]) == 0
     return audit, json.loads((audit / "audit.json").read_text())

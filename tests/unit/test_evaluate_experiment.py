@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from oracle import compute_map_loop
 
+from mining.answers import Label, queue_digest
 from mining.cli import main
 from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base, top_n
@@ -159,8 +160,10 @@ def run_inputs(world, tmp_path):
     pq.write_table(pa.table({"photo_id": ids, "score": total, **cols}), scores / "scores.parquet")
     (scores / "stats.json").write_text(json.dumps({"landmarks_fingerprint": ds.fingerprint()}))
     landmark_ids = ids[np.argsort(-total)][:3]  # the three best-scoring ones "show a landmark"
-    pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": np.append(landmark_ids, ids[-1]),
-                             "decision": ["landmark"] * 3 + ["not_landmark"]}), tmp_path / "decisions.parquet")
+    answered = np.append(landmark_ids, ids[-1])  # the review's answers, labelled as its export is (mining.answers)
+    pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": answered,
+                             "decision": ["landmark"] * 3 + ["not_landmark"]}).replace_schema_metadata(
+        Label("review", queue_digest(answered)).metadata()), tmp_path / "decisions.parquet")
     keep = ~np.isin(ids, landmark_ids)
     order = np.lexsort((ids[keep], -total[keep]))[:40]
     sel = tmp_path / "selected"

@@ -97,7 +97,7 @@ def make_run(tmp_path):
     assert main(["audit", "draw", "--selected", str(run / "selected"), "--out", str(run / "audit")]) == 0
     sampled = [p for s in json.loads((run / "audit" / "plan.json").read_text())["sampled_ids"] for p in s]
     write_decisions(tmp_path / "audit.parquet", [("lm0", p, "landmark" if p == g[0] else "not_landmark")
-                                                 for p in sampled])
+                                                 for p in sampled], kind="audit")
     assert main(["audit", "estimate", "--selected", str(run / "selected"), "--decisions", str(tmp_path / "audit.parquet"),
                  "--audit", str(run / "audit"), "--out", str(run / "audit")]) == 0
     (run / "benchmarks").mkdir()

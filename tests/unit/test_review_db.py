@@ -34,19 +34,19 @@ def test_import_is_idempotent_and_keeps_votes(world, tmp_path):
     w, con = world
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     again = db.import_queue(con, w["queue"])
-    assert (again.rows, again.added, again.updated) == (12, 0, 0)
+    assert (again.rows, again.added, again.kept) == (12, 0, 12)
     first = item_id(con, "tower", 1)
     db.vote(con, first, "ann", "y")
-    # A newer queue: one old item re-ranked, one new item; old decisions stay.
+    # A newer queue: one old item at another rank (it keeps its own), one new item; old decisions stay.
     new = tmp_path / "q2.parquet"
     pq.write_table(pa.Table.from_pylist([
         {"landmark": "tower", "photo_id": 10000, "rank": 3, "score": 1.0},
         {"landmark": "tower", "photo_id": 99, "rank": 7, "score": 0.5},
     ]), new)
     r = db.import_queue(con, new)
-    assert (r.rows, r.added, r.updated) == (2, 1, 1)
+    assert (r.rows, r.added, r.kept) == (2, 1, 1)
     assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 13
-    assert con.execute("SELECT rank FROM items WHERE id = ?", (first,)).fetchone()[0] == 3
+    assert con.execute("SELECT rank, score FROM items WHERE id = ?", (first,)).fetchone() == (1, 10.0)
     assert db.current_votes(con) == {(first, 1): "y"}
 
 
@@ -207,7 +207,7 @@ def test_cli_import_is_idempotent(tmp_path, capsys):
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
     assert json.loads(capsys.readouterr().out)["added"] == 12
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
-    assert json.loads(capsys.readouterr().out) == {"added": 0, "rows": 12, "updated": 0}
+    assert json.loads(capsys.readouterr().out) == {"added": 0, "rows": 12, "kept": 12}
     assert main(["review", "import", str(tmp_path / "nope.parquet"), "--db", str(w["db"])]) == 2
 
 

@@ -27,14 +27,30 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from mining import atomic, leakbound
+from mining import answers, atomic, leakbound
 from mining.errors import UserError
 from mining.options import AuditOptions
 from mining.tables import load_decisions, read_table
 
 SELECTION = ("rank", "photo_id")
-QUEUE_KIND = b"queue_kind"  # schema metadata of the queue: the review app words its question by it
+
+
+def sample_digest(sampled_ids: list[list[int]]) -> str:
+    """The digest of the audit sample's photos (plan.json's `sampled_ids`): the `queue_digest` its
+    queue, its database and its answers carry (mining.answers)."""
+    return answers.queue_digest([p for ids in sampled_ids for p in ids])
+
+
+def _fingerprint(selected: Path) -> str | None:
+    """The landmark dataset of the selection (SELECTED/stats.json), when it says."""
+    stats = (selected if selected.is_dir() else selected.parent) / "stats.json"
+    try:
+        value = json.loads(stats.read_text()).get("landmarks_fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(value) if value else None
 
 
 def _selection(selected: Path) -> Any:
@@ -73,13 +89,16 @@ def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, 
     rows = [rows[i] for i in order]
     for i, r in enumerate(rows):
         r["rank"] = i + 1
+    sampled_ids = [[int(frame.photo_id[p]) for p in pos] for pos in positions]
+    label = answers.Label("audit", sample_digest(sampled_ids), _fingerprint(selected),
+                          leakbound.ids_digest(frame.photo_id))
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),
-                        ("weight", pa.float64())], metadata={QUEUE_KIND: b"audit"})
+                        ("weight", pa.float64())], metadata=label.metadata())
     atomic.write_parquet(out / "audit_queue.parquet", pa.Table.from_pylist(rows, schema=schema))
     result = {**design, "max_leak_rate": max_leak_rate, "confidence": confidence, "seed": seed,
-              "selection_digest": leakbound.ids_digest(frame.photo_id), "bands": list(leakbound.STRATA),
-              "sampled_ids": [[int(frame.photo_id[p]) for p in pos] for pos in positions]}
+              "selection_digest": label.selection, "sample_digest": label.digest, "bands": list(leakbound.STRATA),
+              "sampled_ids": sampled_ids}
     atomic.write_json(out / "plan.json", result)
     return result
 
@@ -123,10 +142,10 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     frame = _selection(selected)
     if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:
         raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")
-    df, _ = load_decisions(decisions)
+    sampled = [list(map(int, ids)) for ids in plan["sampled_ids"]]
+    df, _ = load_decisions(decisions, kind="audit", digest=sample_digest(sampled))
     leaky = set(df.photo_id[df.decision != "not_landmark"].tolist())
     answered = set(df.photo_id.tolist())
-    sampled = [list(map(int, ids)) for ids in plan["sampled_ids"]]
     open_ = [p for ids in sampled for p in ids if p not in answered]
     if open_:
         raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "
@@ -139,6 +158,7 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     kept = frame[~frame.photo_id.isin(set(found) | set(dups))].reset_index(drop=True)
     result.update({
         "max_leak_rate": plan["max_leak_rate"], "seed": plan["seed"], "bands": plan["bands"],
+        "selection_digest": plan["selection_digest"], "sample_digest": sample_digest(sampled),
         "strata": [{"size": s, "sampled": len(ids), "leaks": x}
                    for s, ids, x in zip(plan["strata"], sampled, leaks_h)],
         "leaks_found": found, "near_duplicates_removed": dups,
@@ -147,8 +167,10 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     })
     result["released_upper"] = leakbound.released_upper(result)
     result["passes"] = result["released_upper"] <= plan["max_leak_rate"]
-    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(kept, preserve_index=False))
-    if "path" in kept:
-        atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in kept.path))
-    atomic.write_json(out / "audit.json", result)
+    names = ["distractors.parquet", *(["distractors.txt"] if "path" in kept else []), "audit.json"]
+    with atomic.files_together(out, names) as tmp:  # a failure leaves the old outputs; audit.json commits
+        pq.write_table(pa.Table.from_pandas(kept, preserve_index=False), tmp["distractors.parquet"])
+        if "path" in kept:
+            tmp["distractors.txt"].write_text("".join(p + "\n" for p in kept.path), encoding="utf-8")
+        tmp["audit.json"].write_text(atomic.json_text(result), encoding="utf-8")
     return result

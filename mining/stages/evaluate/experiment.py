@@ -115,7 +115,7 @@ def confirmed_landmarks(decisions: Path | None) -> np.ndarray:
     """Photo ids that reviewers confirmed show a landmark (never distractors)."""
     if decisions is None:
         return np.zeros(0, np.int64)
-    df, _ = load_decisions(Path(decisions))
+    df, _ = load_decisions(Path(decisions), kind="review")
     return np.unique(df.loc[df["decision"] == "landmark", "photo_id"].to_numpy(np.int64))
 
 

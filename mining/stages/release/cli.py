@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       flags={"face_threshold": "--threshold", "min_face_px": "--min-face"},
                       manifest_help="the run's manifest: named and hashed in the card; its release: section "
                       "gives the settings below (a flag given here wins)")
-    options.add_flags(p, "audit", keys=["over_target"])
+    options.add_flags(p, "audit", keys=["max_leak_rate", "confidence", "over_target"])
     add_progress_flag(p)
     p.set_defaults(func=run)
 
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, licenses=args.licenses)
     inputs = Inputs(main_input(args, "selected"), args.images, args.candidates, args.candidates_stats,
                     args.evaluation, args.manifest, args.audit, tuple(args.descriptors))
+    target = options.from_args(args, "audit")  # the bound the audit's counts must meet
     stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress,
-                allow_over_target=options.from_args(args, "audit").over_target == "allow")
+                allow_over_target=target.over_target == "allow", target=target)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

@@ -41,6 +41,7 @@ import shutil
 import stat
 import tarfile
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from mining.errors import UserError
 from mining.imagedecode import open_upright
 from mining.kit.write import write_kit
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
-from mining.options import ReleaseOptions
+from mining.options import AuditOptions, ReleaseOptions, defaults
 from mining.progress import bar as progress_bar
 from mining.publish import code_version  # noqa: F401 - release.code_version, as before
 from mining.tables import read_table
@@ -198,17 +199,21 @@ class Inputs:
 
 
 def run(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int = 1, margin: float = DEFAULT_MARGIN,
-        detector_factory: Any = None, progress: bool = False, allow_over_target: bool = False) -> dict:
+        detector_factory: Any = None, progress: bool = False, allow_over_target: bool = False,
+        target: AuditOptions | None = None) -> dict:
     """`mining release` (see `_release`), one run per OUT at a time: a second run into the same
     OUT is refused while the first holds its lock (`.OUT.lock` beside it). `detector_factory`:
-    makes each worker's face detector from (threshold, min_face); default `FaceDetector`."""
+    makes each worker's face detector from (threshold, min_face); default `FaceDetector`.
+    `target`: the leak rate and confidence the audit's recomputed bound must meet (the manifest's
+    audit section; default its defaults)."""
     with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
                           "release now; wait for it to finish (a stopped one resumes when run again)"):
-        return _release(inputs, out, options, workers, margin, detector_factory, progress, allow_over_target)
+        return _release(inputs, out, options, workers, margin, detector_factory, progress, allow_over_target,
+                        target or defaults("audit"))
 
 
 def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, margin: float,
-             detector_factory: Any, progress: bool, allow_over_target: bool) -> dict:
+             detector_factory: Any, progress: bool, allow_over_target: bool, target: AuditOptions) -> dict:
     """`mining release`: see the module docstring and docs/formats.md. A stopped run (killed,
     out of time on a cluster) resumes where it stopped when rerun with the same inputs and
     settings: the images it finished are not checked again (`_resume`)."""
@@ -240,7 +245,15 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
     cand_stats = _read_json(candidates_stats, "candidates stats")
     evaluation_report = _read_json(evaluation, "evaluation")
     audit_report = _read_json(audit, "audit")  # AUDIT/audit.json: the set's measured leak rate (mining/stages/audit/stage.py)
-    leakbound.release_gate(audit_report, allow_over_target, frame.photo_id)
+    if frame.empty:
+        raise UserError(f"{table_path}: nothing to release, 0 images: " + (
+            f"the leak audit removed all {audit_report['set_size']} images of the selection (landmark or unclear "
+            "answers and their near-duplicates; see its audit.json)" if isinstance(audit_report, dict)
+            and audit_report.get("set_size") and audit_report.get("released_set_size") == 0
+            else "the selection is empty"))
+    # the card's audit: recomputed from its counts against this release's target, never as the file says
+    audit_report = leakbound.release_gate(audit_report, allow_over_target, frame.photo_id, target.max_leak_rate,
+                                          target.confidence)
     if manifest is not None and not manifest.is_file():
         raise UserError(f"manifest not found: {manifest}")
 
@@ -310,6 +323,13 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
     for name in (_JOURNAL, _SETTINGS):  # the bookkeeping of a run is not part of the release
         (staging / name).unlink()
     released = [i for i in todo if status[i] == "released"]
+    if not released:  # the run's own checks are kept in the staging folder, so a rerun does not redo them
+        why = {"licence": "under a licence the policy leaves out", "licence_unknown": "under an unknown licence",
+               "undecodable": "undecodable", "noderivs_face": "NoDerivs with a face"}
+        counts = Counter(status)
+        raise UserError(f"nothing to release, 0 images: of {len(frame)} selected images " + ", ".join(
+            f"{k} of {len(frame)} {why.get(st, st)}" for st, k in sorted(counts.items())) +
+            f" (licence policy {policy.label}: --licenses)")
 
     rel = frame.iloc[released].reset_index(drop=True)
     if candidates is not None:

@@ -18,8 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "export the reviewers' majority decisions to Parquet.")
     verbs = p.add_subparsers(dest="review_command", required=True, metavar="ACTION")
 
-    imp = verbs.add_parser("import", help="add a review_queue.parquet to the database (idempotent)")
-    imp.add_argument("queue", help="review_queue.parquet from `mining score`")
+    imp = verbs.add_parser("import", help="add a queue's new items to the database (idempotent; an item already "
+                                          "imported is never rewritten)")
+    imp.add_argument("queue", help="review_queue.parquet from `mining score`, or AUDIT/audit_queue.parquet from "
+                                   "`mining audit draw` (into a database of its own)")
     imp.add_argument("--db", required=True, help="review database (created if absent)")
 
     srv = verbs.add_parser("serve", help="serve the review app")
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             r = db.import_queue(con, args.queue)
         finally:
             con.close()
-        _report({"rows": r.rows, "added": r.added, "updated": r.updated})
+        _report({"rows": r.rows, "added": r.added, "kept": r.kept})
         return 0
     if cmd == "export":
         con = db.connect_readonly(args.db)

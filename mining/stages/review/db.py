@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from mining import answers
 from mining.errors import UserError
 from mining.tables import read_table
 
@@ -62,8 +63,7 @@ CREATE TABLE IF NOT EXISTS current (
 CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-FINGERPRINT = "landmarks_fingerprint"
-KIND = "queue_kind"  # `audit` for `mining audit draw`'s queue (the app asks about any landmark); else absent
+FINGERPRINT, KIND, SELECTION = answers.FINGERPRINT, answers.KIND, answers.SELECTION  # meta keys (mining.answers)
 
 
 def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
@@ -154,11 +154,14 @@ QUEUE_OPTIONAL = ("score", "total_score", "best_query")
 class ImportResult:
     rows: int
     added: int
-    updated: int
+    kept: int  # already imported: left as they were (rank, score, best query, votes)
 
 
 def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
-    """Add a review queue's rows; existing (landmark, photo_id) keep their votes, get new rank/score."""
+    """Add a queue's new rows. An item already imported is never rewritten (its rank, score and
+    best query stay: the order reviewers saw, and for an audit the blind order). A database holds
+    one kind of queue (mining.answers): the review's queue and an audit sample never share one,
+    and an audit database holds one sample (re-importing it adds nothing)."""
     p = Path(queue)
     table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
@@ -172,31 +175,62 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
             raise UserError(f"{p}: row {i} has a null landmark, photo_id or rank")
         rows.append((str(lm), int(pid), int(rank), *(
             cols[c][i] if c in cols else None for c in QUEUE_OPTIONAL)))
+    label = queue_label(table, fp)
     with _Tx(con):
         known = fingerprint(con)
         if fp and known and fp != known:
             raise UserError(f"{p}: queue is for landmark dataset {fp}, but this database holds {known}")
+        _check_kind(con, p, label)
         if fp and not known:
             con.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (FINGERPRINT, fp))
-        kind = (table.schema.metadata or {}).get(KIND.encode())
-        if kind:
-            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (KIND, kind.decode()))
+        con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (KIND, label.kind))
+        if label.selection:
+            con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (SELECTION, label.selection))
         before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
-        changes_before = con.total_changes
         con.executemany(
             """INSERT INTO items (landmark, photo_id, rank, score, total_score, best_query)
-               VALUES (?, ?, ?, ?, ?, ?)
-               ON CONFLICT (landmark, photo_id) DO UPDATE SET
-                 rank = excluded.rank, score = excluded.score,
-                 total_score = excluded.total_score, best_query = excluded.best_query
-               WHERE items.rank IS NOT excluded.rank OR items.score IS NOT excluded.score
-                 OR items.total_score IS NOT excluded.total_score
-                 OR items.best_query IS NOT excluded.best_query""",
-            rows,
-        )
-        changed = con.total_changes - changes_before
+               VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (landmark, photo_id) DO NOTHING""", rows)
         added = con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
-    return ImportResult(rows=n, added=added, updated=changed - added)
+    return ImportResult(rows=n, added=added, kept=n - added)
+
+
+def queue_label(table: Any, fp: str | None) -> answers.Label:
+    """What a queue file asks about: its kind (`queue_kind` metadata; a queue without it is the
+    score's review queue), the digest of its photos, its landmark dataset, and for an audit sample
+    the selection it was drawn from."""
+    meta = table.schema.metadata or {}
+    kind = meta.get(KIND.encode(), b"review").decode(errors="replace")
+    if kind not in answers.KINDS:
+        raise UserError(f"queue of unknown kind {kind!r} (expected {' or '.join(answers.KINDS)})")
+    selection = meta.get(SELECTION.encode())
+    return answers.Label(kind, answers.queue_digest(table.column("photo_id").to_numpy(zero_copy_only=False)), fp,
+                         selection.decode() if selection else None)
+
+
+def database_label(con: sqlite3.Connection) -> answers.Label | None:
+    """What the database's items ask about (None while it holds none): its kind, the digest of its
+    photos, its landmark dataset and (audit) selection."""
+    ids = [int(r[0]) for r in con.execute("SELECT photo_id FROM items")]
+    if not ids:
+        return None
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (SELECTION,)).fetchone()
+    return answers.Label(queue_kind(con), answers.queue_digest(ids), fingerprint(con), str(row[0]) if row else None)
+
+
+def _check_kind(con: sqlite3.Connection, queue: Path, label: answers.Label) -> None:
+    """Refuse a queue of the other kind, or another audit sample, for this database."""
+    here = database_label(con)
+    if here is None:
+        return
+    name = con.execute("PRAGMA database_list").fetchone()[2] or "this database"
+    if here.kind != label.kind:
+        raise UserError(f"{queue}: {label.words()}, but {name} holds {here.words()}; a database answers one kind of "
+                        f"queue: import it into {answers.WHERE[label.kind]}")
+    if label.kind == "audit" and label.digest != here.digest:
+        other = ("another selection's sample" if label.selection and here.selection and label.selection != here.selection
+                 else "another audit sample")
+        raise UserError(f"{queue}: {label.words()} is {other}; {name} holds {here.words()}: an audit database "
+                        "answers one sample (import a new sample into a new database)")
 
 
 def queue_fingerprint(queue: Path, table: Any) -> str | None:

@@ -11,9 +11,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from mining import answers
 from mining.atomic import write_parquet
 from mining.errors import UserError
-from mining.stages.review.db import DECISION, FINGERPRINT, fingerprint
+from mining.stages.review.db import DECISION, SELECTION, fingerprint, queue_kind
 
 
 def majority(votes: Iterable[str]) -> str:
@@ -28,13 +29,22 @@ def majority(votes: Iterable[str]) -> str:
 
 def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
     """Decision rows for every item with at least one vote, and the number of items without."""
-    con.execute("BEGIN")  # one read snapshot, even while reviewers keep voting
+    rows, total, _ = _snapshot(con)
+    return rows, total - len(rows)
+
+
+def _snapshot(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int, answers.Label]:
+    """The decision rows, the number of items and what they answer (mining.answers), read in one
+    snapshot (reviewers may keep voting, and a queue be imported, meanwhile)."""
+    con.execute("BEGIN")
     try:
         rows = con.execute(
             """SELECT i.landmark, i.photo_id, i.rank, r.name, c.vote
                FROM current c JOIN items i ON i.id = c.item_id JOIN reviewers r ON r.id = c.reviewer_id
                ORDER BY i.landmark, i.rank, i.id, r.name""").fetchall()
-        total = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+        ids = [int(r[0]) for r in con.execute("SELECT photo_id FROM items")]
+        kind, fp = queue_kind(con), fingerprint(con)
+        selection = con.execute("SELECT value FROM meta WHERE key = ?", (SELECTION,)).fetchone()
     finally:
         con.execute("COMMIT")
     grouped: dict[tuple[str, int], dict[str, Any]] = {}
@@ -46,23 +56,23 @@ def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
         out.append({**g, "votes": json.dumps(g["votes"], sort_keys=True, ensure_ascii=False),
                     "voters": sorted(g["votes"]), "n_votes": len(g["votes"]),
                     "decision": majority(g["votes"].values())})
-    return out, int(total) - len(out)
+    label = answers.Label(kind, answers.queue_digest(ids), fp, str(selection[0]) if selection else None)
+    return out, len(ids), label
 
 
 def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
-    """Write decisions.parquet (docs/formats.md); items nobody voted on are left out."""
-    rows, unvoted = export_rows(con)
+    """Write decisions.parquet (docs/formats.md); items nobody voted on are left out. Its schema
+    metadata says what it answers (mining.answers): `mining select` takes only the review's answers
+    (for its landmark dataset), `mining audit estimate` only the answers to its own sample."""
+    rows, total, label = _snapshot(con)
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("votes", pa.string()), ("voters", pa.list_(pa.string())), ("n_votes", pa.int32()),
-                        ("decision", pa.string())])
-    fp = fingerprint(con)
-    if fp:  # `mining select` refuses decisions made for another landmark dataset
-        schema = schema.with_metadata({FINGERPRINT: fp})
+                        ("decision", pa.string())], metadata=label.metadata())
     table = pa.Table.from_pylist(rows, schema=schema)
     try:
         write_parquet(out, table)  # atomic: a failed write leaves no file under `out`
     except OSError as exc:
         raise UserError(f"{out}: cannot write the decisions ({exc.strerror or exc})") from None
     counts = Counter(r["decision"] for r in rows)
-    return {"rows": len(rows), "unvoted": unvoted, "votes": sum(r["n_votes"] for r in rows),
+    return {"rows": len(rows), "unvoted": total - len(rows), "votes": sum(r["n_votes"] for r in rows),
             **{d: counts.get(d, 0) for d in DECISION.values()}}

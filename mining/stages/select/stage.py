@@ -116,7 +116,7 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     measures the mAP-vs-N curve on): score order minus confirmed landmarks (and unclear ones with
     drop_unclear), near-duplicate and leak-risk rules applied."""
     scores, stats = load_scores(inputs.scores)
-    decisions, decisions_fp = load_decisions(inputs.decisions)
+    decisions, decisions_fp = load_decisions(inputs.decisions, kind="review")  # never an audit's answers
     fingerprint = check_fingerprints(stats, decisions_fp, inputs.landmarks)
     pid = scores.photo_id.to_numpy(np.int64)
     check_decisions(decisions, pid, list(stats.get("landmarks", [])))

@@ -49,7 +49,8 @@ NOTES = {
                         "rows read from the store per pair (memory-mapped shards) instead of held; the cosines of a "
                         "pile of equal hashes as one GEMM"),
     "release face check": ("linear in N selected", "one image per thread", "core-hours (24.4M images at N = 24.4M)",
-                           "the detector on a 512 px copy (~4× fewer pixels), or on a GPU"),
+                           "a GPU; not a downscaled copy: at 0.9-0.5 of the size it loses faces found at full "
+                           "size, for at most 22 % less CPU (benchmarks/release_faces.py --mix)"),
 }
 
 

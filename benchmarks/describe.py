@@ -194,7 +194,7 @@ def bench_shared(names: list[str], images: Path, work: Path, shard_size: int, re
         after = min(after, _timed(lambda: describe.run(describe.Inputs(images, "candidates", models),
                                                        {n: work / f"joint{r or ''}" / n for n in names},
                                                        replace(DESCRIBE, shard_size=shard_size), progress=False)))
-    same = all(_store_bytes(joint / n) == _store_bytes(work / f"{n}-stage") for n in names)
+    same = all(_store_bytes(joint / n) == _store_bytes(work / "sep0" / n) for n in names)
     n = len(items)
     floor = sift_floor(m0, items, decoded, repeat)
     return {"methods": names, "images": n, "stores_identical_to_separate_runs": same,

@@ -50,6 +50,9 @@ class KeypointStore:
             self._where = {i: (s, r) for s in self.store.shard_names() for r, i in enumerate(self.store.shard_ids(s))}
         return self._where
 
+    def __contains__(self, i: str) -> bool:
+        return i in self._index()
+
     def get(self, ids: Sequence[str]) -> dict[str, spatial.Keypoints]:
         where = self._index()
         by_shard: dict[str, list[str]] = {}

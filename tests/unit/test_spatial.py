@@ -25,6 +25,7 @@ from scenes import gray, scene, transformed
 DESCRIBE = defaults("describe")
 SV = {"top_k": 100, "min_inliers": 15}
 ASMK = {"codebook_size": 32, "max_features": 300, "spatial_verification": SV}
+VLAD = {"vocabulary": 16, "dim": 24}
 
 
 def keypoints(img: np.ndarray) -> spatial.Keypoints:
@@ -163,3 +164,52 @@ def test_score_and_evaluate_read_the_verified_similarities(stores):
     keep = np.ones_like(got, bool)
     keep[0, planted] = False
     assert (got[keep] == plain[keep]).all()
+
+
+# ----------------------------------------------------------------------------- evidence of a leak
+@pytest.fixture(scope="module")
+def city(tmp_path_factory):
+    """The planted city described with rsift-asmk keeping keypoints, scored with a short queue."""
+    from planted import make_city
+
+    from mining.options import ScoreOptions
+    from mining.stages.score import Inputs, run
+
+    root = tmp_path_factory.mktemp("city")
+    c = make_city(root)
+    methods = ("rsift-asmk", "rsift-vlad")  # rsift-vlad unverified: it fills the queue with unrelated photos too
+    desc = {m: root / "DESC" / m for m in methods}
+    params = {"rsift-asmk": {"codebook_size": 32, "max_features": 400, "spatial_verification": SV},
+              "rsift-vlad": {**VLAD, "max_features": 400}}
+    describe.run(describe.Inputs(c["images"], "candidates"), {m: desc[m] / "candidates" for m in methods},
+                 replace(DESCRIBE, shard_size=10, params=params), progress=False)
+    for part in ("queries", "database"):
+        describe.run(describe.Inputs(c["landmarks"], part, {m: desc[m] / "candidates" for m in methods}),
+                     {m: desc[m] / part for m in methods}, DESCRIBE, progress=False)
+    stats = run(Inputs([str(c["gnd"])], [desc[m] for m in methods]), root / "scores", ScoreOptions(review_top=12),
+                progress=False)
+    return c, root, desc, stats
+
+
+def test_geometry_puts_planted_landmark_photos_in_front_of_reviewers(city):
+    import pyarrow.parquet as pq
+
+    c, root, _, stats = city
+    queue = pq.read_table(root / "scores" / "review_queue.parquet").to_pandas()
+    t = SV["min_inliers"]
+    own = np.array([c["planted"].get(p) == lm for p, lm in zip(queue["photo_id"], queue["landmark"])])
+    mine, others = queue[own], queue[~own]  # others: unrelated photos, and planted photos of another landmark
+    assert len(others) > 0
+    # every planted photo reaches its own landmark's queue, flagged by its inliers, before any vote
+    assert sorted(mine["photo_id"]) == sorted(c["planted"])
+    assert (mine["inliers"] >= t).all(), mine[["photo_id", "inliers"]]
+    assert (others["inliers"] < t).all(), others[["photo_id", "inliers"]].sort_values("inliers")
+    assert all(img.startswith(("queries/", "database/")) for img in mine["inlier_image"])
+    row = mine.iloc[0]
+    assert len(row["inlier_points"]) == 4 * min(row["inliers"], 200) and len(row["inlier_frames"]) == 4
+    assert stats["review_queue_geometry"] == {"method": "rsift-asmk", "min_inliers": t, "rows_at_min_inliers": len(
+        queue[queue["inliers"] >= t])}
+    for lm, rows in queue.groupby("landmark"):  # sorted by inliers, the planted photos come first
+        by_inliers = rows.sort_values(["inliers", "rank"], ascending=[False, True])
+        n_mine = int(sum(c["planted"].get(p) == lm for p in rows["photo_id"]))
+        assert all(c["planted"].get(p) == lm for p in by_inliers["photo_id"][:n_mine])

@@ -13,6 +13,7 @@ import numpy as np
 from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.descriptors import similarity_function
 from mining.errors import UserError
+from mining.evidence import geometry_of
 from mining.retrieval import open_method
 from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
@@ -130,5 +131,5 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions 
                                        "queries": len(ds.qimlist), "landmarks": len(ds.landmarks)}
                                       for b, ds in zip(benchmarks, datasets)]
     result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
-    write_outputs(result, problem, out, near_duplicates)
+    write_outputs(result, problem, out, near_duplicates, geometry_of(descriptors, benchmarks, datasets))
     return result.stats

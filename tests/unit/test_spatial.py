@@ -213,3 +213,48 @@ def test_geometry_puts_planted_landmark_photos_in_front_of_reviewers(city):
         by_inliers = rows.sort_values(["inliers", "rank"], ascending=[False, True])
         n_mine = int(sum(c["planted"].get(p) == lm for p in rows["photo_id"]))
         assert all(c["planted"].get(p) == lm for p in by_inliers["photo_id"][:n_mine])
+
+
+def test_the_review_app_sorts_by_inliers_and_draws_the_matches(city, tmp_path):
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from mining.stages.review import db
+    from mining.stages.review.app import create_app
+
+    c, root, _, _ = city
+    con = db.connect(tmp_path / "review.sqlite", create=True)
+    db.import_queue(con, root / "scores" / "review_queue.parquet")
+    con.close()
+    client = TestClient(create_app(tmp_path / "review.sqlite", c["images"], c["gnd"]), base_url="http://127.0.0.1:8765")
+    lm = "lm1_q"
+    mine = sorted(p for p, owner in c["planted"].items() if owner == lm)
+    by_rank = client.get("/api/items", params={"landmark": lm, "limit": 50}).json()
+    by_inliers = client.get("/api/items", params={"landmark": lm, "limit": 50, "sort": "inliers"}).json()
+    assert by_inliers["min_inliers"] == SV["min_inliers"] and by_rank["total"] == by_inliers["total"] == 12
+    got = [int(it["photo_id"]) for it in by_inliers["items"]]
+    assert sorted(got[:len(mine)]) == mine  # the planted photos first
+    inl = [it["inliers"] for it in by_inliers["items"]]
+    assert inl == sorted(inl, reverse=True) and sorted(got) == sorted(int(it["photo_id"]) for it in by_rank["items"])
+    assert [it["rank"] for it in by_rank["items"]] == list(range(1, 13))
+    # the next page after an item, in the inlier order
+    after = client.get("/api/items", params={"landmark": lm, "limit": 3, "sort": "inliers",
+                                             "after": by_inliers["items"][2]["id"]}).json()
+    assert [it["id"] for it in after["items"]] == [it["id"] for it in by_inliers["items"][3:6]]
+    top = by_inliers["items"][0]
+    svg = client.get(f"/matches/{top['id']}")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    body = svg.text
+    assert len(re.findall(r"<line ", body)) == min(top["inliers"], 200)
+    assert body.count("data:image/jpeg;base64,") == 2 and "default-src 'none'" in svg.headers["content-security-policy"]
+    unverified = next(it for it in by_inliers["items"] if it["inliers"] < SV["min_inliers"])
+    assert client.get(f"/matches/{unverified['id'] + 10**6}").status_code == 404
+
+
+def test_the_matches_drawing_escapes_names():
+    from mining.stages.review.geometry import svg
+
+    ev = {"inliers": 1, "image": "x", "points": [1, 2, 3, 4], "frames": [10, 10, 10, 10]}
+    out = svg(ev, None, None, '3 inliers with queries/<script>alert("x")</script>')
+    assert "<script>" not in out and "&lt;script&gt;" in out and out.count("<line ") == 1

@@ -71,6 +71,8 @@ def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:
     ev = geometry.best(table.column("landmark").to_pylist(), table.column("photo_id").to_pylist())
     for name, col in columns(ev).items():
         table = table.append_column(name, col)
+    meta = {**(table.schema.metadata or {}), b"min_inliers": str(geometry.min_inliers).encode()}  # the review app's bar
+    table = table.replace_schema_metadata(meta)
     stats["review_queue_geometry"] = {"method": geometry.method, "min_inliers": geometry.min_inliers,
                                       "rows_at_min_inliers": int((ev.inliers >= geometry.min_inliers).sum())}
     return table

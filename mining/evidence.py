@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from mining import spatial
 from mining.benchmarks import qualify
 from mining.reranking import KeypointStore, has_keypoints, store_settings, verify_pairs
+from mining.retrieval import open_method
 
 MAX_IMAGES = 20  # landmark images compared with a candidate
 MAX_POINTS = 200  # inlier correspondences kept per row (to draw)
@@ -106,8 +108,6 @@ class Geometry:
 
 def geometry_of(method_dirs: Sequence[Any], benchmarks: Sequence[Any], datasets: Sequence[Any]) -> Geometry | None:
     """The Geometry of the first method whose stores keep keypoints, or None."""
-    from mining.retrieval import open_method
-
     several = len(benchmarks) > 1
     for d in method_dirs:
         sources = [(open_method(d, benchmark=b.name if several else None), ds, b.name if several else None)
@@ -119,8 +119,6 @@ def geometry_of(method_dirs: Sequence[Any], benchmarks: Sequence[Any], datasets:
 
 def columns(ev: Evidence) -> dict[str, Any]:
     """The evidence as Parquet columns (pyarrow arrays) of a review queue or leak-risk table."""
-    import pyarrow as pa
-
     return {"inliers": pa.array(ev.inliers, pa.int32()), "inlier_image": pa.array(ev.image, pa.string()),
             "inlier_points": pa.array([p.tolist() for p in ev.points], pa.list_(pa.float32())),
             "inlier_frames": pa.array(ev.frames, pa.list_(pa.int32()))}

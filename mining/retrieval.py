@@ -25,6 +25,7 @@ from mining.benchmarks import store_dir
 from mining.descriptors import GLOBAL, as_float32, iter_similarities, open_store
 from mining.errors import UserError
 from mining.methods.base import l2_normalize
+from mining.reranking import has_keypoints, store_settings, verified_candidates, verified_landmark
 
 PARTS = ("queries", "database", "candidates")
 
@@ -79,16 +80,12 @@ class MethodStores:
             blocks.append(sims)
         sims_db = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(q_ids), 0), np.float32)
         if self.spatial is not None:
-            from mining.reranking import verified_landmark
-
             sims_db = verified_landmark(self.queries, self.database, q_ids, db_ids, sims_db, self.spatial)
         return LandmarkSims.from_ids(str(self.path), dataset, q_ids, db_ids, sims_db)
 
     def candidate_similarities(self) -> Iterator[tuple[list[str], np.ndarray]]:
         """(candidate ids, similarities (query store rows, block) float32), one shard at a time."""
         if self.spatial is not None:
-            from mining.reranking import verified_candidates
-
             return verified_candidates(self.queries, self.candidates, self.spatial)
         return iter_similarities(self.queries, self.candidates)
 
@@ -121,8 +118,6 @@ def open_method(method_dir: str | Path, global_for: str | None = None, benchmark
             raise UserError(f"{method_dir}: method {name!r} has no global descriptor; {global_for} one (e.g. cnn-gem)")
     out = MethodStores(method_dir, stores["queries"], stores["database"], stores["candidates"])
     if spatial is not False:
-        from mining.reranking import has_keypoints, store_settings
-
         if spatial or has_keypoints(out):
             out.spatial = store_settings(out.queries, True)
             for part in PARTS:

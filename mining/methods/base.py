@@ -185,17 +185,10 @@ class Method:
         return 0
 
     # ---- store I/O for non-global kinds (global ones use mining.descriptors) ----------
-    def write_shard(self, out: Path, shard: str, ids: list[str], payloads: list[Any]) -> None:
-        """Write one described shard into the store at `out`: the payload, then the ids (the
-        completion marker)."""
-        from mining import descriptors
-
-        if self.kind == GLOBAL:
-            vecs = np.stack(payloads) if payloads else np.zeros((0, self.dim()), np.float32)
-            descriptors.write_global_shard(out, shard, ids, vecs)
-        else:
-            self.write_payloads(Path(out) / "shards", shard, payloads)
-            descriptors.write_ids(out, shard, ids)
+    def write_extras(self, shards_dir: Path, shard: str, payloads: list[Any]) -> list[Any]:
+        """Write what a shard keeps beside its payloads (e.g. keypoints) and return the payloads
+        proper; called before the payloads and the ids are written (`descriptors.write_shard`)."""
+        return payloads
 
     def write_payloads(self, shards_dir: Path, shard: str, payloads: list[Any]) -> None:
         raise NotImplementedError

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mining import spatial
 from mining.errors import UserError
 from mining.methods.base import Method, Param
 
@@ -103,23 +104,18 @@ class RootSiftMethod(Method):
         payload = self.aggregate(features.des)
         if self.params.get("spatial_verification") is None:
             return payload
-        from mining import spatial
-
         return Described(payload, spatial.pack(features.geometry, features.des, features.size))
 
     def aggregate(self, des: np.ndarray) -> object:
         """The payload of one image's RootSIFTs."""
         raise NotImplementedError
 
-    def write_shard(self, out: Path, shard: str, ids: list[str], payloads: list[Any]) -> None:
-        """The keypoints first (`mining.spatial`), when kept; then the payloads and ids."""
-        if self.params.get("spatial_verification") is not None:
-            from mining import spatial
-
-            (Path(out) / "shards").mkdir(parents=True, exist_ok=True)
-            spatial.write_shard(Path(out) / "shards", shard, [p.keypoints for p in payloads])
-            payloads = [p.payload for p in payloads]
-        super().write_shard(out, shard, ids, payloads)
+    def write_extras(self, shards_dir: Path, shard: str, payloads: list[Any]) -> list[Any]:
+        """The keypoints (`mining.spatial`), when kept; the payloads proper."""
+        if self.params.get("spatial_verification") is None:
+            return payloads
+        spatial.write_shard(shards_dir, shard, [p.keypoints for p in payloads])
+        return [p.payload for p in payloads]
 
     def training_rows(self, features: list[np.ndarray], words: int, seed: int) -> np.ndarray:
         """The k-means sample; a clear error when it is too small for `words` centroids."""

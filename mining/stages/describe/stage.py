@@ -231,7 +231,7 @@ def describe_shard(outs: list[str], shard: str, items: list[ImageItem], specs: l
         shards = Path(out) / "shards"
         shards.mkdir(parents=True, exist_ok=True)
         atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(m_failures))
-        method.write_shard(Path(out), shard, m_ids, m_payloads)
+        descriptors.write_shard(method, out, shard, m_ids, m_payloads)
     return len(items)
 
 

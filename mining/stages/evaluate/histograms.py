@@ -21,6 +21,7 @@ import numpy as np
 
 from mining.kernels import _jit
 from mining.progress import bar
+from mining.reranking import has_keypoints
 from mining.retrieval import open_method, parse_ids
 
 
@@ -234,8 +235,6 @@ def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], pro
 def method_variants(descriptors: Sequence[Path], benchmark: str | None = None) -> list[tuple[Path, bool]]:
     """(DESC/<method>, spatial) of every row the evaluation reports: each method as it is, and
     its +SP ranking beside it when its stores keep keypoints."""
-    from mining.reranking import has_keypoints
-
     out = []
     for d in descriptors:
         out.append((Path(d), False))

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from mining import atomic
 from mining.benchmarks import score_column
+from mining.evidence import columns
 from mining.stages.score.inputs import Problem
 from mining.stages.score.loop import ScoreResult
 from mining.screening import prepend_probable
@@ -66,8 +67,6 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
 
 def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:
     """The queue with the geometric evidence columns (`mining.evidence.columns`), and its counts in stats."""
-    from mining.evidence import columns
-
     ev = geometry.best(table.column("landmark").to_pylist(), table.column("photo_id").to_pylist())
     for name, col in columns(ev).items():
         table = table.append_column(name, col)

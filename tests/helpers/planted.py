@@ -73,3 +73,26 @@ def make_city(root: Path, distractors: int = 24) -> dict:
     imageindex.write(images, [{"photo_id": p, "status": "ok", "path": layout.image_relpath(p)} for p in sorted(rows)])
     (lm / "gnd_city.pkl").write_bytes(pickle.dumps({"imlist": imlist, "qimlist": qimlist, "gnd": gnd}))
     return {"images": images, "landmarks": lm, "gnd": lm / "gnd_city.pkl", "planted": planted}
+
+
+def scored(city: dict, root: Path, spatial_verification: dict, review_top: int = 12) -> dict:
+    """The city described with rsift-asmk keeping keypoints and rsift-vlad (unverified: it fills
+    the queue with unrelated photos too), then scored into ROOT/scores; returns score's stats."""
+    from dataclasses import replace
+
+    from mining.options import ScoreOptions, defaults
+    from mining.stages.describe import stage as describe
+    from mining.stages.score import Inputs, run
+
+    methods = ("rsift-asmk", "rsift-vlad")
+    desc = {m: root / "DESC" / m for m in methods}
+    params = {"rsift-asmk": {"codebook_size": 32, "max_features": 400, "spatial_verification": spatial_verification},
+              "rsift-vlad": {"vocabulary": 16, "dim": 24, "max_features": 400}}
+    settings = defaults("describe")
+    describe.run(describe.Inputs(city["images"], "candidates"), {m: desc[m] / "candidates" for m in methods},
+                 replace(settings, shard_size=10, params=params), progress=False)
+    for part in ("queries", "database"):
+        describe.run(describe.Inputs(city["landmarks"], part, {m: desc[m] / "candidates" for m in methods}),
+                     {m: desc[m] / part for m in methods}, settings, progress=False)
+    return run(Inputs([str(city["gnd"])], [desc[m] for m in methods]), root / "scores",
+               ScoreOptions(review_top=review_top), progress=False)

@@ -25,7 +25,6 @@ from scenes import gray, scene, transformed
 DESCRIBE = defaults("describe")
 SV = {"top_k": 100, "min_inliers": 15}
 ASMK = {"codebook_size": 32, "max_features": 300, "spatial_verification": SV}
-VLAD = {"vocabulary": 16, "dim": 24}
 
 
 def keypoints(img: np.ndarray) -> spatial.Keypoints:
@@ -169,26 +168,12 @@ def test_score_and_evaluate_read_the_verified_similarities(stores):
 # ----------------------------------------------------------------------------- evidence of a leak
 @pytest.fixture(scope="module")
 def city(tmp_path_factory):
-    """The planted city described with rsift-asmk keeping keypoints, scored with a short queue."""
-    from planted import make_city
-
-    from mining.options import ScoreOptions
-    from mining.stages.score import Inputs, run
+    """The planted city described with rsift-asmk keeping keypoints (and rsift-vlad), scored with a short queue."""
+    from planted import make_city, scored
 
     root = tmp_path_factory.mktemp("city")
     c = make_city(root)
-    methods = ("rsift-asmk", "rsift-vlad")  # rsift-vlad unverified: it fills the queue with unrelated photos too
-    desc = {m: root / "DESC" / m for m in methods}
-    params = {"rsift-asmk": {"codebook_size": 32, "max_features": 400, "spatial_verification": SV},
-              "rsift-vlad": {**VLAD, "max_features": 400}}
-    describe.run(describe.Inputs(c["images"], "candidates"), {m: desc[m] / "candidates" for m in methods},
-                 replace(DESCRIBE, shard_size=10, params=params), progress=False)
-    for part in ("queries", "database"):
-        describe.run(describe.Inputs(c["landmarks"], part, {m: desc[m] / "candidates" for m in methods}),
-                     {m: desc[m] / part for m in methods}, DESCRIBE, progress=False)
-    stats = run(Inputs([str(c["gnd"])], [desc[m] for m in methods]), root / "scores", ScoreOptions(review_top=12),
-                progress=False)
-    return c, root, desc, stats
+    return c, root, None, scored(c, root, SV)
 
 
 def test_geometry_puts_planted_landmark_photos_in_front_of_reviewers(city):

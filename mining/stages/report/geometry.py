@@ -33,7 +33,8 @@ def geometric_evidence(inp: Inputs) -> str:
         rows += [[f"… decided landmark: landmark images with ≥ {t} inliers", int((flagged & landmark).sum())],
                  [f"… decided not landmark: non-landmark images with ≥ {t} inliers",
                   int((flagged & (d["decision"] == "not_landmark")).sum())],
-                 [f"items decided landmark with < {t} inliers (geometry missed them)", int((~flagged & landmark).sum())]]
+                 [f"items decided landmark with < {t} inliers (missed by geometry, or another landmark's photo)",
+                  int((~flagged & landmark).sum())]]
     lr = (read_json(inp.leakrisk / "stats.json") or {}).get("geometry") if inp.leakrisk else None
     if lr:
         rows += [[f"leak risk: riskiest candidates verified ({lr['verified']}), ≥ {t} inliers", lr["at_min_inliers"]],

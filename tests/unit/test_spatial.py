@@ -243,3 +243,23 @@ def test_the_matches_drawing_escapes_names():
     ev = {"inliers": 1, "image": "x", "points": [1, 2, 3, 4], "frames": [10, 10, 10, 10]}
     out = svg(ev, None, None, '3 inliers with queries/<script>alert("x")</script>')
     assert "<script>" not in out and "&lt;script&gt;" in out and out.count("<line ") == 1
+
+
+def test_leak_risk_flags_the_planted_photos_by_their_inliers(city, tmp_path):
+    from mining.stages.leakrisk.stage import Inputs, run
+
+    c, root, _, _ = city
+    with pytest.raises(UserError, match="keep no keypoints"):
+        run(Inputs(str(c["gnd"]), root / "DESC" / "rsift-vlad", root / "scores", geometry=root / "DESC" / "rsift-vlad"),
+            tmp_path / "x")
+    st = run(Inputs(str(c["gnd"]), root / "DESC" / "rsift-vlad", root / "scores", geometry=root / "DESC" / "rsift-asmk"),
+             tmp_path / "lr")
+    import pyarrow.parquet as pq
+
+    lr = pq.read_table(tmp_path / "lr" / "leakrisk.parquet").to_pandas().set_index("photo_id")
+    planted = list(c["planted"])
+    assert (lr.loc[planted, "inliers"] >= SV["min_inliers"]).all() and lr.loc[planted, "high"].all()
+    others = lr.drop(planted)
+    assert (others["inliers"] < SV["min_inliers"]).all() and (others["inliers"] >= 0).all()  # 36 < 1,000: all verified
+    assert st["geometry"]["at_min_inliers"] == len(planted) and st["geometry"]["verified"] == len(lr)
+    assert all(img.startswith(("queries/", "database/")) for img in lr.loc[planted, "inlier_image"])

@@ -18,8 +18,11 @@ from mining.tables import load_decisions
 
 def geometric_evidence(inp: Inputs) -> str:
     queue_path = inp.scores / "review_queue.parquet" if inp.scores else None
-    if queue_path is None or not queue_path.is_file() or "inliers" not in pq.read_schema(queue_path).names:
+    if queue_path is None:
         return NA
+    if not queue_path.is_file() or "inliers" not in pq.read_schema(queue_path).names:
+        return ("<p>No geometric evidence: no review queue with inliers (a method keeping keypoints, "
+                "<code>spatial_verification</code>, gives it).</p>")
     st = (read_json(inp.scores / "stats.json") or {}).get("review_queue_geometry") or {}
     t = int(st.get("min_inliers", 0))
     q = pq.read_table(queue_path, columns=["landmark", "photo_id", "inliers"]).to_pandas()

@@ -119,6 +119,20 @@ def write_global_shard(path: str | Path, shard: str, ids: list[str], vectors: np
     write_ids(path, shard, ids)
 
 
+def write_shard(method: Any, path: str | Path, shard: str, ids: list[str], payloads: list[Any]) -> None:
+    """Write one described shard of `method` into the store at `path`: its extras, its payloads,
+    then the ids (the completion marker)."""
+    shards = Path(path) / "shards"
+    shards.mkdir(parents=True, exist_ok=True)
+    payloads = method.write_extras(shards, shard, payloads)
+    if method.kind == GLOBAL:
+        vecs = np.stack(payloads) if payloads else np.zeros((0, method.dim()), np.float32)
+        write_global_shard(path, shard, ids, vecs)
+    else:
+        method.write_payloads(shards, shard, payloads)
+        write_ids(path, shard, ids)
+
+
 def write_ids(path: str | Path, shard: str, ids: list[str]) -> None:
     """The shard's completion marker; call after its payload is written."""
     atomic.write_parquet(Path(path) / "shards" / f"{shard}.ids.parquet", pa.table({"id": pa.array(ids, pa.string())}))

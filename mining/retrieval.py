@@ -25,6 +25,7 @@ from mining.benchmarks import store_dir
 from mining.descriptors import GLOBAL, as_float32, iter_similarities, open_store
 from mining.errors import UserError
 from mining.methods.base import l2_normalize
+from mining.reranking import has_keypoints, store_settings, verified_candidates, verified_landmark
 
 PARTS = ("queries", "database", "candidates")
 
@@ -59,6 +60,7 @@ class MethodStores:
     queries: Any  # mining.descriptors.Store
     database: Any
     candidates: Any
+    spatial: dict[str, int] | None = None  # +SP (`mining.reranking`): the similarities are the verified ones
 
     @property
     def name(self) -> str:
@@ -77,10 +79,14 @@ class MethodStores:
             db_ids.extend(ids)
             blocks.append(sims)
         sims_db = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(q_ids), 0), np.float32)
+        if self.spatial is not None:
+            sims_db = verified_landmark(self.queries, self.database, q_ids, db_ids, sims_db, self.spatial)
         return LandmarkSims.from_ids(str(self.path), dataset, q_ids, db_ids, sims_db)
 
     def candidate_similarities(self) -> Iterator[tuple[list[str], np.ndarray]]:
         """(candidate ids, similarities (query store rows, block) float32), one shard at a time."""
+        if self.spatial is not None:
+            return verified_candidates(self.queries, self.candidates, self.spatial)
         return iter_similarities(self.queries, self.candidates)
 
     def candidate_ids(self) -> np.ndarray:
@@ -88,11 +94,13 @@ class MethodStores:
         return parse_ids(self.candidates.ids(), f"{self.path}/candidates")
 
 
-def open_method(method_dir: str | Path, global_for: str | None = None, benchmark: str | None = None) -> MethodStores:
+def open_method(method_dir: str | Path, global_for: str | None = None, benchmark: str | None = None,
+                spatial: bool | None = False) -> MethodStores:
     """Open DESC/<method>/{queries,database,candidates}; all three must be one method's.
     `global_for` (e.g. "near-duplicates need"): refuse a method without global descriptors.
     `benchmark`: one benchmark of a run that has several, whose queries and database are in
-    DESC/<method>/benchmarks/<benchmark>/ (`mining.benchmarks.store_dir`)."""
+    DESC/<method>/benchmarks/<benchmark>/ (`mining.benchmarks.store_dir`). `spatial`: the
+    +SP similarities (`mining.reranking`; True: required, None: when the stores keep keypoints)."""
     method_dir = Path(method_dir)
     stores = {}
     for part in PARTS:
@@ -108,7 +116,13 @@ def open_method(method_dir: str | Path, global_for: str | None = None, benchmark
             raise UserError(f"{method_dir}/{part}: store is method {st.method!r}, candidates are {name!r}")
         if global_for is not None and st.kind != GLOBAL:
             raise UserError(f"{method_dir}: method {name!r} has no global descriptor; {global_for} one (e.g. cnn-gem)")
-    return MethodStores(method_dir, stores["queries"], stores["database"], stores["candidates"])
+    out = MethodStores(method_dir, stores["queries"], stores["database"], stores["candidates"])
+    if spatial is not False:
+        if spatial or has_keypoints(out):
+            out.spatial = store_settings(out.queries, True)
+            for part in PARTS:
+                store_settings(stores[part], True)
+    return out
 
 
 # ----------------------------------------------------------------------------- queries and positives

@@ -40,8 +40,9 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 @dataclass(frozen=True)
 class Param:
     """The type and domain of one method setting: `int`, `float` (ints accepted), `bool`,
-    `str`, `floats` (a non-empty list of floats), `device` (auto, cpu, cuda, cuda:N) or
-    `choice` (one of `choices`); numbers within [low, high] (`open_low`: low itself
+    `str`, `floats` (a non-empty list of floats), `device` (auto, cpu, cuda, cuda:N),
+    `choice` (one of `choices`) or `spatial` (a mapping of `top_k` and `min_inliers`, each an
+    integer >= 1, as `mining.spatial` reads it); numbers within [low, high] (`open_low`: low itself
     excluded); `none`: null allowed."""
 
     type: str
@@ -56,6 +57,8 @@ class Param:
             text = " or ".join(self.choices)
         elif self.type == "device":
             text = "auto, cpu, cuda or cuda:N"
+        elif self.type == "spatial":
+            text = "a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"
         elif self.type in ("bool", "str"):
             text = {"bool": "true or false", "str": "text"}[self.type]
         else:
@@ -87,6 +90,9 @@ class Param:
             return isinstance(v, str) and _DEVICE.fullmatch(v) is not None
         if self.type == "choice":
             return v in self.choices
+        if self.type == "spatial":
+            return (isinstance(v, dict) and set(v) <= {"top_k", "min_inliers"}
+                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v.values()))
         return isinstance(v, str)
 
 
@@ -179,6 +185,11 @@ class Method:
         return 0
 
     # ---- store I/O for non-global kinds (global ones use mining.descriptors) ----------
+    def write_extras(self, shards_dir: Path, shard: str, payloads: list[Any]) -> list[Any]:
+        """Write what a shard keeps beside its payloads (e.g. keypoints) and return the payloads
+        proper; called before the payloads and the ids are written (`descriptors.write_shard`)."""
+        return payloads
+
     def write_payloads(self, shards_dir: Path, shard: str, payloads: list[Any]) -> None:
         raise NotImplementedError
 

@@ -101,6 +101,7 @@ class RSiftAsmk(RootSiftMethod):
         "query_assignment": 5,
         "alpha": 3.0,
         "tau": 0.0,
+        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.spatial)
     }
     domains = {
         **RootSiftMethod.domains,
@@ -140,7 +141,7 @@ class RSiftAsmk(RootSiftMethod):
         super().set_state(state)
         self._kernel = None
 
-    def describe_extracted(self, des: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def aggregate(self, des: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Visual words and binary residuals of one image's RootSIFTs."""
         cdb, kern = self._asmk()
         if len(des) == 0:

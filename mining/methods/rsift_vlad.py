@@ -49,6 +49,7 @@ class RSiftVlad(RootSiftMethod):
         "train_descriptors": 300_000,
         "dim": 512,
         "whiten_shrink": 0.1,
+        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.spatial)
     }
     domains = {
         **RootSiftMethod.domains,
@@ -70,7 +71,7 @@ class RSiftVlad(RootSiftMethod):
         self.state = {"centroids": centroids, **pca}
         return self.state
 
-    def describe_extracted(self, des: np.ndarray) -> np.ndarray:
+    def aggregate(self, des: np.ndarray) -> np.ndarray:
         """The (whitened) VLAD of one image's RootSIFTs."""
         if self.state is None:
             raise UserError("rsift-vlad: vocabulary missing (describe candidates first, pass --model)")

@@ -243,3 +243,34 @@ def test_filters_undecided_disputed_and_mine(tmp_path, browser):
                                 JOIN reviewers r ON r.id = c.reviewer_id WHERE r.name = 'alice'
                                 AND i.landmark = 'tower'"""))
     assert votes == {1: "y", 2: "n", 3: "y", 4: "u", 5: "y"} | {r: "n" for r in range(6, 151)}
+
+
+def test_the_inlier_sort_and_the_matched_keypoints(tmp_path, browser):
+    """A planted city's queue: sorted by inliers, the landmark's planted photos come first,
+    flagged; the large view draws their matched keypoints."""
+    from planted import make_city, scored
+
+    city = make_city(tmp_path)
+    scored(city, tmp_path, {"top_k": 100, "min_inliers": 15})
+    db = tmp_path / "review.sqlite"
+    assert main(["review", "import", str(tmp_path / "scores" / "review_queue.parquet"), "--db", str(db)]) == 0
+    app = create_app(db, city["images"], city["gnd"])
+    with running(app) as url:
+        ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
+        page.select_option("#landmark", "lm1_q")
+        settle(page)
+        page.select_option("#sort", "inliers")
+        settle(page)
+        labels = page.eval_on_selector_all("#grid .tile", "ts => ts.map(t => [t.classList.contains('geo'), "
+                                                         "t.querySelector('.inliers').textContent])")
+        mine = sum(owner == "lm1_q" for owner in city["planted"].values())
+        assert [flag for flag, _ in labels[:mine]] == [True] * mine and not any(f for f, _ in labels[mine:])
+        counts = [int(text.split()[1]) for _, text in labels]
+        assert counts == sorted(counts, reverse=True) and counts[0] >= 15
+        page.keyboard.press("Enter")
+        settle(page)
+        assert page.is_visible("#viewer-geo")
+        page.wait_for_function("document.getElementById('viewer-geo-img').naturalWidth > 0")
+        assert "inliers with" in page.text_content("#viewer-geo-cap")
+        assert errors == []
+        ctx.close()

@@ -293,8 +293,8 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
             describe.run(describe.Inputs(lm, s, {m: tmp_path / "alone" / m / "c"}), {m: tmp_path / "alone" / m / s},
                          replace(DESCRIBE, shard_size=2), progress=False)
     calls = []
-    real = rs.rootsift
-    monkeypatch.setattr(rs, "rootsift", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = rs.rootsift_features
+    monkeypatch.setattr(rs, "rootsift_features", lambda *a, **k: calls.append(1) or real(*a, **k))
     settings = replace(DESCRIBE, shard_size=5, params=dict(LOCAL))
     infos = describe.run(describe.Inputs(images, "candidates"), {m: tmp_path / "joint" / m / "c" for m in names},
                          settings, progress=False)

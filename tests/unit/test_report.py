@@ -175,7 +175,7 @@ def test_report_with_missing_inputs_says_not_available(tmp_path, capsys):
     doc = out.read_text()
     assert "rows read" in doc
     # incl. availability, near-duplicates, leak risk, the audit, N chosen, the result, the review gallery and agreement
-    assert doc.count("not available") == 13
+    assert doc.count("not available") == 14  # every section that needs an input, the geometric evidence too
     assert "not available" in capsys.readouterr().out
     assert main(["report", "--run", str(tmp_path / "nope"), "--out", str(out)]) == 2
 

@@ -16,6 +16,9 @@ ENV = "../envs/mining.yaml"
 METHODS = M.methods
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
 NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
+# The methods that keep keypoints (`spatial_verification` in their describe params): the first
+# one's stores give leakrisk its geometric evidence (mining/evidence.py).
+GEOMETRY_METHODS = [m for m in METHODS if (M.describe["params"].get(m) or {}).get("spatial_verification")]
 SETS = ["queries", "database", "candidates"]
 
 # Threads, memory and wall time of every rule: workflows/resources.yaml, one size of it

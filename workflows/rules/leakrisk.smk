@@ -4,6 +4,7 @@ rule leakrisk:
     input:
         gnd=landmark_gnds(),
         stores=stores_of([NEARDUP_METHOD]),
+        geometry=stores_of(GEOMETRY_METHODS[:1]),
         queue=L.review_queue,
         candidates=L.candidates_parquet,
     output:
@@ -11,6 +12,7 @@ rule leakrisk:
         stats=L.leakrisk_stats,
     params:
         desc=lambda w, input: method_dirs(input.stores)[0],
+        geometry=lambda w, input: shlex.join(["--geometry", *method_dirs(input.geometry)]) if input.geometry else "",
         scores=subpath(input.queue, parent=True),
         out=subpath(output.table, parent=True),
         landmarks=lambda w, input: landmarks_arg(input.gnd),
@@ -26,4 +28,4 @@ rule leakrisk:
         ENV
     shell:
         "mining leakrisk --landmarks {params.landmarks} --descriptors {params.desc:q} --scores {params.scores:q} "
-        "--candidates {input.candidates:q} --out {params.out:q} > {log:q} 2>&1"
+        "--candidates {input.candidates:q} {params.geometry} --out {params.out:q} > {log:q} 2>&1"

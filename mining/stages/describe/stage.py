@@ -231,12 +231,7 @@ def describe_shard(outs: list[str], shard: str, items: list[ImageItem], specs: l
         shards = Path(out) / "shards"
         shards.mkdir(parents=True, exist_ok=True)
         atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(m_failures))
-        if method.kind == GLOBAL:
-            vecs = np.stack(m_payloads) if m_payloads else np.zeros((0, method.dim()), np.float32)
-            descriptors.write_global_shard(out, shard, m_ids, vecs)
-        else:
-            method.write_payloads(shards, shard, m_payloads)
-            descriptors.write_ids(out, shard, m_ids)
+        descriptors.write_shard(method, out, shard, m_ids, m_payloads)
     return len(items)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from mining.kernels import _jit
 from mining.progress import bar
+from mining.reranking import has_keypoints
 from mining.retrieval import open_method, parse_ids
 
 
@@ -218,15 +219,28 @@ def reduce_method(
 
 
 def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], progress: bool = False,
-                benchmark: str | None = None) -> MethodData:
+                benchmark: str | None = None, spatial: bool = False) -> MethodData:
     """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings
-    (`benchmark`: that benchmark's queries and database, in a run with several)."""
-    stores = open_method(method_dir, benchmark=benchmark)
+    (`benchmark`: that benchmark's queries and database, in a run with several; `spatial`: the
+    +SP ranking (`mining.reranking`), named `<method>+SP`)."""
+    stores = open_method(method_dir, benchmark=benchmark, spatial=spatial)
+    name = stores.name + ("+SP" if spatial else "")
     landmark = stores.landmark_similarities(dataset)
     cands = stores.candidate_similarities()
     if progress:
-        cands = bar(cands, total=len(stores.candidates.shard_names()), desc=f"evaluate {stores.name}", unit="shard")
-    return reduce_method(stores.name, dataset, landmark, cands, rankings)
+        cands = bar(cands, total=len(stores.candidates.shard_names()), desc=f"evaluate {name}", unit="shard")
+    return reduce_method(name, dataset, landmark, cands, rankings)
+
+
+def method_variants(descriptors: Sequence[Path], benchmark: str | None = None) -> list[tuple[Path, bool]]:
+    """(DESC/<method>, spatial) of every row the evaluation reports: each method as it is, and
+    its +SP ranking beside it when its stores keep keypoints."""
+    out = []
+    for d in descriptors:
+        out.append((Path(d), False))
+        if has_keypoints(open_method(Path(d), benchmark=benchmark)):
+            out.append((Path(d), True))
+    return out
 
 
 def columns_of(md: MethodData, photo_ids: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from mining.options import EvaluateOptions
 from mining.result import summary_markdown
 from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
-from mining.stages.evaluate.histograms import load_method
+from mining.stages.evaluate.histograms import load_method, method_variants
 from mining.stages.evaluate.kit import KitInputs, KitOptions, run_kit
 from mining.stages.evaluate.protocols.dispatch import evaluate_protocol
 from mining.stages.evaluate.protocols.readers import Results
@@ -72,8 +72,9 @@ def run(inputs: Inputs, out: Path, options: EvaluateOptions, *, progress: bool =
     reports = []
     for b, dataset in zip(benchmarks, datasets):
         bench = b.name if len(benchmarks) > 1 else None
-        loaded = (load_method(Path(d), dataset, rankings, progress=progress, benchmark=bench) for d in descriptors)
-        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot))
+        rows = method_variants(descriptors, bench)  # each method, and its +SP ranking where it has one
+        loaded = (load_method(d, dataset, rankings, progress=progress, benchmark=bench, spatial=sp) for d, sp in rows)
+        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d, _ in rows], boot))
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:

@@ -29,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
                    help="candidates Parquet (date_taken): no risk for a landmark whose `since` date (in the "
                         "ground truth) is after the photo was taken (mining/since.py)")
+    p.add_argument("--geometry", type=Path, default=None, metavar="DESC/METHOD",
+                   help="a method's folder whose stores keep keypoints (spatial_verification): the riskiest "
+                        "candidates get their best inliers against their nearest landmark, and enough inliers "
+                        "flag a candidate as high risk too (mining/evidence.py)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.set_defaults(func=run)
 
@@ -36,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.leakrisk.stage import Inputs, LeakriskOptions, run
 
-    st = run(Inputs(args.landmarks, args.descriptors, args.scores, args.candidates), args.out, LeakriskOptions())
+    st = run(Inputs(args.landmarks, args.descriptors, args.scores, args.candidates, args.geometry), args.out, LeakriskOptions())
     print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
           f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
     return 0

@@ -32,28 +32,13 @@ import pyarrow as pa
 from mining import atomic
 from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
+from mining.evidence import Evidence, columns, geometry_of, landmark_images
 from mining.retrieval import open_method, parse_ids, unit_rows
 from mining.since import before, check_late, days_taken, exempt_counts, of_benchmarks
 from mining.tables import read_table
 
 log = logging.getLogger(__name__)
 
-
-
-def landmark_images(dataset: Any) -> list[tuple[str, str, str]]:
-    """(set, image name, landmark) of every query and every positive of a landmark's queries."""
-    out: list[tuple[str, str, str]] = []
-    seen: set[tuple[str, str]] = set()
-    for lm, queries in dataset.groups:
-        for q in queries:
-            out.append(("queries", dataset.qimlist[q], lm))
-        for q in queries:
-            for j in dataset.positives(q):
-                name = dataset.imlist[j]
-                if (name, lm) not in seen:
-                    seen.add((name, lm))
-                    out.append(("database", name, lm))
-    return out
 
 
 def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray) -> dict[str, float]:
@@ -79,6 +64,10 @@ class Inputs:
     descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
     scores: Path  # `mining score`'s folder (review_queue.parquet)
     candidates: Path | None = None  # candidates Parquet (date_taken): landmarks' `since` dates (mining/since.py)
+    geometry: Path | None = None  # DESC/<method> keeping keypoints: inliers as evidence (mining/evidence.py)
+
+
+GEOMETRY_TOP = 1000  # the riskiest candidates verified against their nearest landmark
 
 
 @dataclass(frozen=True)
@@ -141,6 +130,9 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
     lm_of = owners[best] if best.size else np.zeros(0, object)
     tau_of = np.array([tau[lm] for lm in lm_of], dtype=np.float64)
     high = risk >= tau_of
+    geometry = _geometry(inputs.geometry, benchmarks, datasets, pid, lm_of, risk)
+    if geometry is not None:
+        high |= geometry[0].inliers >= geometry[1]
     queued = np.isin(pid, queue["photo_id"].to_numpy(np.int64))
     rank = np.empty(pid.size, np.int64)  # 1 = the riskiest candidate
     rank[np.lexsort((pid, -risk))] = np.arange(1, pid.size + 1)
@@ -151,6 +143,9 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
         "threshold": pa.array(tau_of, pa.float64()), "high": pa.array(high, pa.bool_()),
         "in_queue": pa.array(queued, pa.bool_()),
     })
+    if geometry is not None:
+        for name, col in list(columns(geometry[0]).items())[:2]:  # inliers, inlier_image
+            table = table.append_column(name, col)
     outside = high & ~queued
     examples = np.flatnonzero(outside)[np.argsort(-risk[outside], kind="stable")][:10]
     stats = {
@@ -161,6 +156,7 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
         "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
                                     "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
         **({"since": exempt_counts(taken_all, since, late)} if since else {}),
+        **({"geometry": _geometry_stats(geometry, risk >= tau_of, queued)} if geometry is not None else {}),
         "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
     }
     atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
@@ -184,3 +180,28 @@ def _late_as_scored(since: dict[str, np.datetime64], taken: np.ndarray, scores: 
                             f"score run ({scores}) did not allow it (score.late_since: allow); check the date in the "
                             "ground truth")
     return late
+
+
+def _geometry(method_dir: Path | None, benchmarks: Any, datasets: Any, pid: np.ndarray, lm_of: np.ndarray,
+              risk: np.ndarray) -> tuple[Any, int] | None:
+    """(Evidence, min_inliers) per candidate: the GEOMETRY_TOP riskiest verified against their
+    nearest landmark's images, -1 inliers for the others."""
+    if method_dir is None:
+        return None
+    geo = geometry_of([method_dir], benchmarks, datasets)
+    if geo is None:
+        raise UserError(f"--geometry {method_dir}: its stores keep no keypoints (set spatial_verification)")
+    top = np.lexsort((pid, -risk))[:GEOMETRY_TOP]
+    part = geo.best([str(lm_of[i]) for i in top], pid[top].tolist())
+    ev = Evidence.none(pid.size)
+    ev.inliers[top] = part.inliers
+    for j, i in enumerate(top):
+        ev.image[i] = part.image[j]
+    return ev, geo.min_inliers
+
+
+def _geometry_stats(geometry: tuple[Any, int], by_cosine: np.ndarray, queued: np.ndarray) -> dict[str, int]:
+    ev, t = geometry
+    hit = ev.inliers >= t
+    return {"min_inliers": t, "verified": int((ev.inliers >= 0).sum()), "at_min_inliers": int(hit.sum()),
+            "high_by_geometry_only": int((hit & ~by_cosine).sum()), "at_min_inliers_outside_queue": int((hit & ~queued).sum())}

@@ -15,6 +15,7 @@ from mining.layout import RunLayout
 from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.stages.report.common import Inputs, log, read_json
+from mining.stages.report.geometry import geometric_evidence
 from mining.stages.report.headline import headline, provenance, title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
@@ -74,6 +75,7 @@ SECTIONS: list[tuple[str, str, Callable[[Inputs], str]]] = [
     ("hardest", "Hardest selected distractors per landmark", hardest),
     ("review", "What the review removed", review_removed),
     ("agreement", "Reviewer agreement", agreement),
+    ("geometry", "Geometric evidence of landmark images", geometric_evidence),
     ("scores", "Distractor scores", score_distribution),
     ("neardup", "Near-duplicates and copies of landmark images", near_duplicates),
     ("leakrisk", "Leak risk beyond the review queue", leak_risk),

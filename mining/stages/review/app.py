@@ -27,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from mining import imageindex
 from mining.errors import UserError
 from mining.benchmarks import dataset_view
-from mining.stages.review import db, thumbs
+from mining.stages.review import db, geometry, thumbs
 from mining.stages.review.access import Access, single
 
 STATIC = Path(__file__).parent / "static"
@@ -178,10 +178,10 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
                   limit: int = Query(100, ge=1, le=MAX_PAGE),
                   reviewer: str | None = Query(None, max_length=200),
                   show: Literal["all", "undecided", "mine", "disputed"] = "all",
-                  after: int | None = Query(None, ge=0, le=MAX_ID),
+                  after: int | None = Query(None, ge=0, le=MAX_ID), sort: Literal["rank", "inliers"] = "rank",
                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
         try:
-            page = db.items_page(con, landmark, offset, limit, who(request, reviewer), show, after)
+            page = db.items_page(con, landmark, offset, limit, who(request, reviewer), show, after, sort)
         except UserError as exc:
             raise user_error(exc) from None
         if page["total"] == 0 and (show == "all" or db.items_page(con, landmark, 0, 1, None)["total"] == 0):
@@ -263,6 +263,9 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
 
     @app.get("/query/{index}")
     def query_crop(index: int = PathParam(ge=0, le=MAX_ID), full: bool = False) -> Response:
+        return _jpeg(query_jpeg(index, full))
+
+    def query_jpeg(index: int, full: bool) -> bytes | None:
         ds = s.landmarks
         if ds is None or not 0 <= index < len(ds.qimlist):
             raise HTTPException(404, "unknown query")
@@ -272,7 +275,34 @@ def create_app(db_path: str | Path, images: str | Path, landmarks: str | Path | 
             raise HTTPException(404, "query image not found")
         bbox = sub.bbox(j) if sub.gnd[j].get("bbx") is not None else None
         tag = hashlib.sha256(json.dumps([ds.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
-        return _jpeg(thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox))
+        return thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox)
+
+    @app.get("/matches/{item_id}")
+    def matches(item_id: int = PathParam(ge=0, le=MAX_ID), con: sqlite3.Connection = Depends(conn)) -> Response:
+        """The item's inlier correspondences drawn between it and the landmark image that gave
+        them (`geometry.svg`, images embedded: an SVG shown as an image loads nothing else)."""
+        ev = geometry.of_item(con, item_id)
+        if ev is None or ev["inliers"] <= 0:
+            raise HTTPException(404, "no geometric evidence for this item")
+        src, pid = _item_image(con, item_id)
+        cand = thumbs.cached(s.thumbs, f"matches/{s.paths[pid].removeprefix('jpg/')}", src, 768)
+        body = geometry.svg(ev, cand, landmark_jpeg(ev["image"]), f"{ev['inliers']} inliers with {ev['image']}")
+        return Response(body, media_type="image/svg+xml", headers={
+            "Cache-Control": "private, max-age=86400", "Content-Security-Policy": "default-src 'none'; img-src data:"})
+
+    def landmark_jpeg(image: str) -> bytes | None:
+        """`queries/<name>` (its crop) or `database/<name>` of the landmark dataset; None when absent."""
+        part, _, name = image.partition("/")
+        ds = s.landmarks
+        if ds is None:
+            return None
+        if part == "queries" and name in ds.qimlist:
+            return query_jpeg(ds.qimlist.index(name), True)
+        if part == "database" and name in getattr(ds, "imlist", ()):
+            src = thumbs.inside(ds.image_root, ds.image_path(name))
+            tag = hashlib.sha256(json.dumps(["database", name]).encode()).hexdigest()[:24]
+            return thumbs.cached(s.thumbs, f"database/{tag}.jpg", src, 1024) if src else None
+        return None
 
     def _item_image(con: sqlite3.Connection, item_id: int) -> tuple[Path, int]:
         pid = db.photo_of(con, item_id)

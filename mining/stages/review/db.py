@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from mining import answers
 from mining.errors import UserError
+from mining.stages.review import geometry
 from mining.tables import read_table
 
 VOTES = ("y", "n", "u")  # shows the landmark / does not / unclear
@@ -62,7 +63,7 @@ CREATE TABLE IF NOT EXISTS current (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+""" + geometry.SCHEMA  # each item's geometric evidence (mining/stages/review/geometry.py)
 FINGERPRINT, KIND, SELECTION = answers.FINGERPRINT, answers.KIND, answers.SELECTION  # meta keys (mining.answers)
 
 
@@ -191,6 +192,7 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
             """INSERT INTO items (landmark, photo_id, rank, score, total_score, best_query)
                VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (landmark, photo_id) DO NOTHING""", rows)
         added = con.execute("SELECT COUNT(*) FROM items").fetchone()[0] - before
+        geometry.import_evidence(con, table)
     return ImportResult(rows=n, added=added, kept=n - added)
 
 
@@ -424,8 +426,11 @@ SHOW = {
 }
 
 
+SORT = {"rank": "i.rank, i.id", "inliers": "COALESCE(e.inliers, -1) DESC, i.rank, i.id"}
+
+
 def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int, reviewer: str | None,
-               show: str = "all", after: int | None = None) -> dict[str, Any]:
+               show: str = "all", after: int | None = None, sort: str = "rank") -> dict[str, Any]:
     """One page of a landmark's queue in rank order, with this reviewer's votes: every item, or
     those `show` keeps (undecided by this reviewer, decided by this reviewer, or disputed: the
     reviewers' standing votes differ). `after` (an item id) starts the page just after that
@@ -435,19 +440,23 @@ def items_page(con: sqlite3.Connection, landmark: str, offset: int, limit: int, 
     cond = SHOW[show]
     arg = (rid,) if "?" in cond else ()
     total = con.execute(f"SELECT COUNT(*) FROM items i WHERE i.landmark = ? AND {cond}", (landmark, *arg)).fetchone()[0]
-    if after is not None:
+    if after is not None and sort == "rank":
         offset = con.execute(
             f"""SELECT COUNT(*) FROM items i, items a WHERE a.id = ? AND i.landmark = ? AND {cond}
                 AND (i.rank < a.rank OR (i.rank = a.rank AND i.id <= a.id))""", (after, landmark, *arg)).fetchone()[0]
+    elif after is not None:
+        offset = geometry.position_after(con, landmark, cond, arg, after)
     rows = con.execute(
         f"""SELECT i.id, i.photo_id, i.rank, i.score, i.best_query, c.vote,
-                  (SELECT COUNT(*) FROM current a WHERE a.item_id = i.id)
+                  (SELECT COUNT(*) FROM current a WHERE a.item_id = i.id), e.inliers, e.image
            FROM items i LEFT JOIN current c ON c.item_id = i.id AND c.reviewer_id = ?
-           WHERE i.landmark = ? AND {cond} ORDER BY i.rank, i.id LIMIT ? OFFSET ?""",
+           LEFT JOIN evidence e ON e.item_id = i.id
+           WHERE i.landmark = ? AND {cond} ORDER BY {SORT[sort]} LIMIT ? OFFSET ?""",
         (rid, landmark, *arg, limit, offset)).fetchall()
     items = [{"id": r[0], "photo_id": str(r[1]), "rank": r[2], "score": r[3], "best_query": r[4],
-              "vote": r[5], "n_votes": r[6]} for r in rows]
-    return {"landmark": landmark, "total": int(total), "offset": int(offset), "items": items, "show": show}
+              "vote": r[5], "n_votes": r[6], "inliers": r[7], "inlier_image": r[8]} for r in rows]
+    return {"landmark": landmark, "total": int(total), "offset": int(offset), "items": items, "show": show,
+            "sort": sort, "min_inliers": geometry.min_inliers(con)}
 
 
 def first_open(con: sqlite3.Connection, landmark: str, reviewer: str | None) -> int:

@@ -6,19 +6,23 @@ review_queue.parquet (per landmark its top K, near-copies of a landmark's images
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from mining import atomic
 from mining.benchmarks import score_column
+from mining.evidence import columns
 from mining.stages.score.inputs import Problem
 from mining.stages.score.loop import ScoreResult
 from mining.screening import prepend_probable
 
 
-def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplicates: Path | None = None) -> None:
-    """scores.parquet (sorted by photo id), review_queue.parquet, stats.json, atomically."""
+def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplicates: Path | None = None,
+                  geometry: Any = None) -> None:
+    """scores.parquet (sorted by photo id), review_queue.parquet, stats.json, atomically.
+    `geometry` (`mining.evidence.Geometry`): each queue row's best inliers against its landmark."""
     order = np.argsort(result.photo_id, kind="stable")
     lm_names = np.array(problem.landmarks + [None], dtype=object)
     cols = {
@@ -53,6 +57,21 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
         rows = prepend_probable(rows, Path(near_duplicates), sorted_ids, sorted_scores, problem.landmarks)
         schema = schema.append(pa.field("probable_landmark", pa.bool_()))
         result.stats["review_queue_probable_landmark"] = int(sum(rows["probable_landmark"]))
-    atomic.write_parquet(out / "review_queue.parquet", pa.table(rows, schema=schema))
+    table = pa.table(rows, schema=schema)
+    if geometry is not None:
+        table = add_geometry(table, geometry, result.stats)
+    atomic.write_parquet(out / "review_queue.parquet", table)
     result.stats["review_queue_rows"] = len(rows["photo_id"])
     atomic.write_json(out / "stats.json", result.stats)
+
+
+def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:
+    """The queue with the geometric evidence columns (`mining.evidence.columns`), and its counts in stats."""
+    ev = geometry.best(table.column("landmark").to_pylist(), table.column("photo_id").to_pylist())
+    for name, col in columns(ev).items():
+        table = table.append_column(name, col)
+    meta = {**(table.schema.metadata or {}), b"min_inliers": str(geometry.min_inliers).encode()}  # the review app's bar
+    table = table.replace_schema_metadata(meta)
+    stats["review_queue_geometry"] = {"method": geometry.method, "min_inliers": geometry.min_inliers,
+                                      "rows_at_min_inliers": int((ev.inliers >= geometry.min_inliers).sum())}
+    return table

@@ -13,6 +13,7 @@ import numpy as np
 from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.descriptors import similarity_function
 from mining.errors import UserError
+from mining.evidence import geometry_of
 from mining.retrieval import open_method
 from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
@@ -27,7 +28,7 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
     With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
     its rows numbered from `query_offset` in the run's queries."""
-    stores = open_method(method_dir, benchmark=benchmark)
+    stores = open_method(method_dir, benchmark=benchmark, spatial=None)  # +SP when the stores keep keypoints
     landmark = stores.landmark_similarities(dataset)
     positive_sims, positives_missing = landmark.positives(dataset)
     missing_queries = sorted(set(range(len(dataset.qimlist))) - set(landmark.query_index.tolist()))
@@ -35,15 +36,18 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     q_store, c_store = stores.queries, stores.candidates
     sim = similarity_function(q_store, c_store)
     _, q_payload = q_store.load_all()
-    is_global = stores.is_global
+    is_global = stores.is_global and stores.spatial is None
 
     def blocks() -> Iterator[np.ndarray | CandidateVectors]:
+        if stores.spatial is not None:  # the verified similarities (mining.reranking)
+            yield from (np.asarray(s, dtype=np.float32) for _, s in stores.candidate_similarities())
+            return
         for _, payload in c_store.iter_blocks():
             # global descriptors: the loop multiplies them itself, fused with the counting
             yield CandidateVectors(payload) if is_global else np.asarray(sim(q_payload, payload), dtype=np.float32)
 
     stats = {"queries_without_descriptor": [dataset.qimlist[i] for i in missing_queries],
-             "positives_without_descriptor": int(positives_missing)}
+             "positives_without_descriptor": int(positives_missing), "spatial_verification": stores.spatial}
     return MethodInput(stores.name, landmark.query_index + query_offset, positive_sims, ids, blocks,
                        q_payload if is_global else None, bench_index), stats
 
@@ -128,5 +132,5 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions 
                                        "queries": len(ds.qimlist), "landmarks": len(ds.landmarks)}
                                       for b, ds in zip(benchmarks, datasets)]
     result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
-    write_outputs(result, problem, out, near_duplicates)
+    write_outputs(result, problem, out, near_duplicates, geometry_of(descriptors, benchmarks, datasets))
     return result.stats

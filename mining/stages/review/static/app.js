@@ -6,7 +6,8 @@
   const PAGE = 100;
   const $ = (id) => document.getElementById(id);
   const st = { name: localStorage.getItem("mining-review-name") || "", landmarks: [], lm: null,
-               offset: 0, total: 0, items: [], cursor: 0, show: "all" };
+               offset: 0, total: 0, items: [], cursor: 0, show: "all", sort: "rank",
+               minInliers: null };
 
   // The sticky header's real height (it wraps on narrow windows): the cursor's tile scrolls to
   // just below it, never under it.
@@ -96,7 +97,8 @@
 
   async function selectLandmark(name, position) {
     st.lm = name; $("landmark").value = name; $("done").hidden = true;
-    if (st.show !== "all") position = 0;  // a filter's list starts at its first item
+    // a filter's list, or the inlier order, starts at its first item
+    if (st.show !== "all" || st.sort !== "rank") position = 0;
     else if (position === undefined) {
       position = (await api("/api/resume?" + q({ landmark: name, reviewer: st.name }))).position;
     }
@@ -106,9 +108,10 @@
 
   // ---------------------------------------------------------------- the grid
   const fetchPage = (where) =>
-    api("/api/items?" + q({ landmark: st.lm, limit: PAGE, reviewer: st.name, show: st.show, ...where }));
+    api("/api/items?" + q({ landmark: st.lm, limit: PAGE, reviewer: st.name, show: st.show, sort: st.sort,
+                               ...where }));
   function showPage(data, position) {
-    st.offset = data.offset; st.total = data.total; st.items = data.items;
+    st.offset = data.offset; st.total = data.total; st.items = data.items; st.minInliers = data.min_inliers;
     st.cursor = Math.max(0, Math.min(st.items.length - 1, (position ?? st.offset) - st.offset));
     render();
   }
@@ -141,6 +144,12 @@
       const meta = document.createElement("div"); meta.className = "meta";
       const label = document.createElement("span"); label.textContent = `#${it.rank}`;
       label.title = `photo ${it.photo_id}, score ${it.score ?? "?"}`;
+      if (it.inliers !== null && it.inliers !== undefined && it.inliers >= 0) {
+        const geo = document.createElement("span"); geo.className = "inliers"; geo.textContent = ` · ${it.inliers} inl`;
+        geo.title = `${it.inliers} RANSAC inliers with ${it.inlier_image || "no landmark image"}`;
+        label.appendChild(geo);
+        if (st.minInliers !== null && it.inliers >= st.minInliers) tile.classList.add("geo");
+      }
       const btns = document.createElement("span"); btns.className = "btns";
       for (const v of ["y", "n", "u"]) {
         const b = document.createElement("button"); b.type = "button"; b.textContent = v; b.dataset.vote = v;
@@ -282,7 +291,7 @@
       if (!r.undone) { toast("nothing to undo"); return; }
       await loadLandmarks();
       const u = r.undone;
-      if (u.landmark !== st.lm || st.show !== "all") {
+      if (u.landmark !== st.lm || st.show !== "all" || st.sort !== "rank") {
         await selectLandmark(u.landmark, u.position);
         const i = st.items.findIndex((x) => x.id === u.item_id);  // in a filter: its first page
         if (i >= 0) { st.cursor = i; paintCursor(); }
@@ -321,6 +330,11 @@
     const vote = it.vote ? ` · your vote: ${it.vote}` : "";
     openViewer(`/image/${it.id}`, `candidate #${it.rank} · photo ${it.photo_id}${vote} — y / n / u to decide, Enter to close`,
                bestQuery(it));
+    const geo = it.inliers > 0; $("viewer-geo").hidden = !geo;
+    if (geo) {
+      $("viewer-geo-img").src = `/matches/${it.id}`;
+      $("viewer-geo-cap").textContent = `${it.inliers} inliers with ${it.inlier_image}: the matched keypoints`;
+    }
   }
   const closeOverlays = () => { $("viewer").hidden = true; $("help").hidden = true; };
   $("viewer").addEventListener("click", closeOverlays);
@@ -367,6 +381,9 @@
   $("next").addEventListener("click", () => enqueue(() => nextPage(1)));
   $("show").addEventListener("change", (e) => {
     st.show = e.target.value; e.target.blur(); enqueue(() => selectLandmark(st.lm));
+  });
+  $("sort").addEventListener("change", (e) => {
+    st.sort = e.target.value; e.target.blur(); enqueue(() => selectLandmark(st.lm, 0));
   });
   $("landmark").addEventListener("change", (e) => {
     const name = e.target.value; e.target.blur(); enqueue(() => selectLandmark(name));

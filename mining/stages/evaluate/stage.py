@@ -21,7 +21,7 @@ from mining.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
 from mining.options import EvaluateOptions
 from mining.result import summary_markdown
-from mining.stages.evaluate import bootstrap
+from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method
 from mining.stages.evaluate.kit import KitInputs, KitOptions, run_kit
@@ -73,7 +73,9 @@ def run(inputs: Inputs, out: Path, options: EvaluateOptions, *, progress: bool =
     for b, dataset in zip(benchmarks, datasets):
         bench = b.name if len(benchmarks) > 1 else None
         loaded = (load_method(Path(d), dataset, rankings, progress=progress, benchmark=bench) for d in descriptors)
-        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot))
+        report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d in descriptors], boot)
+        expansion.add_rows(report, descriptors, dataset, sets, setups, expansion.Expansion.of(options), bench)
+        reports.append(report)
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mining.kernels import _jit
 from mining.retrieval import LandmarkSims, MethodStores, open_method, parse_ids, unit_rows
 from mining.stages.evaluate.experiment import Sets, _mean_std, evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
@@ -79,6 +80,29 @@ def row_name(method: str, steps: Sequence[str]) -> str:
 
 
 # ----------------------------------------------------------------------------- the two steps
+@_jit
+def _top_k(s, k, self_offset, idx, val):  # pragma: no cover (compiled)
+    """Per row r of s: its k largest values, descending, ties to the lower column (the columns
+    are scanned in order and an equal value never displaces an earlier one); column
+    self_offset + r is skipped when self_offset ≥ 0. One pass over s."""
+    for r in range(s.shape[0]):
+        skip = self_offset + r if self_offset >= 0 else -1
+        cnt = 0
+        for j in range(s.shape[1]):
+            x = s[r, j]
+            if j == skip or (cnt == k and not x > val[r, k - 1]):
+                continue
+            p = cnt if cnt < k else k - 1
+            while p > 0 and val[r, p - 1] < x:
+                val[r, p] = val[r, p - 1]
+                idx[r, p] = idx[r, p - 1]
+                p -= 1
+            val[r, p] = x
+            idx[r, p] = j
+            if cnt < k:
+                cnt += 1
+
+
 def top_neighbours(x: np.ndarray, y: np.ndarray, n: int, self_offset: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row of x's n most similar rows of y (dot products), best first, ties by y's row
     index: (indices int64, similarities float32), both (len(x), n'), n' = min(n, rows left).
@@ -93,17 +117,7 @@ def top_neighbours(x: np.ndarray, y: np.ndarray, n: int, self_offset: int | None
     step = max(1, TILE_BYTES // (4 * y.shape[0]))
     for a in range(0, x.shape[0], step):
         b = min(x.shape[0], a + step)
-        s = x[a:b] @ y.T
-        if self_offset is not None:
-            s[np.arange(b - a), self_offset + np.arange(a, b)] = -np.inf
-        kth = -np.partition(-s, k - 1, axis=1)[:, k - 1]  # each row's k-th largest
-        rows, cols = np.nonzero(s >= kth[:, None])  # ≥ k per row; more only on ties at the k-th
-        vals = s[rows, cols]
-        order = np.lexsort((cols, -vals, rows))
-        rows, cols, vals = rows[order], cols[order], vals[order]
-        start = np.searchsorted(rows, np.arange(b - a))
-        pick = start[:, None] + np.arange(k)
-        idx[a:b], val[a:b] = cols[pick], vals[pick]
+        _top_k(x[a:b] @ y.T, k, -1 if self_offset is None else self_offset + a, idx[a:b], val[a:b])
     return idx, val
 
 

@@ -187,15 +187,15 @@ def _load(stores: MethodStores, dataset: Any, wanted: np.ndarray) -> _Vectors:
 
 
 def _set_metrics(v: _Vectors, dataset: Any, setups: Sequence[str], ids: np.ndarray, steps: Sequence[str],
-                 ex: Expansion, augmented: dict[Any, np.ndarray], key: Any) -> dict[str, dict[str, float]]:
+                 ex: Expansion, augmented: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     """Metrics per setup of one row (its steps) with one distractor set (photo ids); `augmented`
-    keeps each set's DBA vectors (by `key`) for the next row that needs them."""
+    keeps the set's DBA vectors for the next row that needs them."""
     d_ids, d_rows = v.distractors(ids)
     y = np.concatenate([v.database, d_rows]) if d_rows.size else v.database
     if DBA in steps:
-        if key not in augmented:
-            augmented[key] = augment(y, ex.dba_n, ex.dba_alpha)
-        y = augmented[key]
+        if DBA not in augmented:
+            augmented[DBA] = augment(y, ex.dba_n, ex.dba_alpha)
+        y = augmented[DBA]
     q = expand(v.queries, y, ex.aqe_n, ex.aqe_alpha) if AQE in steps else v.queries
     sims = q @ y.T
     ndb = v.database.shape[0]
@@ -218,16 +218,19 @@ def method_rows(method_dir: Path, dataset: Any, sets: Sets, setups: Sequence[str
               "random": [np.asarray(r[:n], np.int64) for r in sets.random]}
     wanted = np.unique(np.concatenate([a for parts in chosen.values() for a in parts]))
     v = _load(stores, dataset, wanted)
-    augmented: dict[Any, np.ndarray] = {}
+    per: dict[tuple[str, ...], dict[str, list[Any]]] = {steps: {k: [] for k in chosen} for steps in ex.variants()}
+    for kind, parts in chosen.items():
+        for ids in parts:  # one set at a time: its DBA vectors are dropped before the next
+            augmented: dict[str, np.ndarray] = {}
+            for steps in ex.variants():
+                per[steps][kind].append(_set_metrics(v, dataset, setups, ids, steps, ex, augmented))
     out = {}
-    for steps in ex.variants():
-        per = {kind: [_set_metrics(v, dataset, setups, ids, steps, ex, augmented, (kind, i)) for i, ids in enumerate(parts)]
-               for kind, parts in chosen.items()}
+    for steps, by_kind in per.items():
         results = {}
         for s in setups:
-            rnd = [r[s] for r in per["random"]]
-            results[s] = {"none": per["none"][0][s], "random": _mean_std(rnd) if rnd else None,
-                          "mined": per["mined"][0][s], "all": None}
+            rnd = [r[s] for r in by_kind["random"]]
+            results[s] = {"none": by_kind["none"][0][s], "random": _mean_std(rnd) if rnd else None,
+                          "mined": by_kind["mined"][0][s], "all": None}
         out[row_name(v.name, steps)] = {"method": v.name, "steps": list(steps), "results": results}
     return out
 

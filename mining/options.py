@@ -111,6 +111,10 @@ class EvaluateOptions:
     n: int | None
     random_seeds: list[int]
     setups: list[Literal["easy", "medium", "hard"]]
+    aqe_n: int  # αQE's neighbours (0: off; mining.stages.evaluate.expansion)
+    aqe_alpha: float
+    dba_n: int  # DBA's neighbours (0: off)
+    dba_alpha: float
 
 
 LicenceCode = Literal["by", "by-sa", "by-nd", "by-nc", "by-nc-sa", "by-nc-nd", "cc0", "pdm", "nkcr", "us-gov"]

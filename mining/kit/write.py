@@ -24,6 +24,7 @@ from mining.descriptors import (
     MODEL_FILE,
     iter_similarities,
     open_store,
+    similarity_function,
     write_global_shard,
     write_ids,
     write_store_info,
@@ -72,10 +73,21 @@ def _copy_store(src: Any, dst: Path) -> None:
     write_store_info(dst, _store_info(src.info, len(src.ids()), len(names)))
 
 
-def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> int:
+def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int,
+                  queries: dict[str | None, Any]) -> tuple[int, dict[str | None, np.ndarray]]:
     """The rows of the candidates store `src` whose photo id is in `wanted` (sorted), in store
-    order, as a store of their own; the method's model beside them. Returns the rows kept."""
+    order, as a store of their own; the method's model beside them. Returns the rows kept and,
+    per benchmark (`queries`: its query store), the float32 similarities of its queries to
+    them, in the kit's row order: the bits the run's evaluation ranked by.
+
+    Why those bits without computing the whole pool: a global method's similarities are
+    computed on the run's own shards (same shapes, same GEMM), and only shards holding a
+    selected row are read; a method of another kind scores each (query, image) pair on its own
+    (ASMK sums a pair's word matches in the same order whatever else is in the block), so its
+    are computed on the kept rows alone, from the kit's store."""
     method = None if src.kind == GLOBAL else get_method(src.method)
+    glob = {b: (q.load_all()[1], similarity_function(q, src)) for b, q in queries.items()} if method is None else {}
+    cols: dict[str | None, list[np.ndarray]] = {b: [] for b in queries}
     ids: list[str] = []
     rows: list[Any] = []
     names: list[str] = []
@@ -94,14 +106,18 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
         del ids[:k], rows[:k]
 
     kept = 0
-    for block_ids, payload in src.iter_blocks():
+    for shard in src.shard_names():
+        block_ids = src.shard_ids(shard)
         photo = parse_ids(block_ids, str(src.path))
         take = np.flatnonzero(np.isin(photo, wanted))
-        if not take.size:
+        if not take.size:  # neither rows nor similarities wanted: the payload is not even read
             continue
+        payload = src.load_payload(shard)
         ids.extend(block_ids[i] for i in take)
         if method is None:
             rows.extend(np.asarray(payload)[take])  # float16 rows, as stored
+            for b, (q, sim) in glob.items():  # the whole shard, as evaluate computes it: the same bits
+                cols[b].append(np.asarray(sim(q, payload), np.float32)[:, take])
         else:
             try:
                 rows.extend(method.take_rows(payload, take))
@@ -116,28 +132,20 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int) -> i
     if (src.path / MODEL_FILE).is_file():
         shutil.copyfile(src.path / MODEL_FILE, dst / MODEL_FILE)
     write_store_info(dst, _store_info(src.info, kept, len(names)))
-    return kept
+    if method is not None:
+        cols = {b: [sims for _, sims in iter_similarities(q, open_store(dst))] for b, q in queries.items()}
+    return kept, {b: np.concatenate(c, axis=1) if c else np.zeros((len(queries[b].ids()), 0), np.float32)
+                  for b, c in cols.items()}
 
 
-def _similarities(method_dir: Path, bench: str | None, out: Path, wanted: np.ndarray, kept_ids: list[str]) -> None:
-    """The similarities the run's evaluation ranked by, computed here by the same code on the
-    run's own stores (same shards, same shapes: the same float32 bits): queries × database
-    (store orders) and queries × the kept distractors (the kit's distractors store order)."""
-    stores = open_method(method_dir, benchmark=bench)
-    blocks = [sims for _, sims in iter_similarities(stores.queries, stores.database)]
-    nq = len(stores.queries.ids())
+def _write_sims(out: Path, queries: Any, database: Any, distractors: np.ndarray) -> None:
+    """SIMS/landmarks.npy (queries × database, store orders, as evaluate computes them) and
+    SIMS/distractors.npy (queries × the kit's distractors), float32."""
+    blocks = [sims for _, sims in iter_similarities(queries, database)]
+    nq = len(queries.ids())
     landmarks = np.concatenate(blocks, axis=1) if blocks else np.zeros((nq, 0), np.float32)
-    ids: list[str] = []
-    cols = []
-    for block_ids, sims in stores.candidate_similarities():
-        take = np.flatnonzero(np.isin(parse_ids(block_ids, str(method_dir)), wanted))
-        ids.extend(block_ids[i] for i in take)
-        cols.append(np.asarray(sims, np.float32)[:, take])
-    if ids != kept_ids:
-        raise UserError(f"{method_dir}/candidates changed while the kit was written; run `mining release --kit` again")
     out.mkdir(parents=True)
-    for name, arr in (("landmarks", landmarks), ("distractors", np.concatenate(cols, axis=1) if cols
-                                                 else np.zeros((nq, 0), np.float32))):
+    for name, arr in (("landmarks", landmarks), ("distractors", distractors)):
         with atomic.atomic_path(out / f"{name}.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, np.ascontiguousarray(arr, np.float32))
 
@@ -175,9 +183,10 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
         for bench in benchmarks or [None]:
             for part in ("queries", "database"):
                 _copy_store(open_store(store_dir(d, bench) / part), store_dir(base, bench) / part)
-        kept = _subset_store(cand, base / "distractors", wanted, shard_rows)
-        for bench in benchmarks or [None]:
-            _similarities(Path(d), bench, store_dir(base, bench) / SIMS, wanted, open_store(base / "distractors").ids())
+        run = {b: open_method(d, benchmark=b) for b in benchmarks or [None]}
+        kept, sims = _subset_store(cand, base / "distractors", wanted, shard_rows, {b: r.queries for b, r in run.items()})
+        for bench, stores in run.items():
+            _write_sims(store_dir(base, bench) / SIMS, stores.queries, stores.database, sims[bench])
         model = cand.info.get("model")
         model_file = base / "distractors" / MODEL_FILE
         model_bytes = model_file.stat().st_size if model_file.is_file() else 0

@@ -107,3 +107,44 @@ def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
     assert rep["per_benchmark"]["a"]["results"] != rep["per_benchmark"]["b"]["results"]
     with pytest.raises(UserError, match="the kit's benchmarks are a, b"):
         run_kit(KitInputs(tmp_path / "kit", [f"c={tmp_path / 'b/gnd_b.pkl'}"]), None)
+
+
+def test_kit_similarities_are_the_runs_bits_from_the_selected_rows_alone(tmp_path):
+    """The kit computes ASMK similarities on the kept rows only and a global method's on the
+    shards that hold one: both equal, bit for bit, what evaluate computes over the whole pool."""
+    from mining.descriptors import iter_similarities, open_store, write_global_shard, write_ids, write_store_info
+    from mining.methods.rsift_asmk import RSiftAsmk
+    from mining.retrieval import parse_ids
+
+    rng = np.random.default_rng(5)
+    pool = [str(5000 + i) for i in range(300)]
+    asmk = RSiftAsmk()
+    for part, names in (("queries", [f"q{i}" for i in range(7)]), ("database", [f"d{i}" for i in range(40)]),
+                        ("candidates", pool)):
+        for s in range(0, len(names), 50):
+            shard = f"{s // 50:05d}"
+            payloads = [(np.sort(rng.choice(64, int(rng.integers(0, 40)), replace=False)).astype(np.int32),
+                         rng.integers(0, 256, (0, 16), dtype=np.uint8)) for _ in names[s:s + 50]]
+            payloads = [(w, rng.integers(0, 256, (w.size, 16), dtype=np.uint8)) for w, _ in payloads]
+            (tmp_path / "asmk" / part / "shards").mkdir(parents=True, exist_ok=True)
+            asmk.write_payloads(tmp_path / "asmk" / part / "shards", shard, payloads)
+            write_ids(tmp_path / "asmk" / part, shard, names[s:s + 50])
+            x = rng.normal(size=(len(names[s:s + 50]), 24)).astype(np.float32)
+            write_global_shard(tmp_path / "gem" / part, shard, names[s:s + 50], x / np.linalg.norm(x, axis=1)[:, None])
+        write_store_info(tmp_path / "asmk" / part, {"method": "rsift-asmk", "kind": "asmk", "set": part, "dim": 0,
+                                                    "params": dict(asmk.defaults)})
+        write_store_info(tmp_path / "gem" / part, {"method": "gem", "kind": "global", "set": part, "dim": 24})
+    chosen = np.sort(rng.choice(np.arange(5000, 5200), 45, replace=False))  # shards 4 and 5 hold none
+    sel = pd.DataFrame({"rank": np.arange(1, 46), "photo_id": chosen, "path": "x.jpg", "released": True})
+    write_kit(tmp_path / "kit", [tmp_path / "asmk", tmp_path / "gem"], sel,
+              {"landmarks": {"name": "b", "fingerprint": "0"}, "n": 45, "methods": []}, shard_rows=20)
+    for name, d in (("rsift-asmk", tmp_path / "asmk"), ("gem", tmp_path / "gem")):
+        cols = {}
+        for ids, sims in iter_similarities(open_store(d / "queries"), open_store(d / "candidates")):
+            cols.update({int(i): sims[:, j] for j, i in enumerate(ids)})
+        kit_ids = parse_ids(open_store(tmp_path / "kit/methods" / name / "distractors").ids(), name)
+        assert kit_ids.tolist() == chosen.tolist()
+        want = np.stack([cols[int(i)] for i in kit_ids], axis=1)
+        got = np.load(tmp_path / "kit/methods" / name / "similarities/distractors.npy")
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+        assert np.count_nonzero(got) > got.size // 2  # words shared: real similarities, not zeros

@@ -264,6 +264,23 @@ def experiment_report(dataset: Any, sets: Sets, n: int | None, seeds: Sequence[i
     return report
 
 
+def _result_rows(report: dict[str, Any], row: str, results: dict[str, Any]) -> list[str]:
+    """One row's lines of the table: none, random N, mined N and all, mAP and mP@K per setup."""
+    lines = []
+    for kind, label in (("none", "none"), ("random", f"random {report['n']}"), ("mined", f"mined {report['n']}"),
+                        ("all", f"all {report['pool']}")):
+        cells = []
+        for s in report["setups"]:
+            r = results[s][kind]
+            for key in ("mAP", "mP@1", "mP@5", "mP@10"):
+                v = _pct(r.get(key)) if r else "–"
+                if r and kind == "random" and f"{key}_std" in r:
+                    v += f" ± {_pct(r[f'{key}_std'])}"
+                cells.append(v)
+        lines.append(f"| {row} | {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     """The evaluation as Markdown: one row per method × distractor set, mAP and mP@10 per setup."""
     setups = report["setups"]
@@ -273,18 +290,17 @@ def markdown_table(report: dict[str, Any]) -> str:
              f"random: mean ± std over seeds {report['seeds']}. Values in %.", ""]
     head = "| method | distractors | " + " | ".join(f"{s} mAP | {s} mP@1 | {s} mP@5 | {s} mP@10" for s in setups) + " |"
     lines += [head, "|" + "---|" * (2 + 4 * len(setups))]
+    variants = report.get("variants") or {}  # rows of a method with steps added (`cnn-gem+αQE`)
     for m in report["methods"]:
-        for kind, label in (("none", "none"), ("random", f"random {report['n']}"), ("mined", f"mined {report['n']}"),
-                            ("all", f"all {report['pool']}")):
-            cells = []
-            for s in setups:
-                r = report["results"][m][s][kind]
-                for key in ("mAP", "mP@1", "mP@5", "mP@10"):
-                    v = _pct(r.get(key)) if r else "–"
-                    if r and kind == "random" and f"{key}_std" in r:
-                        v += f" ± {_pct(r[f'{key}_std'])}"
-                    cells.append(v)
-            lines.append(f"| {m} | {label} | " + " | ".join(cells) + " |")
+        for row, results in [(m, report["results"][m])] + [(v, x["results"]) for v, x in variants.items()
+                                                           if x["method"] == m]:
+            lines += _result_rows(report, row, results)
+    ex = report.get("expansion")
+    if ex:  # mining.stages.evaluate.expansion
+        lines += ["", f"+αQE: each query plus its top {ex['aqe']['n']} (weights similarity^{ex['aqe']['alpha']:g}); "
+                  f"+DBA: each database image and distractor plus its top {ex['dba']['n']} (similarity^"
+                  f"{ex['dba']['alpha']:g}); neighbours searched among the database and that row's distractors; "
+                  "not evaluated with all candidates (–)."]
     if any(report["ablation"].get(m, {}).get(s) for m in report["methods"] for s in setups):
         lines += ["", f"## Leave-one-method-out selection (mAP in %, N = {report['n']})", ""]
         removed = sorted({r for m in report["methods"] for s in setups for r in report["ablation"][m][s]})

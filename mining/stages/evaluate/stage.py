@@ -21,7 +21,7 @@ from mining.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
 from mining.options import EvaluateOptions
 from mining.result import summary_markdown
-from mining.stages.evaluate import bootstrap
+from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method, method_variants
 from mining.stages.evaluate.kit import KitInputs, KitOptions, run_kit
@@ -74,7 +74,9 @@ def run(inputs: Inputs, out: Path, options: EvaluateOptions, *, progress: bool =
         bench = b.name if len(benchmarks) > 1 else None
         rows = method_variants(descriptors, bench)  # each method, and its +SP ranking where it has one
         loaded = (load_method(d, dataset, rankings, progress=progress, benchmark=bench, spatial=sp) for d, sp in rows)
-        reports.append(experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d, _ in rows], boot))
+        report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d, _ in rows], boot)
+        expansion.add_rows(report, descriptors, dataset, sets, setups, expansion.Expansion.of(options), bench)
+        reports.append(report)
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:

@@ -12,12 +12,16 @@ and what it is for a landmark:
 - `query` (optional): empty → the label holds for every query of the landmark; a query's image
   (as written in its row) or name → for that query only, replacing the landmark's label there.
 - `x1`, `y1`, `x2`, `y2`: a query's box, in pixels of the image as shown (EXIF orientation
-  applied); only on query rows.
+  applied); only on query rows. Each side at least `MIN_BOX_SIDE` px once the image is scaled
+  to a long side of `MIN_BOX_SCALE` px (describe crops the query from the scaled image and
+  drops a crop under 8 px: a smaller box would leave its query out of every score).
 
 The output is revisitop's format (`mining.landmarks`): OUT/gnd_<name>.pkl with plain lists (read
 back by `mining.gndfile`'s restricted unpickler) and OUT/jpg/<image name>.jpg, copied byte for
 byte; queries in table order, the database sorted by name, each query's `landmark` key set.
-Every bad row is refused before anything is written, with its file and line.
+Every image is decoded whole first (a truncated JPEG is refused), and every bad row is refused
+before anything is written, with its file and line. Time and memory are linear in the rows
+(benchmarks/landmarks_build.py): the problems keep the first message and a few line numbers.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ from mining import atomic
 from mining.benchmarks import valid_name
 from mining.errors import UserError
 from mining.imagedecode import shown_size
-from mining.landmarks import CheckReport, check_dataset
+from mining.landmarks import CheckReport, check_dataset, validate_gnd
 
 COLUMNS = ("image", "landmark", "role", "query", "x1", "y1", "x2", "y2")
 REQUIRED = ("image", "landmark", "role")
 BOX = ("x1", "y1", "x2", "y2")
 LABELS = ("easy", "hard", "junk")
 ROLES = ("query", *LABELS, "negative")
+MIN_BOX_SIDE = 8  # px: describe's smallest query crop (mining.imagedecode.load_image)
+MIN_BOX_SCALE = 768  # px: the smallest long side a built-in method describes at (cnn-gem's max_side)
+_SHOWN_LINES = 10  # line numbers of further problems named in the message
 
 
 @dataclass(frozen=True)
@@ -57,21 +64,34 @@ class Row:
 
 
 class _Problems:
-    """Every bad row of the table, raised as one line: the first, and which lines hold the others."""
+    """Every bad row of the table, raised as one line: the first, and which lines hold the others
+    (the first message and a few line numbers are kept, whatever the count: memory stays flat)."""
     def __init__(self, table: Path) -> None:
-        self.table, self.found = table, []
+        self.table, self.first, self.lines, self.count = table, None, [], 0
 
     def add(self, line: int, message: str) -> None:
-        self.found.append((line, message))
+        if self.first is None:
+            self.first = (line, message)
+        elif len(self.lines) < _SHOWN_LINES:
+            self.lines.append(line)
+        self.count += 1
 
     def raise_any(self) -> None:
-        if not self.found:
+        if self.first is None:
             return
-        (line, msg), rest = self.found[0], self.found[1:]
+        line, msg = self.first
+        rest = self.count - 1
         where = f"{self.table} line {line}" if line else str(self.table)
-        more = f" (and {len(rest)} more, on lines {', '.join(str(n) for n, _ in rest[:10])}" \
-               f"{', …' if len(rest) > 10 else ''})" if rest else ""
+        more = f" (and {rest} more, on lines {', '.join(map(str, self.lines))}" \
+               f"{', …' if rest > len(self.lines) else ''})" if rest else ""
         raise UserError(f"{where}: {msg}{more}")
+
+
+def plain_name(name: str) -> bool:
+    """A name that is one file name inside jpg/ on every system: not empty, `.` or `..`, no
+    slash, backslash, NUL or control character, no space at either end."""
+    return (name not in ("", ".", "..") and name == name.strip()
+            and not any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name))
 
 
 def read_table(table: Path, images: Path | None = None) -> list[Row]:
@@ -79,18 +99,22 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
     its image); UserError naming the file and line of the first bad one."""
 
 
-    problems = _Problems(table)
     root = images if images is not None else table.parent
     try:
         with open(table, encoding="utf-8-sig", newline="") as f:
-            raw = list(csv.reader(f))
+            return _read_rows(table, csv.reader(f), root)
     except FileNotFoundError:
         raise UserError(f"{table}: annotation table not found") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"{table}: not a readable CSV table (UTF-8) ({exc})") from None
-    if not raw:
+
+
+def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
+    problems = _Problems(table)
+    header = next(reader, None)
+    if header is None:
         raise UserError(f"{table}: empty (expected a header row: {', '.join(COLUMNS)})")
-    head = [h.strip().lower() for h in raw[0]]
+    head = [h.strip().lower() for h in header]
     unknown = [h for h in head if h not in COLUMNS]
     missing = [c for c in REQUIRED if c not in head]
     if unknown or missing or len(set(head)) != len(head):
@@ -98,9 +122,9 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
                 else "a column named twice")
         raise UserError(f"{table} line 1: {what} (the columns are {', '.join(COLUMNS)}; "
                         f"{', '.join(REQUIRED)} are required)")
-    sizes: dict[Path, tuple[int, int] | str] = {}
+    files: dict[str, tuple[Path, tuple[int, int] | str]] = {}  # image as written → (path, size or problem)
     rows = []
-    for line, values in enumerate(raw[1:], start=2):
+    for line, values in enumerate(reader, start=2):
         if not any(v.strip() for v in values):
             continue
         if len(values) != len(head):
@@ -123,10 +147,14 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
         if role == "query" and query:
             problems.add(line, "the query column is for labels of one query; a query row leaves it empty")
             continue
-        path = Path(image) if Path(image).is_absolute() else root / image
-        if path not in sizes:
-            sizes[path] = _image_size(path, Image, shown_size)
-        size = sizes[path]
+        if image not in files:
+            path = Path(image) if Path(image).is_absolute() else root / image
+            files[image] = (path, _image_size(path) if plain_name(path.stem) else "")
+        path, size = files[image]
+        if not plain_name(path.stem):
+            problems.add(line, f"image {image}: its name {path.stem!r} (the file's stem) is not a plain file name "
+                               "(not empty, '.' or '..'; no slash, backslash or control character): rename the file")
+            continue
         if isinstance(size, str):
             problems.add(line, f"image {image}: {size}")
             continue
@@ -145,15 +173,20 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
     return rows
 
 
-def _image_size(path: Path, image_module: Any, shown_size: Any) -> tuple[int, int] | str:
-    """The image's size as shown, or what is wrong with the file."""
+def _image_size(path: Path) -> tuple[int, int] | str:
+    """The image's size as shown, or what is wrong with the file. The whole image is decoded
+    (at 1/8 scale: every byte of the compressed data is still read), so a truncated or damaged
+    JPEG is refused here rather than dropped by describe later."""
     if not path.is_file():
         return f"not found ({path})"
     try:
-        with image_module.open(path) as im:
+        with Image.open(path) as im:
             if im.format != "JPEG":
                 return f"a {im.format} file, not a JPEG (convert it: the ground truth's images are jpg/<name>.jpg)"
-            return shown_size(im)
+            size = shown_size(im)
+            im.draft("RGB", (max(1, im.size[0] // 8), max(1, im.size[1] // 8)))
+            im.load()
+            return size
     except Exception as exc:  # noqa: BLE001 - any decoder failure is the user's file
         return f"not a readable image ({exc})"
 
@@ -171,6 +204,12 @@ def _box(cells: list[str], size: tuple[int, int], image: str) -> tuple[tuple[flo
         return None, f"the box [{', '.join(cells)}] must be finite with x1 < x2 and y1 < y2"
     if x1 < 0 or y1 < 0 or x2 > w or y2 > h:
         return None, f"the box [{', '.join(cells)}] reaches outside the {w}×{h} image {image}"
+    scale = min(1.0, MIN_BOX_SCALE / max(w, h))
+    if min(x2 - x1, y2 - y1) * scale < MIN_BOX_SIDE:
+        least = MIN_BOX_SIDE / scale
+        return None, (f"the box [{', '.join(cells)}] is {x2 - x1:g}×{y2 - y1:g} px: each side must be at least "
+                      f"{least:g} px in this {w}×{h} image ({MIN_BOX_SIDE} px at a long side of {MIN_BOX_SCALE} px, "
+                      "the smallest crop describe takes)")
     return box, ""  # type: ignore[return-value]
 
 
@@ -182,7 +221,7 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
     files: dict[str, tuple[Path, int]] = {}
     for r in rows:
         seen = files.setdefault(r.name, (r.path, r.line))
-        if seen[0].resolve() != r.path.resolve():
+        if seen[0] != r.path and seen[0].resolve() != r.path.resolve():
             problems.add(r.line, f"{r.image} and line {seen[1]}'s image would both be jpg/{r.name}.jpg; rename one")
     queries: dict[str, Row] = {}
     for r in rows:
@@ -230,10 +269,13 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
 
     imlist = sorted({name for name, _, _ in labels} | set(negatives))
     index = {n: i for i, n in enumerate(imlist)}
+    per_landmark: dict[str, dict[str, str]] = {}  # landmark → image name → role (labels for all its queries)
+    per_query: dict[str, dict[str, str]] = {}  # query name → image name → role (labels for it alone)
+    for (name, lm, only), r in labels.items():
+        (per_query.setdefault(only, {}) if only else per_landmark.setdefault(lm, {}))[name] = r.role
     gnd = []
     for q in queries.values():
-        role = {name: r.role for (name, lm, only), r in labels.items() if lm == q.landmark and not only}
-        role |= {name: r.role for (name, lm, only), r in labels.items() if only == q.name}
+        role = per_landmark.get(q.landmark, {}) | per_query.get(q.name, {})
         g: dict[str, Any] = {"bbx": list(q.box or ())}
         for label in LABELS:
             g[label] = sorted(index[n] for n, lab in role.items() if lab == label)
@@ -257,6 +299,9 @@ def build_landmarks(table: str | Path, out: str | Path, name: str | None = None,
     if other:
         raise UserError(f"{out} already holds {other[0]}: one landmark dataset per folder (choose another --out)")
     data, files = ground_truth(table, read_table(table, Path(images) if images is not None else None))
+    errors = [x for x in validate_gnd(data) if x.level == "error"]  # what the check below would refuse
+    if errors:
+        raise UserError(f"{table}: {errors[0].message}; nothing was written")
     for image_name, src in sorted(files.items()):
         atomic.write_bytes(out / "jpg" / f"{image_name}.jpg", src.read_bytes())
     atomic.write_bytes(gnd_path, pickle.dumps(data, protocol=4))

@@ -40,6 +40,7 @@ from mining.benchmarks import valid_name
 from mining.errors import UserError
 from mining.imagedecode import shown_size
 from mining.landmarks import CheckReport, check_dataset, validate_gnd
+from mining.plainpaths import plain_name
 
 COLUMNS = ("image", "landmark", "role", "query", "x1", "y1", "x2", "y2")
 REQUIRED = ("image", "landmark", "role")
@@ -85,13 +86,6 @@ class _Problems:
         more = f" (and {rest} more, on lines {', '.join(map(str, self.lines))}" \
                f"{', …' if rest > len(self.lines) else ''})" if rest else ""
         raise UserError(f"{where}: {msg}{more}")
-
-
-def plain_name(name: str) -> bool:
-    """A name that is one file name inside jpg/ on every system: not empty, `.` or `..`, no
-    slash, backslash, NUL or control character, no space at either end."""
-    return (name not in ("", ".", "..") and name == name.strip()
-            and not any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name))
 
 
 def read_table(table: Path, images: Path | None = None) -> list[Row]:

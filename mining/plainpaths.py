@@ -44,10 +44,12 @@ def _walk_error(what: str):  # noqa: ANN202 - os.walk's callback
     return fail
 
 
-def regular_inside(path: Path, root: Path) -> bool:
-    """`path` is a regular file (not a symbolic link) whose real path lies inside `root`'s."""
+def regular_inside(path: Path, real_root: str) -> bool:
+    """`path` is a regular file (not a symbolic link) whose real path lies inside the folder
+    whose real path (`os.path.realpath`) is `real_root`."""
     try:
-        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
     except OSError:
         return False
-    return stat.S_ISREG(mode) and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+    return os.path.commonpath([os.path.realpath(path), real_root]) == real_root

@@ -77,8 +77,8 @@ def npy_header(f: BinaryIO, path: Path, size: int) -> tuple[np.dtype, tuple[int,
             raise ValueError(f"format version {version}")
     except (ValueError, OSError, SyntaxError, TypeError) as exc:
         raise _bad(path, f"not a .npy array ({exc})") from None
-    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
-        raise _bad(path, f"holds {dtype} values, not numbers (objects and pickles are refused)")
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufcUS":
+        raise _bad(path, f"holds {dtype} values, not numbers or text (objects and pickles are refused)")
     if fortran and len(shape) > 1:
         raise _bad(path, "holds a Fortran-ordered array; the kit writes C order")
     data = size - (f.tell() - start)

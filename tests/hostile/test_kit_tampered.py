@@ -184,6 +184,39 @@ def test_a_kit_that_is_a_symlink_is_refused(made, tmp_path, capsys):
     _one_line(rc, err, "a symbolic link")
 
 
+def test_npz_members_are_checked_by_their_headers(tmp_path):
+    """A model.npz or an ASMK shard: every member a .npy of numbers whose header fits its size."""
+    import zipfile
+
+    from mining.errors import UserError
+    from mining.kit.check import check_npz
+
+    good = tmp_path / "good.npz"
+    np.savez(good, pca_mean=np.zeros(4, np.float32), pca_proj=np.eye(4, dtype=np.float32))
+    check_npz(good)
+    bad = {"object": lambda z: z.writestr("centroids.npy", _object_npy()),
+           "huge": lambda z: z.writestr("centroids.npy", _npy_header((2 ** 40, 2 ** 20), "<f4")),
+           "pickle": lambda z: z.writestr("centroids.npy", pickle.dumps({"a": 1})),
+           "other member": lambda z: z.writestr("run.py", b"print(1)")}
+    for case, write in bad.items():
+        path = tmp_path / f"{case}.npz"
+        with zipfile.ZipFile(path, "w") as z:
+            write(z)
+        with pytest.raises(UserError, match=f"^{path}"):
+            check_npz(path)
+    (tmp_path / "not.npz").write_bytes(b"PK not a zip")
+    with pytest.raises(UserError, match="not a readable .npz"):
+        check_npz(tmp_path / "not.npz")
+
+
+def _object_npy():
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.array([None, {"a": 1}], dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
 def _queries(made, tmp_path, rows):
     path = tmp_path / "q.npy"
     np.save(path, rows)

@@ -127,3 +127,20 @@ def test_an_img2dataset_shard_linked_out_is_not_adopted(tmp_path, linked):
     found, _ = _run(tmp_path, folder)
     assert found == ({11: "mine", 12: "not_found", 13: "mine"} if linked == "file"
                      else {11: "not_found", 12: "not_found", 13: "not_found"})
+
+
+def test_a_file_swapped_for_a_link_after_the_plan_is_not_read(tmp_path):
+    """The plan found a regular file; a link put in its place before the read is not followed."""
+    from mining.stages.download.downloader import read_local
+    from mining.stages.download.stage import fetch_config
+
+    folder, outside = tmp_path / "mine", tmp_path / "secret.jpg"
+    _ours(folder, 11).write_bytes(unique(jpeg(), 11))
+    outside.write_bytes(unique(jpeg(), 12))
+    uri = LocalFolder(folder).find(11, "", download_url(11))
+    cfg = fetch_config(DOWNLOAD)
+    assert read_local(11, uri, cfg)[0]["status"] == "ok"
+    _ours(folder, 11).unlink()
+    os.symlink(outside, _ours(folder, 11))
+    row, body = read_local(11, uri, cfg)
+    assert row["status"] == "not_found" and body is None

@@ -10,8 +10,10 @@ then one easy row repeated `--duplicates` times (every repeat a "labelled twice"
 which build must refuse in one line without holding a message per row.
 
 Each case runs in its own process (`--one`), which reports its wall time and peak RSS
-(ru_maxrss); the growth exponent b (time ∝ rows^b) between the two sizes is the figure that
-says whether the build is linear (b ≈ 1), whatever the machine. Prints JSON.
+(ru_maxrss), and the reference measured right after it: the same images read and written
+once (`copy_seconds`, the file I/O no build can avoid). The growth exponent b (time ∝ rows^b)
+between the two sizes says whether the build is linear (b ≈ 1), whatever the machine. Prints
+JSON.
 """
 
 from __future__ import annotations
@@ -88,7 +90,13 @@ def one(case: str, rows: int) -> dict[str, Any]:
             refused = str(exc)
         seconds = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"case": case, "rows": rows, "seconds": round(seconds, 2), "peak_rss_mb": round(peak / 1024, 1),
+        t0 = time.perf_counter()  # the reference: the images read and written once, nothing else
+        (root / "copy").mkdir()
+        for src in sorted((root / "img").iterdir()) if case != "duplicates" else []:
+            (root / "copy" / src.name).write_bytes(src.read_bytes())
+        copy = time.perf_counter() - t0 if case != "duplicates" else None
+    return {"case": case, "rows": rows, "seconds": round(seconds, 2), "copy_seconds": None if copy is None else round(copy, 2),
+            "ratio_to_copy": round(seconds / copy, 1) if copy else None, "peak_rss_mb": round(peak / 1024, 1),
             "rss_before_build_mb": round(before / 1024, 1),
             "refused": None if refused is None else refused[:200], "refusal_lines": None if refused is None
             else refused.count("\n") + 1}

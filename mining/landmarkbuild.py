@@ -52,7 +52,7 @@ MIN_BOX_SCALE = 768  # px: the smallest long side a built-in method describes at
 _SHOWN_LINES = 10  # line numbers of further problems named in the message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     line: int
     image: str  # as written
@@ -116,7 +116,7 @@ def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
                 else "a column named twice")
         raise UserError(f"{table} line 1: {what} (the columns are {', '.join(COLUMNS)}; "
                         f"{', '.join(REQUIRED)} are required)")
-    files: dict[str, tuple[Path, tuple[int, int] | str]] = {}  # image as written → (path, size or problem)
+    files: dict[str, tuple[Path, str, tuple[int, int] | str]] = {}  # image as written → (path, name, size or problem)
     rows = []
     for line, values in enumerate(reader, start=2):
         if not any(v.strip() for v in values):
@@ -124,7 +124,7 @@ def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
         if len(values) != len(head):
             problems.add(line, f"{len(values)} fields, the header has {len(head)}")
             continue
-        cell = {h: v.strip() for h, v in zip(head, values)}
+        cell = dict(zip(head, map(str.strip, values)))
         image, landmark, role, query = cell["image"], cell["landmark"], cell["role"].lower(), cell.get("query", "")
         if role not in ROLES:
             problems.add(line, f"role {cell['role']!r} is not one of {', '.join(ROLES)}")
@@ -141,14 +141,12 @@ def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
         if role == "query" and query:
             problems.add(line, "the query column is for labels of one query; a query row leaves it empty")
             continue
-        if image not in files:
+        if image not in files:  # each image looked at once, however many rows name it
             path = Path(image) if Path(image).is_absolute() else root / image
-            files[image] = (path, _image_size(path) if plain_name(path.stem) else "")
-        path, size = files[image]
-        if not plain_name(path.stem):
-            problems.add(line, f"image {image}: its name {path.stem!r} (the file's stem) is not a plain file name "
-                               "(not empty, '.' or '..'; no slash, backslash or control character): rename the file")
-            continue
+            files[image] = (path, path.stem, _image_size(path) if plain_name(path.stem) else
+                            f"its name {path.stem!r} (the file's stem) is not a plain file name (not empty, '.' or "
+                            "'..'; no slash, backslash or control character): rename the file")
+        path, name, size = files[image]
         if isinstance(size, str):
             problems.add(line, f"image {image}: {size}")
             continue
@@ -162,7 +160,7 @@ def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
         elif any(box_cells):
             problems.add(line, "only a query row has a box (x1, y1, x2, y2)")
             continue
-        rows.append(Row(line, image, path, path.stem, landmark, role, query, box))
+        rows.append(Row(line, image, path, name, landmark, role, query, box))
     problems.raise_any()
     return rows
 
@@ -215,7 +213,7 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
     files: dict[str, tuple[Path, int]] = {}
     for r in rows:
         seen = files.setdefault(r.name, (r.path, r.line))
-        if seen[0] != r.path and seen[0].resolve() != r.path.resolve():
+        if seen[0] is not r.path and seen[0].resolve() != r.path.resolve():
             problems.add(r.line, f"{r.image} and line {seen[1]}'s image would both be jpg/{r.name}.jpg; rename one")
     queries: dict[str, Row] = {}
     for r in rows:

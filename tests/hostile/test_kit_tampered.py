@@ -269,3 +269,16 @@ def test_own_queries_out_of_range_are_one_line(made, tmp_path, capsys, own, case
     q = _queries(made, tmp_path, x)
     rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(q))
     _one_line(rc, err, f"--queries {q}", words)
+
+
+def test_own_queries_as_a_store_are_checked_too(made, tmp_path, capsys, own):
+    """A store folder of the kit's method and settings whose rows are not unit rows (a zero row)."""
+    store = tmp_path / "q"
+    shutil.copytree(made[0] / "methods/gem/queries", store)
+    rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
+    assert rc == 0, err
+    x = own.astype(np.float16)
+    x[3] = 0
+    np.save(store / "shards/00000.npy", x)
+    rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
+    _one_line(rc, err, f"--queries {store}", "row 3 is all zeros")

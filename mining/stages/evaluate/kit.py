@@ -195,6 +195,12 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
         if want != have:
             raise UserError(f"--queries {path}: described with another model than the kit's {name} (sha256 {have} ≠ "
                             f"{want}); describe with --model {ref.path}")
+        if store.kind == GLOBAL:  # its rows as they will be used
+            try:
+                _, rows = store.load_all(as_stored=True)
+            except (OSError, ValueError) as exc:
+                raise UserError(f"--queries {path}: its shards are not readable descriptor rows ({exc})") from None
+            unit_rows(np.asarray(rows), f"--queries {path}", name)
         return name, store
     if path.suffix != ".npy" or not path.is_file():
         raise UserError(f"--queries {path}: give a descriptor store folder (mining describe) or a .npy file")

@@ -282,3 +282,37 @@ def test_own_queries_as_a_store_are_checked_too(made, tmp_path, capsys, own):
     np.save(store / "shards/00000.npy", x)
     rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
     _one_line(rc, err, f"--queries {store}", "row 3 is all zeros")
+
+
+def test_a_local_descriptor_store_is_checked_by_its_shards(tmp_path):
+    """A kit store of a non-global method (rsift-asmk's `NNNNN.asmk.npz` beside its ids): a whole
+    one passes; a shard whose descriptors are missing, or whose npz holds an object, is refused."""
+    from mining.descriptors import write_ids, write_store_info
+    from mining.errors import UserError
+    from mining.kit.check import check_store
+    from mining.methods import get_method
+
+    asmk = get_method("rsift-asmk")
+    store = tmp_path / "distractors"
+    payloads = [(np.arange(3, dtype=np.int32), np.zeros((3, 16), np.uint8)), (np.zeros(0, np.int32),
+                                                                               np.zeros((0, 16), np.uint8))]
+    (store / "shards").mkdir(parents=True)
+    asmk.write_payloads(store / "shards", "00000", payloads)
+    write_ids(store, "00000", ["11", "12"])
+    write_store_info(store, {"method": "rsift-asmk", "kind": "asmk", "count": 2, "shards": 1})
+    assert check_store(store, "rsift-asmk", "asmk", None) == 2
+    with pytest.raises(UserError, match="kind 'asmk', but kit.json says 'rsift-asmk' of kind 'global'"):
+        check_store(store, "rsift-asmk", "global", 16)
+    npz = store / "shards/00000.asmk.npz"
+    good = npz.read_bytes()
+    import zipfile
+
+    with zipfile.ZipFile(npz, "w") as z:
+        z.writestr("words.npy", _object_npy())
+    with pytest.raises(UserError, match="objects and pickles are refused"):
+        check_store(store, "rsift-asmk", "asmk", None)
+    npz.unlink()
+    with pytest.raises(UserError, match="00000.ids.parquet: its shard's descriptors are missing"):
+        check_store(store, "rsift-asmk", "asmk", None)
+    npz.write_bytes(good)
+    assert check_store(store, "rsift-asmk", "asmk", None) == 2

@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 from mining.errors import UserError
+from mining.plainpaths import check_tree
 
 SUMS = "SHA256SUMS"
 
@@ -37,8 +38,9 @@ def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:
 
 def verify(root: Path, what: str) -> int:
     """Check every file under `root` against root/SHA256SUMS: each listed file present with its
-    digest, no other file. One-line UserError naming the first file that differs; returns the
+    digest, no other file, and no symbolic link anywhere (`mining.plainpaths.check_tree`). One-line UserError naming the first file that differs; returns the
     number of files checked."""
+    check_tree(root, what)  # a linked file or folder would be hashed (or hidden) from outside root
     sums = root / SUMS
     if not sums.is_file():
         raise UserError(f"{root}: no {SUMS}; not {what}, or an incomplete copy of one")

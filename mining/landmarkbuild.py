@@ -12,12 +12,16 @@ and what it is for a landmark:
 - `query` (optional): empty → the label holds for every query of the landmark; a query's image
   (as written in its row) or name → for that query only, replacing the landmark's label there.
 - `x1`, `y1`, `x2`, `y2`: a query's box, in pixels of the image as shown (EXIF orientation
-  applied); only on query rows.
+  applied); only on query rows. Each side at least `MIN_BOX_SIDE` px once the image is scaled
+  to a long side of `MIN_BOX_SCALE` px (describe crops the query from the scaled image and
+  drops a crop under 8 px: a smaller box would leave its query out of every score).
 
 The output is revisitop's format (`mining.landmarks`): OUT/gnd_<name>.pkl with plain lists (read
 back by `mining.gndfile`'s restricted unpickler) and OUT/jpg/<image name>.jpg, copied byte for
 byte; queries in table order, the database sorted by name, each query's `landmark` key set.
-Every bad row is refused before anything is written, with its file and line.
+Every image is decoded whole first (a truncated JPEG is refused), and every bad row is refused
+before anything is written, with its file and line. Time and memory are linear in the rows
+(benchmarks/landmarks_build.py): the problems keep the first message and a few line numbers.
 """
 
 from __future__ import annotations
@@ -35,16 +39,20 @@ from mining import atomic
 from mining.benchmarks import valid_name
 from mining.errors import UserError
 from mining.imagedecode import shown_size
-from mining.landmarks import CheckReport, check_dataset
+from mining.landmarks import CheckReport, check_dataset, validate_gnd
+from mining.plainpaths import plain_name
 
 COLUMNS = ("image", "landmark", "role", "query", "x1", "y1", "x2", "y2")
 REQUIRED = ("image", "landmark", "role")
 BOX = ("x1", "y1", "x2", "y2")
 LABELS = ("easy", "hard", "junk")
 ROLES = ("query", *LABELS, "negative")
+MIN_BOX_SIDE = 8  # px: describe's smallest query crop (mining.imagedecode.load_image)
+MIN_BOX_SCALE = 768  # px: the smallest long side a built-in method describes at (cnn-gem's max_side)
+_SHOWN_LINES = 10  # line numbers of further problems named in the message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     line: int
     image: str  # as written
@@ -57,20 +65,26 @@ class Row:
 
 
 class _Problems:
-    """Every bad row of the table, raised as one line: the first, and which lines hold the others."""
+    """Every bad row of the table, raised as one line: the first, and which lines hold the others
+    (the first message and a few line numbers are kept, whatever the count: memory stays flat)."""
     def __init__(self, table: Path) -> None:
-        self.table, self.found = table, []
+        self.table, self.first, self.lines, self.count = table, None, [], 0
 
     def add(self, line: int, message: str) -> None:
-        self.found.append((line, message))
+        if self.first is None:
+            self.first = (line, message)
+        elif len(self.lines) < _SHOWN_LINES:
+            self.lines.append(line)
+        self.count += 1
 
     def raise_any(self) -> None:
-        if not self.found:
+        if self.first is None:
             return
-        (line, msg), rest = self.found[0], self.found[1:]
+        line, msg = self.first
+        rest = self.count - 1
         where = f"{self.table} line {line}" if line else str(self.table)
-        more = f" (and {len(rest)} more, on lines {', '.join(str(n) for n, _ in rest[:10])}" \
-               f"{', …' if len(rest) > 10 else ''})" if rest else ""
+        more = f" (and {rest} more, on lines {', '.join(map(str, self.lines))}" \
+               f"{', …' if rest > len(self.lines) else ''})" if rest else ""
         raise UserError(f"{where}: {msg}{more}")
 
 
@@ -79,18 +93,22 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
     its image); UserError naming the file and line of the first bad one."""
 
 
-    problems = _Problems(table)
     root = images if images is not None else table.parent
     try:
         with open(table, encoding="utf-8-sig", newline="") as f:
-            raw = list(csv.reader(f))
+            return _read_rows(table, csv.reader(f), root)
     except FileNotFoundError:
         raise UserError(f"{table}: annotation table not found") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"{table}: not a readable CSV table (UTF-8) ({exc})") from None
-    if not raw:
+
+
+def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
+    problems = _Problems(table)
+    header = next(reader, None)
+    if header is None:
         raise UserError(f"{table}: empty (expected a header row: {', '.join(COLUMNS)})")
-    head = [h.strip().lower() for h in raw[0]]
+    head = [h.strip().lower() for h in header]
     unknown = [h for h in head if h not in COLUMNS]
     missing = [c for c in REQUIRED if c not in head]
     if unknown or missing or len(set(head)) != len(head):
@@ -98,15 +116,15 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
                 else "a column named twice")
         raise UserError(f"{table} line 1: {what} (the columns are {', '.join(COLUMNS)}; "
                         f"{', '.join(REQUIRED)} are required)")
-    sizes: dict[Path, tuple[int, int] | str] = {}
+    files: dict[str, tuple[Path, str, tuple[int, int] | str]] = {}  # image as written → (path, name, size or problem)
     rows = []
-    for line, values in enumerate(raw[1:], start=2):
+    for line, values in enumerate(reader, start=2):
         if not any(v.strip() for v in values):
             continue
         if len(values) != len(head):
             problems.add(line, f"{len(values)} fields, the header has {len(head)}")
             continue
-        cell = {h: v.strip() for h, v in zip(head, values)}
+        cell = dict(zip(head, map(str.strip, values)))
         image, landmark, role, query = cell["image"], cell["landmark"], cell["role"].lower(), cell.get("query", "")
         if role not in ROLES:
             problems.add(line, f"role {cell['role']!r} is not one of {', '.join(ROLES)}")
@@ -123,10 +141,12 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
         if role == "query" and query:
             problems.add(line, "the query column is for labels of one query; a query row leaves it empty")
             continue
-        path = Path(image) if Path(image).is_absolute() else root / image
-        if path not in sizes:
-            sizes[path] = _image_size(path, Image, shown_size)
-        size = sizes[path]
+        if image not in files:  # each image looked at once, however many rows name it
+            path = Path(image) if Path(image).is_absolute() else root / image
+            files[image] = (path, path.stem, _image_size(path) if plain_name(path.stem) else
+                            f"its name {path.stem!r} (the file's stem) is not a plain file name (not empty, '.' or "
+                            "'..'; no slash, backslash or control character): rename the file")
+        path, name, size = files[image]
         if isinstance(size, str):
             problems.add(line, f"image {image}: {size}")
             continue
@@ -140,20 +160,25 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
         elif any(box_cells):
             problems.add(line, "only a query row has a box (x1, y1, x2, y2)")
             continue
-        rows.append(Row(line, image, path, path.stem, landmark, role, query, box))
+        rows.append(Row(line, image, path, name, landmark, role, query, box))
     problems.raise_any()
     return rows
 
 
-def _image_size(path: Path, image_module: Any, shown_size: Any) -> tuple[int, int] | str:
-    """The image's size as shown, or what is wrong with the file."""
+def _image_size(path: Path) -> tuple[int, int] | str:
+    """The image's size as shown, or what is wrong with the file. The whole image is decoded
+    (at 1/8 scale: every byte of the compressed data is still read), so a truncated or damaged
+    JPEG is refused here rather than dropped by describe later."""
     if not path.is_file():
         return f"not found ({path})"
     try:
-        with image_module.open(path) as im:
+        with Image.open(path) as im:
             if im.format != "JPEG":
                 return f"a {im.format} file, not a JPEG (convert it: the ground truth's images are jpg/<name>.jpg)"
-            return shown_size(im)
+            size = shown_size(im)
+            im.draft("RGB", (max(1, im.size[0] // 8), max(1, im.size[1] // 8)))
+            im.load()
+            return size
     except Exception as exc:  # noqa: BLE001 - any decoder failure is the user's file
         return f"not a readable image ({exc})"
 
@@ -171,6 +196,12 @@ def _box(cells: list[str], size: tuple[int, int], image: str) -> tuple[tuple[flo
         return None, f"the box [{', '.join(cells)}] must be finite with x1 < x2 and y1 < y2"
     if x1 < 0 or y1 < 0 or x2 > w or y2 > h:
         return None, f"the box [{', '.join(cells)}] reaches outside the {w}×{h} image {image}"
+    scale = min(1.0, MIN_BOX_SCALE / max(w, h))
+    if min(x2 - x1, y2 - y1) * scale < MIN_BOX_SIDE:
+        least = MIN_BOX_SIDE / scale
+        return None, (f"the box [{', '.join(cells)}] is {x2 - x1:g}×{y2 - y1:g} px: each side must be at least "
+                      f"{least:g} px in this {w}×{h} image ({MIN_BOX_SIDE} px at a long side of {MIN_BOX_SCALE} px, "
+                      "the smallest crop describe takes)")
     return box, ""  # type: ignore[return-value]
 
 
@@ -182,7 +213,7 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
     files: dict[str, tuple[Path, int]] = {}
     for r in rows:
         seen = files.setdefault(r.name, (r.path, r.line))
-        if seen[0].resolve() != r.path.resolve():
+        if seen[0] is not r.path and seen[0].resolve() != r.path.resolve():
             problems.add(r.line, f"{r.image} and line {seen[1]}'s image would both be jpg/{r.name}.jpg; rename one")
     queries: dict[str, Row] = {}
     for r in rows:
@@ -230,10 +261,13 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
 
     imlist = sorted({name for name, _, _ in labels} | set(negatives))
     index = {n: i for i, n in enumerate(imlist)}
+    per_landmark: dict[str, dict[str, str]] = {}  # landmark → image name → role (labels for all its queries)
+    per_query: dict[str, dict[str, str]] = {}  # query name → image name → role (labels for it alone)
+    for (name, lm, only), r in labels.items():
+        (per_query.setdefault(only, {}) if only else per_landmark.setdefault(lm, {}))[name] = r.role
     gnd = []
     for q in queries.values():
-        role = {name: r.role for (name, lm, only), r in labels.items() if lm == q.landmark and not only}
-        role |= {name: r.role for (name, lm, only), r in labels.items() if only == q.name}
+        role = per_landmark.get(q.landmark, {}) | per_query.get(q.name, {})
         g: dict[str, Any] = {"bbx": list(q.box or ())}
         for label in LABELS:
             g[label] = sorted(index[n] for n, lab in role.items() if lab == label)
@@ -257,6 +291,9 @@ def build_landmarks(table: str | Path, out: str | Path, name: str | None = None,
     if other:
         raise UserError(f"{out} already holds {other[0]}: one landmark dataset per folder (choose another --out)")
     data, files = ground_truth(table, read_table(table, Path(images) if images is not None else None))
+    errors = [x for x in validate_gnd(data) if x.level == "error"]  # what the check below would refuse
+    if errors:
+        raise UserError(f"{table}: {errors[0].message}; nothing was written")
     for image_name, src in sorted(files.items()):
         atomic.write_bytes(out / "jpg" / f"{image_name}.jpg", src.read_bytes())
     atomic.write_bytes(gnd_path, pickle.dumps(data, protocol=4))

@@ -173,8 +173,10 @@ def _group_label(names: Sequence[str]) -> str:
     return _common_prefix(names)
 
 
-def _jaccard_matrix(sets: Sequence[set[int]]) -> np.ndarray:
-    """Pairwise |A∩B| / |A∪B| (0 where both are empty), through one sparse product."""
+def _jaccard_pairs(sets: Sequence[set[int]]) -> dict[tuple[int, int], float]:
+    """|A∩B| / |A∪B| of every pair i < j of sets that share an element, through one sparse
+    product (pairs that share nothing have 0 and are left out: memory grows with the pairs
+    that overlap, not with the square of the count)."""
     from scipy import sparse
 
     n = len(sets)
@@ -182,10 +184,9 @@ def _jaccard_matrix(sets: Sequence[set[int]]) -> np.ndarray:
     cols = np.fromiter((v for s in sets for v in sorted(s)), np.int64, count=len(rows))
     width = int(cols.max()) + 1 if len(cols) else 1
     a = sparse.csr_matrix((np.ones(len(rows), np.int32), (rows, cols)), shape=(n, width))
-    inter = (a @ a.T).toarray().astype(np.float64)
-    size = np.array([len(s) for s in sets], np.float64)
-    union = size[:, None] + size[None, :] - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    inter = sparse.triu(a @ a.T, k=1).tocoo()
+    size = [len(s) for s in sets]
+    return {(i, j): v / (size[i] + size[j] - v) for i, j, v in zip(*(x.tolist() for x in (inter.row, inter.col, inter.data))) if v}
 
 
 def _jaccard(a: set[int], b: set[int]) -> float:
@@ -228,12 +229,10 @@ def find_landmarks(qimlist: Sequence[str], gnd: Sequence[dict[str, Any]],
     for i, lm in enumerate(explicit):
         if lm is not None:
             join(first_of.setdefault(str(lm), i), i)
-    jac = _jaccard_matrix(pos) if n else np.zeros((0, 0))
-    free = [i for i in range(n) if explicit[i] is None and pos[i]]
-    for a, i in enumerate(free):
-        for j in free[a + 1:]:
-            if jac[i, j] >= threshold:
-                join(i, j)
+    jac = _jaccard_pairs(pos) if n else {}
+    for (i, j), v in jac.items():
+        if v >= threshold and explicit[i] is None and explicit[j] is None:
+            join(i, j)
 
     def members() -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -243,20 +242,25 @@ def find_landmarks(qimlist: Sequence[str], gnd: Sequence[dict[str, Any]],
 
     # found groups that match a named landmark join it
     named_pos = {r: set().union(*(pos[i] for i in qs)) for r, qs in members().items() if explicit[r] is not None}
+    holders = _holders(named_pos.items())
     for r, qs in members().items():
         if explicit[r] is not None or not pos[r]:
             continue
         union = set().union(*(pos[i] for i in qs))
-        best = max(named_pos, key=lambda k: (_jaccard(union, named_pos[k]), -k), default=None)
+        shared = Counter(k for v in union for k in holders.get(v, ()))  # named landmarks it overlaps at all
+        best = max(shared, key=lambda k: (_jaccard(union, named_pos[k]), -k), default=None)
         if best is not None and _jaccard(union, named_pos[best]) >= threshold:
             join(best, r)
     # queries without positives: by name stem, when one group's names claim it
-    groups = members()
+    stems: dict[str, set[int]] = {}  # name stem → the groups with positives whose queries carry it
+    for r, qs in members().items():
+        if any(pos[j] for j in qs):
+            for j in qs:
+                stems.setdefault(_stem(qimlist[j]), set()).add(r)
     for i in range(n):
         if explicit[i] is not None or pos[i]:
             continue
-        claim = [r for r, qs in groups.items() if r != root(i) and any(pos[j] for j in qs)
-                 and _stem(qimlist[i]) in {_stem(qimlist[j]) for j in qs}]
+        claim = [r for r in stems.get(_stem(qimlist[i]), ()) if r != root(i)]
         if len(claim) == 1 and _stem(qimlist[i]):
             join(claim[0], i)
     ordered = sorted(members().values(), key=lambda qs: qs[0])
@@ -277,27 +281,35 @@ def find_landmarks(qimlist: Sequence[str], gnd: Sequence[dict[str, Any]],
 
 
 def _grouping_warnings(qimlist: Sequence[str], pos: Sequence[set[int]], explicit: Sequence[Any],
-                       groups: list[tuple[str, list[int]]], jac: np.ndarray, threshold: float) -> list[GndProblem]:
+                       groups: list[tuple[str, list[int]]], jac: dict[tuple[int, int], float],
+                       threshold: float) -> list[GndProblem]:
     out = []
-    unions = [(name, set().union(*(pos[i] for i in qs))) for name, qs in groups]
-    for name, qs in groups:
+    holders = _holders(enumerate(set().union(*(pos[i] for i in qs)) for _, qs in groups))
+    for g, (name, qs) in enumerate(groups):
         for i in qs:
             q = qimlist[i]
             if not pos[i]:
                 out.append(GndProblem("warning", f"query {q!r} has no positives (no easy, hard or ok image): "
                                       "it cannot count in the score or the evaluation", q, "easy"))
                 continue
-            for other, u in unions:
-                shared = len(pos[i] & u)
-                if other != name and shared >= OVERLAP_WARNING * len(pos[i]):
-                    out.append(GndProblem("warning", f"query {q!r} (landmark {name!r}): {shared} of its {len(pos[i])} "
-                                          f"positives are positives of landmark {other!r}; one landmark split in two?",
-                                          q, "landmark" if explicit[i] is not None else None))
-            peers = [j for j in qs if j != i and pos[j]]
-            if explicit[i] is not None and peers and max(jac[i, j] for j in peers) < threshold:
+            shared = Counter(k for v in pos[i] for k in holders[v])  # other landmarks' positives it holds
+            for k in sorted(shared):
+                if k != g and shared[k] >= OVERLAP_WARNING * len(pos[i]):
+                    out.append(GndProblem("warning", f"query {q!r} (landmark {name!r}): {shared[k]} of its "
+                                          f"{len(pos[i])} positives are positives of landmark {groups[k][0]!r}; one "
+                                          "landmark split in two?", q, "landmark" if explicit[i] is not None else None))
+            best = max((jac.get((min(i, j), max(i, j)), 0.0) for j in qs if j != i and pos[j]), default=None)
+            if explicit[i] is not None and best is not None and best < threshold:
                 out.append(GndProblem("warning", f"query {q!r} is labelled {name!r} but its positives share little with "
-                                      f"the other queries of {name!r} (best Jaccard {max(jac[i, j] for j in peers):.2f})",
-                                      q, "landmark"))
+                                      f"the other queries of {name!r} (best Jaccard {best:.2f})", q, "landmark"))
+    return out
+
+
+def _holders(sets: Any) -> dict[int, list[int]]:
+    """Image → the keys of the (key, set of images) pairs whose set holds it."""
+    out: dict[int, list[int]] = {}
+    for k, v in ((k, v) for k, images in sets for v in images):
+        out.setdefault(v, []).append(k)
     return out
 
 

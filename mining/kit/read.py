@@ -25,6 +25,8 @@ from mining import checksums
 from mining.benchmarks import store_dir
 from mining.descriptors import GLOBAL, MODEL_FILE, open_store
 from mining.errors import UserError
+from mining.kit.check import check_kit
+from mining.plainpaths import check_tree
 from mining.retrieval import MethodStores
 
 FORMAT = "distractor-mining evaluation kit"
@@ -85,14 +87,15 @@ class Kit:
         columns in the queries' and database's store order) and queries × distractors (the
         distractors store's order)."""
         folder = store_dir(self.method_dir(method), self._bench(benchmark)) / SIMS
-        return np.load(folder / "landmarks.npy"), np.load(folder / "distractors.npy")
+        return (np.load(folder / "landmarks.npy", allow_pickle=False),
+                np.load(folder / "distractors.npy", allow_pickle=False))
 
     def model(self, method: str) -> dict[str, np.ndarray] | None:
         """What the method learned on the candidates (PCA-whitening, codebook), or None."""
         path = self.method_dir(method) / "distractors" / MODEL_FILE
         if not path.is_file():
             return None
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
 
     def vectors(self, method: str, part: str, benchmark: str | None = None) -> tuple[list[str], np.ndarray]:
@@ -116,10 +119,14 @@ class Kit:
 
 def open_kit(path: str | Path, verify: bool = True) -> Kit:
     """Open a kit folder; `verify` (default) checks every file against its SHA256SUMS first
-    (a changed, missing or added file: one-line UserError)."""
+    (a changed, missing or added file: one-line UserError). Whether or not, the folder holds
+    no symbolic link and every file is what kit.json says (`mining.kit.check`: headers and
+    sizes, nothing loaded), so a reader below never meets a pickle, an array of a size the file
+    chose, or a path outside the kit."""
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"--kit {root}: not a folder (the kit is RELEASE/kit/ of `mining release --kit`)")
+    check_tree(root, "the kit")  # before any file is read: nothing is followed out of the folder
     if verify:
         checksums.verify(root, "the kit")
     try:
@@ -130,4 +137,5 @@ def open_kit(path: str | Path, verify: bool = True) -> Kit:
         raise UserError(f"{root / INFO}: not an evaluation kit (format is not {FORMAT!r})")
     if info.get("version") != VERSION:
         raise UserError(f"{root / INFO}: kit format version {info.get('version')!r}; this code reads version {VERSION}")
+    check_kit(root, info)
     return Kit(root, info)

@@ -116,7 +116,7 @@ BAD = [
     ("no box", _replace(ROWS, 0, "q/colosseum_1.jpg,colosseum,query,,,,,"), 2, "a query row needs its box"),
     ("box on a positive", _replace(ROWS, 3, "db/c_a.jpg,colosseum,easy,,1,1,5,5"), 5, "only a query row has a box"),
     ("unknown landmark", _replace(ROWS, 8, "db/t_a.jpg,trvi,easy,,,,,"), 10, "unknown landmark 'trvi'"),
-    ("duplicate query", ROWS + ["q/colosseum_1.jpg,colosseum,query,,1,1,5,5"], 14,
+    ("duplicate query", ROWS + ["q/colosseum_1.jpg,colosseum,query,,1,1,20,20"], 14,
      "duplicate query: q/colosseum_1.jpg is a query on line 2 already"),
     ("unknown query", _replace(ROWS, 7, "db/c_d.jpg,colosseum,hard,colosseum_9,,,,"), 9, "unknown query 'colosseum_9'"),
     ("another landmark's query", _replace(ROWS, 7, "db/c_d.jpg,trevi,hard,colosseum_1,,,,"), 9,

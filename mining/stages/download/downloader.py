@@ -289,8 +289,8 @@ def _empty_row(photo_id: int, url: str | None, status: str) -> dict[str, Any]:
 def read_local(photo_id: int, uri: str, cfg: FetchConfig) -> tuple[dict, bytes | None]:
     """A local source's file, verified like a download (no network)."""
     row = _empty_row(photo_id, uri, "not_found")
-    try:
-        with open(local_path(uri), "rb") as f:
+    try:  # no link followed: the plan took a regular file inside the folder, and one put there since is not it
+        with open(os.open(local_path(uri), os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             body = f.read(cfg.max_bytes + 1)
     except OSError:
         return row, None

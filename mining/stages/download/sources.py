@@ -22,6 +22,7 @@ kind's default, else the section's.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from mining.flickr import mirror_relpath, yfcc_hash
 from mining.layout import image_relpath
 from mining.manifest import check, schema
 from mining.options import defaults
+from mining.plainpaths import regular_inside
 from mining.yamlfile import Locator
 
 KINDS = ("flickr", "multimedia-commons", "local")
@@ -204,19 +206,27 @@ def local_path(uri: str) -> Path:
 
 
 class LocalFolder:
-    """A folder of images a user has: the mirror's layout, ours, or img2dataset's output."""
+    """A folder of images a user has: the mirror's layout, ours, or img2dataset's output.
+
+    Only regular files whose real path lies inside the folder are adopted (a symbolic link, or
+    a path through a linked folder, that leads out of it is not there: its bytes would be
+    published as the photo). Every `.parquet` found (links not followed) is read: one that
+    cannot be read is an error naming it, not a shard's images silently missing; one without
+    img2dataset's `url` and `key` columns is not img2dataset's and is left alone."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.real = os.path.realpath(self.root)
         self.by_url: dict[str, Path] = {}
-        for f in sorted(self.root.rglob("*.parquet")):
+        for f in _parquet_files(self.root):
             try:
                 names = pq.read_schema(f).names
                 if not {"url", "key"} <= set(names):
                     continue
                 t = pq.read_table(f, columns=["url", "key"] + (["status"] if "status" in names else [])).to_pydict()
-            except (OSError, pa.ArrowException):
-                continue
+            except (OSError, pa.ArrowException) as exc:
+                raise UserError(f"local source {self.root}: {f} is not a readable Parquet file ({exc}); an "
+                                "img2dataset shard's list of images? repair or remove it") from None
             folder = f.with_suffix("")  # img2dataset: {shard}.parquet beside {shard}/{key}.jpg
             status = t.get("status") or [None] * len(t["url"])
             for url, key, st in zip(t["url"], t["key"], status):
@@ -229,10 +239,19 @@ class LocalFolder:
             rels = [mirror_relpath(yfcc_hash(download_url))] + rels + [image_relpath(photo_id)]
         for rel in rels:
             p = self.root / rel
-            if p.is_file():
+            if regular_inside(p, self.real):
                 return p.as_uri()
         for u in (download_url, *urls):
             p2 = self.by_url.get(u) if u else None
-            if p2 is not None and p2.is_file():
+            if p2 is not None and regular_inside(p2, self.real):
                 return p2.resolve().as_uri()
         return None
+
+
+def _parquet_files(root: Path) -> list[Path]:
+    """The regular `.parquet` files under root, sorted, without following any link."""
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        found += [Path(folder) / n for n in files if n.endswith(".parquet") and not os.path.islink(Path(folder) / n)]
+    return sorted(found)

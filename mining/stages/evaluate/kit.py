@@ -34,6 +34,7 @@ from mining.publish import pct
 from mining.retrieval import LandmarkSims
 
 TOLERANCE = 1e-6
+UNIT_TOLERANCE = 1e-2  # a float16 row's length is 1 within ~1e-3; a row that is not a descriptor is far off
 SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor is off by far more
 _METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
 
@@ -194,6 +195,12 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
         if want != have:
             raise UserError(f"--queries {path}: described with another model than the kit's {name} (sha256 {have} ≠ "
                             f"{want}); describe with --model {ref.path}")
+        if store.kind == GLOBAL:  # its rows as they will be used
+            try:
+                _, rows = store.load_all(as_stored=True)
+            except (OSError, ValueError) as exc:
+                raise UserError(f"--queries {path}: its shards are not readable descriptor rows ({exc})") from None
+            unit_rows(np.asarray(rows), f"--queries {path}", name)
         return name, store
     if path.suffix != ".npy" or not path.is_file():
         raise UserError(f"--queries {path}: give a descriptor store folder (mining describe) or a .npy file")
@@ -214,11 +221,33 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
     if x.ndim != 2 or x.shape != (len(dataset.qimlist), dim) or not np.issubdtype(x.dtype, np.floating):
         raise UserError(f"--queries {path}: need float rows of shape ({len(dataset.qimlist)}, {dim}) (one per query "
                         f"of {dataset.path.name}, in its qimlist order; {method}'s dimension), got {x.dtype} {x.shape}")
-    if not np.isfinite(x).all():
-        raise UserError(f"--queries {path}: has NaN or infinite values")
+    x = unit_rows(x, f"--queries {path}", method)
     write_global_shard(tmp, "00000", list(dataset.qimlist), x)
     write_store_info(tmp, {**ref.info, "set": "queries", "count": int(x.shape[0]), "shards": 1})
     return method, open_store(tmp)
+
+
+def unit_rows(x: np.ndarray, what: str, method: str) -> np.ndarray:
+    """`x` as the kit's stores keep a global method's rows (float16, unit length), checked as it
+    will be used: every value finite and every row of length 1 (within `UNIT_TOLERANCE`) before
+    and after the float16 cast; a zero row, a row of another length (not the method's
+    L2-normalised descriptor: an overflow to inf in float16 when large, a scale the ranking
+    never sees when not) or NaN/inf: one line naming the first such row."""
+    x64 = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(x64, axis=1) if x64.size else np.ones(len(x64))
+        half = x64.astype(np.float16)
+        half_norms = np.linalg.norm(half.astype(np.float64), axis=1) if x64.size else norms
+    finite = np.isfinite(x64).all(axis=1)
+    unit = finite & (np.abs(norms - 1) <= UNIT_TOLERANCE) & (np.abs(half_norms - 1) <= UNIT_TOLERANCE)
+    if unit.all():
+        return half
+    r = int(np.flatnonzero(~unit)[0])
+    why = ("has NaN or infinite values" if not finite[r] else "is all zeros" if norms[r] == 0
+           else f"has length {norms[r]:.6g}")
+    raise UserError(f"{what}: row {r} {why} ({int((~unit).sum())} of {len(x64)} rows are not unit length); the "
+                    f"kit's {method} descriptors are L2-normalised rows, kept as float16: give them as the method "
+                    "makes them (whitened and normalised, `mining describe --model`)")
 
 
 def markdown(report: dict[str, Any]) -> str:

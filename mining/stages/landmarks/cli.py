@@ -45,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "(query, easy, hard, junk or negative), query (optional: the label holds for that query only) and "
             "x1, y1, x2, y2 (a query's box, pixels of the image as shown). Writes OUT/jpg/<image name>.jpg "
             "(copies) and OUT/gnd_<name>.pkl, then runs `mining landmarks check` on it. A bad row (image "
-            "missing or not a JPEG, a box outside its image, an unknown landmark or query, a duplicate query, "
-            "an image labelled twice) exits 2 naming the file and line before anything is written. "
+            "missing, not a JPEG or not decoding whole, a name that is not a plain file name, a box outside its "
+            "image or under 8 px at a 768-px long side, an unknown landmark or query, a duplicate query, an "
+            "image labelled twice) exits 2 naming the file and line before anything is written. "
             "The table's format: docs/formats.md."
         ),
     )

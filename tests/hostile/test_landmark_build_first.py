@@ -1,0 +1,88 @@
+"""`mining landmarks build` checks everything before it writes anything: every image decodes
+whole (a truncated JPEG is refused, not dropped by describe later), every query box is big
+enough for describe to crop it, every image name is one plain file name in jpg/. Each refusal
+is one line naming the table's line, and OUT is not created."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from mining.cli import main
+from mining.landmarkbuild import MIN_BOX_SCALE, MIN_BOX_SIDE
+
+HEADER = "image,landmark,role,query,x1,y1,x2,y2"
+
+
+def _jpeg_bytes(size=(64, 48), seed=0) -> bytes:
+    # noise, so the entropy-coded data is long enough to cut in its middle
+    im = Image.frombytes("RGB", size, bytes((i * 7919 + seed) % 251 for i in range(size[0] * size[1] * 3)))
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=95)
+    return buf.getvalue()
+
+
+def _table(tmp_path, rows, files=None):
+    src = tmp_path / "src"
+    src.mkdir()
+    for row in rows:
+        name = row.split(",")[0]
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes((files or {}).get(name, _jpeg_bytes()))
+    (src / "t.csv").write_text("\n".join([HEADER, *rows]) + "\n")
+    return src / "t.csv"
+
+
+def _refused(tmp_path, capsys, table, line, words):
+    out = tmp_path / "out"
+    assert main(["landmarks", "build", str(table), "--out", str(out), "--name", "city"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert f"{table} line {line}: " in err and words in err, err
+    assert not out.exists()  # no gnd_*.pkl, no image
+    return err
+
+
+GOOD = ["q.jpg,tower,query,,0,0,64,48", "p1.jpg,tower,easy,,,,,", "p2.jpg,tower,hard,,,,,"]
+
+
+def test_the_good_table_builds(tmp_path, capsys):
+    table = _table(tmp_path, GOOD)
+    assert main(["landmarks", "build", str(table), "--out", str(tmp_path / "out"), "--name", "city"]) == 0
+    assert (tmp_path / "out/gnd_city.pkl").is_file()
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_a_truncated_jpeg_is_refused_naming_its_line(tmp_path, capsys, cut):
+    whole = _jpeg_bytes()
+    table = _table(tmp_path, GOOD, {"p2.jpg": whole[:int(len(whole) * cut)]})
+    with Image.open(tmp_path / "src/p2.jpg") as im:
+        assert im.size == (64, 48)  # its header is whole: only a full decode finds the cut
+    _refused(tmp_path, capsys, table, 4, "image p2.jpg: not a readable image")
+
+
+@pytest.mark.parametrize("box", ["0,0,1e-7,1e-7", "10,10,11,40", "0,0,64,7.5"])
+def test_a_box_too_small_to_describe_is_refused(tmp_path, capsys, box):
+    table = _table(tmp_path, [f"q.jpg,tower,query,,{box}", *GOOD[1:]])
+    _refused(tmp_path, capsys, table, 2, f"each side must be at least {MIN_BOX_SIDE:g} px")
+
+
+def test_the_minimum_box_scales_with_a_big_image(tmp_path, capsys):
+    """In a 1536-px image (twice MIN_BOX_SCALE), a 12-px box is 6 px where describe crops it."""
+    big = _jpeg_bytes((2 * MIN_BOX_SCALE, 400))
+    table = _table(tmp_path, ["q.jpg,tower,query,,0,0,12,300", *GOOD[1:]], {"q.jpg": big})
+    _refused(tmp_path, capsys, table, 2, f"at least {2 * MIN_BOX_SIDE:g} px in this {2 * MIN_BOX_SCALE}×400 image")
+
+
+@pytest.mark.parametrize("name", ["..jpg", "a\\b.jpg", "tab\tname.jpg"])
+def test_a_name_that_is_not_a_plain_file_name_is_refused_before_writing(tmp_path, capsys, name):
+    table = _table(tmp_path, [*GOOD, f"{name},tower,junk,,,,,"])
+    _refused(tmp_path, capsys, table, 5, "is not a plain file name")
+
+
+def test_many_problems_are_one_line_with_their_count(tmp_path, capsys):
+    table = _table(tmp_path, GOOD + ["p1.jpg,tower,easy,,,,,"] * 3000)
+    err = _refused(tmp_path, capsys, table, 5, "p1.jpg is labelled for 'tower' on line 3 already")
+    assert "(and 2999 more, on lines 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, …)" in err and len(err) < 500

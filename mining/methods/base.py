@@ -272,3 +272,44 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
 
 def apply_pca_whitening(x: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
     return l2_normalize((np.asarray(x, np.float32) - state["pca_mean"]) @ state["pca_proj"])
+
+
+class WhitenedGlobal(Method):
+    """A global method whose vector (`raw`, L2-normalised) may be PCA-whitened, learned on
+    candidates: settings `whiten`, `whiten_dim`, `whiten_shrink` (cnn-gem, onnx-global)."""
+
+    def raw(self, image: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def raw_dim(self) -> int:
+        """Dimension of `raw` (0 when known only after the first image)."""
+        return 0
+
+    @property
+    def learns(self) -> bool:
+        return bool(self.params["whiten"])
+
+    def fit_features(self, image: np.ndarray) -> np.ndarray:
+        return self.raw(image)[None, :]
+
+    def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+        x = np.concatenate(features)
+        if len(x) < 2:
+            raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --no-whiten)")
+        self.state = fit_pca_whitening_if_enough(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]),
+                                                 self.name)
+        return self.state
+
+    def describe(self, image: np.ndarray) -> np.ndarray:
+        v = self.raw(image)
+        if self.learns:
+            if self.state is None:
+                raise UserError(f"{self.name}: whitening state missing (describe candidates first, pass --model)")
+            if "pca_proj" in self.state:
+                v = apply_pca_whitening(v[None, :], self.state)[0]
+        return v
+
+    def dim(self) -> int:
+        if self.learns and self.state is not None and "pca_proj" in self.state:
+            return int(self.state["pca_proj"].shape[1])
+        return self.raw_dim()

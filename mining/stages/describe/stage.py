@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -86,11 +87,12 @@ def pin_numeric_threads() -> None:
     """One thread for this thread's numeric kernels (torch, OpenMP: faiss), whatever the CPU count.
 
     Called in every thread that describes: the bits of a description must not depend on how
-    many threads the machine or the worker has.
+    many threads the machine or the worker has. torch only where it is loaded: the ONNX
+    Runtime methods never import it (a method that runs torch pins it when it loads its
+    module, `cnn_gem._build_backbone`).
     """
-    import torch
-
-    if torch.get_num_threads() != 1:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     with contextlib.suppress(ImportError):
         import faiss
@@ -103,9 +105,10 @@ def single_threaded_numerics() -> Any:
 
     Used as a context manager around the stage (learning runs in this process), and left
     in place in worker processes. Measured on OpenBLAS: the PCA-whitening learned from the
-    same rows differs in its last bits between 1 and 2+ BLAS threads.
+    same rows differs in its last bits between 1 and 2+ BLAS threads. torch is not imported
+    for it (see pin_numeric_threads).
     """
-    for lib in ("torch", "faiss", "cv2"):  # loaded first, or their pools escape the limit
+    for lib in ("faiss", "cv2"):  # loaded first, or their pools escape the limit
         with contextlib.suppress(ImportError):
             __import__(lib)
     return threadpool_limits(limits=1)

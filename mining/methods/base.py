@@ -31,7 +31,11 @@ REGISTRY: dict[str, str] = {
     "cnn-gem": "mining.methods.cnn_gem:CnnGem",
     "rsift-asmk": "mining.methods.rsift_asmk:RSiftAsmk",
     "rsift-vlad": "mining.methods.rsift_vlad:RSiftVlad",
+    "onnx-global": "mining.methods.onnx_global:OnnxGlobal",
 }
+# `onnx-global-NAME`: another instance of onnx-global (its own settings and store), so that a
+# manifest can describe with several ONNX models
+INSTANCES = re.compile(r"(onnx-global)-[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -100,6 +104,9 @@ class Method:
     # the type and domain of each setting in `defaults` (every built-in declares them all; a
     # plug-in's setting without one is passed on unchecked)
     domains: ClassVar[dict[str, Param]] = {}
+    # settings without which nothing can be described (e.g. onnx-global's model file): checked
+    # when a manifest loads and when a store is planned
+    required: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check_params(cls, params: dict[str, Any] | None) -> None:
@@ -218,9 +225,21 @@ def get_method(name: str, params: dict[str, Any] | None = None, query: bool = Fa
     return method_class(name)(params, query=query)
 
 
+def resolve(name: str) -> str | None:
+    """The "module:Class" of the method called `name` (a built-in, an instance name such as
+    `onnx-global-dino`, an installed plug-in, or `package.module:Class`), or None."""
+    found = registry()
+    if name in found:
+        return found[name]
+    inst = INSTANCES.fullmatch(name)
+    if inst:
+        return REGISTRY[inst.group(1)]
+    return name if ":" in name else None
+
+
 def method_class(name: str) -> type[Method]:
     """The class of the method called `name` (imported, not instantiated)."""
-    target = registry().get(name, name if ":" in name else None)
+    target = resolve(name)
     if target is None:
         raise UserError(f"unknown method {name!r}; built-ins: {', '.join(method_names())} (or module:Class)")
     module, _, cls_name = target.partition(":")

@@ -33,7 +33,7 @@ import numpy as np
 
 from mining.errors import UserError
 from mining.methods.base import GLOBAL, Param, WhitenedGlobal, l2_normalize
-from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, file_sha256
+from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, cached_sha256, file_sha256
 from mining.methods.lite0_onnx import backbone, ensure_model
 from mining.methods.onnx_run import gem, multiscale, providers, rescale, to_input
 
@@ -127,7 +127,7 @@ class CnnGem(WhitenedGlobal):
                                 "torch (drop backend or use backend=torch)")
             self.params["backend"] = "torch"
         if self.onnx:
-            sha = file_sha256(str(ensure_model()))
+            sha = cached_sha256(str(ensure_model()))
             if self.params["onnx_sha256"] not in (None, sha):
                 raise UserError(f"method cnn-gem: onnx_sha256={self.params['onnx_sha256']} but this machine's export "
                                 f"of the backbone is {sha} (another torch or weights version?); describe with the "

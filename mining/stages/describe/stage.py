@@ -43,7 +43,7 @@ from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.landmarks import load_landmarks
-from mining.methods.base import GLOBAL, Method, get_method
+from mining.methods.base import GLOBAL, Method, get_method, method_class
 from mining.options import DescribeOptions
 from mining.threads import in_order
 from threadpoolctl import threadpool_limits
@@ -300,6 +300,10 @@ def _plan(method_name: str, images: str | Path, image_set: str, out: Path, param
         if (Path(model) / MODEL_FILE).is_file():
             state_path = (Path(model) / MODEL_FILE).resolve()
             model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
+    missing = [k for k in method_class(method_name).required if params.get(k) is None]
+    if missing:
+        raise UserError(f"method {method_name}: the setting(s) {', '.join(missing)} must be given (--param "
+                        f"{method_name}:{missing[0]}=... or the manifest's describe: params)")
     method = get_method(method_name, params, query=image_set == "queries")
     params = method.params  # defaults filled in: recorded, and reused by landmark sets
     if method.learns and state_path is None:
@@ -481,8 +485,10 @@ def _check_resumable(out: Path, info: dict[str, Any]) -> None:
     old = json.loads(meta.read_text())
     diff = [k for k in RESUME_KEYS if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
     if diff:
-        raise UserError(f"{out}: existing store was made with different {', '.join(diff)}; "
-                        "delete it or choose another --out")
+        was, now = old.get("params") or {}, info.get("params") or {}
+        keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k)) if "params" in diff else []
+        what = ", ".join(f"params ({', '.join(keys)})" if k == "params" and keys else k for k in diff)
+        raise UserError(f"{out}: existing store was made with different {what}; delete it or choose another --out")
 
 
 def read_failures(out: str | Path) -> list[dict[str, str]]:

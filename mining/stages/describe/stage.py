@@ -45,6 +45,7 @@ from mining.imagedecode import load_image  # the describe stage's decode (kept i
 from mining.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method, method_class
 from mining.options import DescribeOptions
+from mining.tables import read_file
 from mining.threads import in_order
 from threadpoolctl import threadpool_limits
 
@@ -460,7 +461,7 @@ def split_params(method_names: Sequence[str], params: dict[str, Any]) -> list[di
 def _finish(p: _Plan, shards: list[tuple[str, list[ImageItem]]]) -> dict[str, Any]:
     """Gather a method's failures and write its store.json (the store is complete)."""
     out, info, method = p.out, dict(p.info), p.method
-    failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
+    failures = [read_file(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
     failed = pa.concat_tables(failures) if failures else _failure_table([])
     atomic.write_parquet(out / "failures.parquet", failed)
     count = len(descriptors.Store(out, info).ids())
@@ -493,7 +494,7 @@ def _check_resumable(out: Path, info: dict[str, Any]) -> None:
 
 def read_failures(out: str | Path) -> list[dict[str, str]]:
     """Failure rows of a store (id, path, error)."""
-    return pq.read_table(Path(out) / "failures.parquet").to_pylist()
+    return read_file(Path(out) / "failures.parquet").to_pylist()
 
 
 __all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described",

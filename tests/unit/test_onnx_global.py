@@ -20,6 +20,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from fixtures.flickr_sizes import photo
+from fixtures.onnx_models import CLS, CONV_B, CONV_W, MIX_W, PATCH_W, cnn_model, image_input, pooled_model, save, vit_model
 from mining import imageindex, layout, manifest, options
 from mining.errors import UserError
 from mining.methods import get_method, lite0_onnx
@@ -27,56 +28,6 @@ from mining.methods.lite0 import file_sha256
 from mining.stages.describe import stage as describe
 
 REPO = Path(__file__).resolve().parents[2]
-RNG = np.random.default_rng(7)
-CONV_W = RNG.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32)
-CONV_B = RNG.normal(0, 0.1, 16).astype(np.float32)
-PATCH_W = RNG.normal(0, 0.3, (12, 3, 4, 4)).astype(np.float32)
-CLS = RNG.normal(0, 1, (1, 1, 12)).astype(np.float32)
-MIX_W = RNG.normal(0, 0.3, (12, 12)).astype(np.float32)
-
-
-def _save(path: Path, nodes: list, inputs: list, outputs: list, inits: list[np.ndarray | tuple]) -> str:
-    tensors = [numpy_helper.from_array(a, n) for n, a in inits]
-    model = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, tensors),
-                              opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return str(path)
-
-
-def _x(h: object = "h", w: object = "w", c: object = 3, dtype: int = TensorProto.FLOAT, batch: object = 1):
-    return helper.make_tensor_value_info("image", dtype, [batch, c, h, w])
-
-
-def cnn_model(path: Path, **x: object) -> str:
-    """Conv 3x3 stride 2 (16 channels) + ReLU: a (1, 16, h, w) feature map."""
-    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["fmap"])]
-    out = helper.make_tensor_value_info("fmap", TensorProto.FLOAT, [1, 16, "fh", "fw"])
-    return _save(path, nodes, [_x(**x)], [out], [("w", CONV_W), ("b", CONV_B)])
-
-
-def vit_model(path: Path, **x: object) -> str:
-    """4x4 patches embedded (12 dims), a CLS token in front, one mixing layer: (1, 1 + N, 12)."""
-    nodes = [helper.make_node("Conv", ["image", "pw"], ["p"], strides=[4, 4]),
-             helper.make_node("Reshape", ["p", "shape"], ["flat"]),
-             helper.make_node("Transpose", ["flat"], ["tok"], perm=[0, 2, 1]),
-             helper.make_node("Concat", ["cls", "tok"], ["all"], axis=1),
-             helper.make_node("MatMul", ["all", "mix"], ["mixed"]),
-             helper.make_node("Tanh", ["mixed"], ["tokens"])]
-    out = helper.make_tensor_value_info("tokens", TensorProto.FLOAT, [1, "n", 12])
-    return _save(path, nodes, [_x(**x)], [out], [("pw", PATCH_W), ("shape", np.array([1, 12, -1], np.int64)),
-                                                 ("cls", CLS), ("mix", MIX_W)])
-
-
-def pooled_model(path: Path) -> str:
-    """The CNN, then global average pooling: a (1, 16) descriptor."""
-    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["vec"])]
-    out = helper.make_tensor_value_info("vec", TensorProto.FLOAT, [1, 16])
-    return _save(path, nodes, [_x()], [out], [("w", CONV_W), ("b", CONV_B)])
 
 
 # ---- the reference: the same networks and steps in torch -----------------------------------
@@ -182,7 +133,7 @@ def test_the_lite0_backbone_as_a_users_file_gives_cnn_gems_descriptors():
 def _two_inputs(path: Path) -> str:
     nodes = [helper.make_node("Add", ["image", "other"], ["fmap"])]
     out = helper.make_tensor_value_info("fmap", TensorProto.FLOAT, [1, 3, "h", "w"])
-    return _save(path, nodes, [_x(), helper.make_tensor_value_info("other", TensorProto.FLOAT, [1, 3, "h", "w"])],
+    return save(path, nodes, [image_input(), helper.make_tensor_value_info("other", TensorProto.FLOAT, [1, 3, "h", "w"])],
                  [out], [])
 
 
@@ -190,7 +141,7 @@ def _uint8_input(path: Path) -> str:
     nodes = [helper.make_node("Cast", ["image"], ["f"], to=TensorProto.FLOAT),
              helper.make_node("Conv", ["f", "w", "b"], ["fmap"], strides=[2, 2], pads=[1, 1, 1, 1])]
     out = helper.make_tensor_value_info("fmap", TensorProto.FLOAT, [1, 16, "fh", "fw"])
-    return _save(path, nodes, [_x(dtype=TensorProto.UINT8)], [out], [("w", CONV_W), ("b", CONV_B)])
+    return save(path, nodes, [image_input(dtype=TensorProto.UINT8)], [out], [("w", CONV_W), ("b", CONV_B)])
 
 
 @pytest.mark.parametrize("make, settings, message", [

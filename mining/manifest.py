@@ -80,7 +80,7 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
     for name in methods:
         target = resolve(name) or ""
         if target.startswith("mining.methods."):
-            missing = [k for k in method_class(name).required if params.get(name, {}).get(k) is None]
+            missing = method_class(name).missing(params.get(name))
             if missing:
                 raise where.error(("describe", "params"), f"method {name!r} needs the setting(s) {', '.join(missing)} "
                                   f"(describe: {{params: {{{name}: {{{missing[0]}: ...}}}}}})")

@@ -124,6 +124,11 @@ class Method:
                 raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})")
 
     @classmethod
+    def missing(cls, params: dict[str, Any] | None) -> list[str]:
+        """The `required` settings that `params` lacks."""
+        return [k for k in cls.required if (params or {}).get(k) is None]
+
+    @classmethod
     def check_here(cls, params: dict[str, Any] | None) -> None:
         """UserError (one line) when this machine cannot describe with these settings (e.g.
         a GPU asked for and none present). `mining describe` calls it when its workers run

@@ -88,10 +88,8 @@ def pin_numeric_threads() -> None:
     """One thread for this thread's numeric kernels (torch, OpenMP: faiss), whatever the CPU count.
 
     Called in every thread that describes: the bits of a description must not depend on how
-    many threads the machine or the worker has. torch only where it is loaded: the ONNX
-    Runtime methods never import it (a method that runs torch pins it when it loads its
-    module, `cnn_gem._build_backbone`).
-    """
+    many threads the machine or the worker has. torch only where loaded: the ONNX Runtime
+    methods never import it (cnn-gem's torch path pins it as it loads, `_build_backbone`)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
@@ -107,8 +105,7 @@ def single_threaded_numerics() -> Any:
     Used as a context manager around the stage (learning runs in this process), and left
     in place in worker processes. Measured on OpenBLAS: the PCA-whitening learned from the
     same rows differs in its last bits between 1 and 2+ BLAS threads. torch is not imported
-    for it (see pin_numeric_threads).
-    """
+    for it (see pin_numeric_threads)."""
     for lib in ("faiss", "cv2"):  # loaded first, or their pools escape the limit
         with contextlib.suppress(ImportError):
             __import__(lib)
@@ -301,10 +298,9 @@ def _plan(method_name: str, images: str | Path, image_set: str, out: Path, param
         if (Path(model) / MODEL_FILE).is_file():
             state_path = (Path(model) / MODEL_FILE).resolve()
             model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
-    missing = [k for k in method_class(method_name).required if params.get(k) is None]
-    if missing:
-        raise UserError(f"method {method_name}: the setting(s) {', '.join(missing)} must be given (--param "
-                        f"{method_name}:{missing[0]}=... or the manifest's describe: params)")
+    for key in method_class(method_name).missing(params):
+        raise UserError(f"method {method_name}: the setting {key} must be given (--param {method_name}:{key}=... "
+                        "or the manifest's describe: params)")
     method = get_method(method_name, params, query=image_set == "queries")
     params = method.params  # defaults filled in: recorded, and reused by landmark sets
     if method.learns and state_path is None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from mining import atomic
 from mining.errors import UserError
-from mining.methods.lite0 import build_lite0, file_sha256, lite0_weights_path
+from mining.methods.lite0 import build_lite0, cached_sha256, lite0_weights_path
 from mining.methods.onnx_run import session
 
 EXPORT_VERSION = 4  # bump when the export (graph, padding, opset) changes: a new cache file
@@ -67,7 +67,7 @@ def onnx_file_name() -> str:
     # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
     # runs while the rules are read, in each dry run and each SLURM job)
 
-    weights = file_sha256(str(lite0_weights_path()))
+    weights = cached_sha256(str(lite0_weights_path()))
     return f"efficientnet-lite0-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
 
 

@@ -75,6 +75,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
+
+    def save() -> None:  # after each part: a long run on a shared machine keeps what it measured
+        if a.out:
+            a.out.write_text(json.dumps(out, indent=2) + "\n")
+
     out: dict[str, object] = {"mix": describe_mix(), "load_average_start": os.getloadavg(),
                               "note": "CPU s (user + system) of whole processes and their children; least of "
                                       "the repeats; ratios from this run"}
@@ -94,6 +99,7 @@ def main() -> None:
                               "ms_per_image": {b: round(1000 * v / a.images, 1) for b, v in best.items()},
                               "torch_over_onnx": round(best["torch"] / best["onnx"], 3),
                               "per_repeat": [round(x / y, 3) for x, y in zip(runs["torch"], runs["onnx"])]}
+            save()
         if "fixed" not in skip:
             fixed: dict[str, list[float]] = {"onnx": [], "torch": [], "import_stage": []}
             for r in range(max(3, a.repeat)):
@@ -102,11 +108,13 @@ def main() -> None:
                 fixed["import_stage"].append(cpu_of([sys.executable, "-c", "import mining.stages.describe.stage"]))
             out["fixed"] = {"images": 1, "sizes": "1024x768", "cpu_s": {k: round(min(v), 3) for k, v in fixed.items()},
                             "all": fixed}
+            save()
         if "cold" not in skip:
             cache = t / "cold-cache"
             out["cold"] = {"images": 1, "sizes": "1024x768", "cpu_s": round(cpu_of(
                 describe_cmd(one, t / "one-cold", "onnx"), {"MINING_CACHE_DIR": str(cache)}), 3),
                 "note": "empty model cache: the export (torch) and its verification at every parity pattern"}
+            save()
         if "dask" not in skip:
             n = a.dask_images
             dimages = make_folder(t / "dask", sizes(n))
@@ -119,10 +127,8 @@ def main() -> None:
                            "ms_per_image": {k: round(1000 * v / n, 1) for k, v in best.items()},
                            "extra_ms_per_task": round(1000 * (best["one_task_per_image"] - best["one_task"]) / (n - 1), 1)}
     out["load_average_end"] = os.getloadavg()
-    text = json.dumps(out, indent=2)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
+    save()
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

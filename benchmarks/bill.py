@@ -1,7 +1,8 @@
 """The bill: core-hours per stage for R1M and for a 100M-candidate pool, before and after, from
 the benchmarks' JSON.
 
-Usage: python -m benchmarks.bill --scale SCALE.json --neardup NEARDUP.json [--describe DESCRIBE.json] [--json]
+Usage: python -m benchmarks.bill --scale SCALE.json --neardup NEARDUP.json [--describe DESCRIBE.json]
+       [--describe-mix MIX.json] [--json]
 
 SCALE.json: `benchmarks.scale` output (or `--merge` of several): every stage but near-duplicates
 and the face check, with R1M and 100M projections (extraction's per-image figures are
@@ -9,6 +10,8 @@ before issue 31: torch cnn-gem, one RootSIFT extraction per method). Its `same_r
 (cnn-gem ONNX Runtime over torch, the shared RootSIFT pass over separate ones, from
 `benchmarks/describe.py`) turn them into today's; DESCRIBE.json (a `benchmarks/describe.py`
 run with both RootSIFT methods), when given, replaces the shared pass's ratio with its own.
+MIX.json (`benchmarks.describe_mix` output), when given, gives cnn-gem's ratio instead: torch's
+CPU over ONNX Runtime's for whole describe processes on the Flickr size mix (the same run).
 NEARDUP.json: `benchmarks.neardup_index` output (the index at 1M and all pairs in the same run).
 Prints markdown: one table per stage (today's figure, the reference, their ratio, the command),
 then per stage its growth, memory bound and what breaks first at 100M.
@@ -23,6 +26,7 @@ from typing import Any
 
 SCALE_CMD = "python -m benchmarks.scale --out scale.json (stages: --only)"
 DESCRIBE_CMD = "python benchmarks/describe.py"
+MIX_CMD = "python -m benchmarks.describe_mix"
 NEARDUP_CMD = "python -m benchmarks.neardup_index --out neardup.json"
 FACES_CMD = "python benchmarks/release_faces.py"
 
@@ -58,7 +62,8 @@ def _num(v: float | None) -> str:
     return "–" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
 
 
-def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | None = None,
+         mix: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per stage: {r1m|p100m: (after, before)} core-hours and the command."""
     from benchmarks.scale import P100M, R1M, summary
 
@@ -77,6 +82,12 @@ def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | N
     out["extract cnn-gem"] = {k: (cnn[f"{k}_core_hours"] / onnx, cnn[f"{k}_core_hours"]) for k in ("r1m", "p100m")}
     out["extract cnn-gem"].update(command=f"{DESCRIBE_CMD} --methods cnn-gem; {SCALE_CMD}",
                                   reference=f"torch (ONNX Runtime: {onnx}× the images per CPU s, least of the same-run ratios)")
+    if mix:  # the same-run ratio of whole processes on the size mix replaces the 768x576 one
+        onnx = mix["process"]["torch_over_onnx"]
+        out["extract cnn-gem"] = {k: (cnn[f"{k}_core_hours"] / onnx, cnn[f"{k}_core_hours"]) for k in ("r1m", "p100m")}
+        out["extract cnn-gem"].update(command=f"{MIX_CMD}; {SCALE_CMD}", reference=(
+            f"torch (ONNX Runtime: {onnx}× the images per CPU s, whole describe processes on the Flickr size mix, "
+            f"{mix['process']['images']} images, least of each backend's repeats)"))
     sep = {k: summ["extract rsift-asmk"][f"{k}_core_hours"] + summ["extract rsift-vlad"][f"{k}_core_hours"] for k in ("r1m", "p100m")}
     out["extract rsift (shared pass)"] = {k: (sep[k] / shared, sep[k]) for k in sep}
     out["extract rsift (shared pass)"].update(command=f"{DESCRIBE_CMD} --methods rsift-asmk,rsift-vlad",
@@ -117,10 +128,12 @@ def main() -> None:
     ap.add_argument("--scale", type=Path, required=True)
     ap.add_argument("--neardup", type=Path, required=True)
     ap.add_argument("--describe", type=Path)
+    ap.add_argument("--describe-mix", type=Path)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     b = bill(json.loads(a.scale.read_text()), json.loads(a.neardup.read_text()),
-             json.loads(a.describe.read_text()) if a.describe else None)
+             json.loads(a.describe.read_text()) if a.describe else None,
+             json.loads(a.describe_mix.read_text()) if a.describe_mix else None)
     print(json.dumps(b, indent=1) if a.json else markdown(b))
 
 

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from mining import atomic
 from mining.errors import UserError
-from mining.kernels import decode_f16
+from mining.tables import read_file
 from mining.methods import get_method
 from mining.methods.base import GLOBAL
 
@@ -55,7 +55,7 @@ class Store:
         return sorted(p.name[: -len(".ids.parquet")] for p in (self.path / "shards").glob("*.ids.parquet"))
 
     def shard_ids(self, shard: str) -> list[str]:
-        return pq.read_table(self.path / "shards" / f"{shard}.ids.parquet").column("id").to_pylist()
+        return read_file(self.path / "shards" / f"{shard}.ids.parquet", ["id"]).column("id").to_pylist()
 
     def ids(self) -> list[str]:
         if self._ids_cache is None:
@@ -149,6 +149,8 @@ def as_float32(block: Any, out: np.ndarray | None = None) -> np.ndarray:
         return np.asarray(a, np.float32)
 
     out = np.empty(a.shape, np.float32) if out is None else out
+    from mining.kernels import decode_f16  # numba: ~0.5 CPU s to import, not needed to write a store
+
     decode_f16(np.ascontiguousarray(a).view(np.uint16), out)
     return out
 

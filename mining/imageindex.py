@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from mining import atomic
 from mining.errors import UserError
+from mining.tables import read_file
 
 NAME = "index.parquet"
 
@@ -59,7 +60,7 @@ def read(images_root: str | os.PathLike[str], columns: list[str] | None = None) 
         raise UserError(f"{images_root}: no {NAME} (expected a `mining download` output folder; "
                         "rerun `mining download` with the same options to write it)")
     try:
-        return pq.read_table(path, columns=columns)
+        return read_file(path, columns)
     except (OSError, pa.ArrowException) as exc:
         raise UserError(f"{path} cannot be read as Parquet: {exc}") from None
 

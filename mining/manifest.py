@@ -17,6 +17,7 @@ from mining.benchmarks import from_manifest
 from mining.errors import UserError
 from mining.exclusion import is_known_code, parse_section
 from mining.methods import method_class, method_names
+from mining.methods.base import resolve
 from mining.schema import schema
 from mining.yamlfile import Locator, read_yaml
 
@@ -79,7 +80,14 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
     """`describe: {params: {METHOD: {KEY: VALUE}}}` names methods of the run, keys each one
     declares and values in each key's domain (`Method.domains`), so that a typo or a value
     out of range fails now, not after the download. (Only the methods given settings are
-    imported.)"""
+    imported, and the built-ins, for the settings they require: onnx-global's model.)"""
+    for name in methods:
+        target = resolve(name) or ""
+        if target.startswith("mining.methods."):
+            missing = method_class(name).missing(params.get(name))
+            if missing:
+                raise where.error(("describe", "params"), f"method {name!r} needs the setting(s) {', '.join(missing)} "
+                                  f"(describe: {{params: {{{name}: {{{missing[0]}: ...}}}}}})")
     for name, settings in params.items():
         if name not in methods:
             raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
@@ -95,11 +103,12 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
 
 
 def check_methods(methods: list[str], where: Locator) -> None:
-    """Every method is in the registry (built-ins and installed plug-ins), so that a typo
-    fails now, not at describe after the download."""
+    """Every method is in the registry (built-ins, their instance names such as
+    onnx-global-NAME, installed plug-ins), so that a typo fails now, not at describe after the
+    download."""
     known = method_names()
     for i, name in enumerate(methods):
-        if name not in known:
+        if resolve(name) is None:
             raise where.error(("methods", i), f"unknown method {name!r} (known: {', '.join(known)})")
 
 

@@ -19,6 +19,13 @@ from mining.errors import UserError
 DECISIONS = ("landmark", "not_landmark", "unclear")  # a reviewer's answers (docs/formats.md)
 
 
+def read_file(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """One Parquet file as a table (its columns, or these): `pq.read_table` without its
+    dataset layer, whose import (pyarrow.dataset, pandas) costs ~1 CPU s per process."""
+    with pq.ParquetFile(path) as f:
+        return f.read(columns=list(columns) if columns is not None else None)
+
+
 def read_table(path: str | Path, required: Sequence[str], what: str, hint: str = "") -> pa.Table:
     """The table at `path`, which must exist, be readable Parquet and hold `required` columns."""
     p = Path(path)

@@ -31,7 +31,11 @@ REGISTRY: dict[str, str] = {
     "cnn-gem": "mining.methods.cnn_gem:CnnGem",
     "rsift-asmk": "mining.methods.rsift_asmk:RSiftAsmk",
     "rsift-vlad": "mining.methods.rsift_vlad:RSiftVlad",
+    "onnx-global": "mining.methods.onnx_global:OnnxGlobal",
 }
+# `onnx-global-NAME`: another instance of onnx-global (its own settings and store), so that a
+# manifest can describe with several ONNX models
+INSTANCES = re.compile(r"(onnx-global)-[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -106,6 +110,9 @@ class Method:
     # the type and domain of each setting in `defaults` (every built-in declares them all; a
     # plug-in's setting without one is passed on unchecked)
     domains: ClassVar[dict[str, Param]] = {}
+    # settings without which nothing can be described (e.g. onnx-global's model file): checked
+    # when a manifest loads and when a store is planned
+    required: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check_params(cls, params: dict[str, Any] | None) -> None:
@@ -121,6 +128,11 @@ class Method:
             dom = cls.domains.get(key)
             if value is not None and dom is not None and not dom.accepts(value):
                 raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})")
+
+    @classmethod
+    def missing(cls, params: dict[str, Any] | None) -> list[str]:
+        """The `required` settings that `params` lacks."""
+        return [k for k in cls.required if (params or {}).get(k) is None]
 
     @classmethod
     def check_here(cls, params: dict[str, Any] | None) -> None:
@@ -229,9 +241,21 @@ def get_method(name: str, params: dict[str, Any] | None = None, query: bool = Fa
     return method_class(name)(params, query=query)
 
 
+def resolve(name: str) -> str | None:
+    """The "module:Class" of the method called `name` (a built-in, an instance name such as
+    `onnx-global-dino`, an installed plug-in, or `package.module:Class`), or None."""
+    found = registry()
+    if name in found:
+        return found[name]
+    inst = INSTANCES.fullmatch(name)
+    if inst:
+        return REGISTRY[inst.group(1)]
+    return name if ":" in name else None
+
+
 def method_class(name: str) -> type[Method]:
     """The class of the method called `name` (imported, not instantiated)."""
-    target = registry().get(name, name if ":" in name else None)
+    target = resolve(name)
     if target is None:
         raise UserError(f"unknown method {name!r}; built-ins: {', '.join(method_names())} (or module:Class)")
     module, _, cls_name = target.partition(":")
@@ -283,3 +307,44 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
 
 def apply_pca_whitening(x: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
     return l2_normalize((np.asarray(x, np.float32) - state["pca_mean"]) @ state["pca_proj"])
+
+
+class WhitenedGlobal(Method):
+    """A global method whose vector (`raw`, L2-normalised) may be PCA-whitened, learned on
+    candidates: settings `whiten`, `whiten_dim`, `whiten_shrink` (cnn-gem, onnx-global)."""
+
+    def raw(self, image: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def raw_dim(self) -> int:
+        """Dimension of `raw` (0 when known only after the first image)."""
+        return 0
+
+    @property
+    def learns(self) -> bool:
+        return bool(self.params["whiten"])
+
+    def fit_features(self, image: np.ndarray) -> np.ndarray:
+        return self.raw(image)[None, :]
+
+    def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+        x = np.concatenate(features)
+        if len(x) < 2:
+            raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --no-whiten)")
+        self.state = fit_pca_whitening_if_enough(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]),
+                                                 self.name)
+        return self.state
+
+    def describe(self, image: np.ndarray) -> np.ndarray:
+        v = self.raw(image)
+        if self.learns:
+            if self.state is None:
+                raise UserError(f"{self.name}: whitening state missing (describe candidates first, pass --model)")
+            if "pca_proj" in self.state:
+                v = apply_pca_whitening(v[None, :], self.state)[0]
+        return v
+
+    def dim(self) -> int:
+        if self.learns and self.state is not None and "pca_proj" in self.state:
+            return int(self.state["pca_proj"].shape[1])
+        return self.raw_dim()

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Method, Param, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
-from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, file_sha256
-from mining.methods.lite0_onnx import _providers, backbone, ensure_model
+from mining.methods.base import GLOBAL, Param, WhitenedGlobal, l2_normalize
+from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, cached_sha256, file_sha256
+from mining.methods.lite0_onnx import backbone, ensure_model
+from mining.methods.onnx_run import gem, multiscale, providers, rescale, to_input
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -51,6 +52,8 @@ def _load_backbone(model_file: str | None, device: str) -> Any:
 @lru_cache(maxsize=4)
 def _build_backbone(model_file: str | None, device: str) -> Any:
     import torch
+
+    torch.set_num_threads(1)  # describing runs one image per thread (describe.stage.pin_numeric_threads)
 
     if model_file:
         try:
@@ -80,7 +83,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class CnnGem(Method):
+class CnnGem(WhitenedGlobal):
     name = "cnn-gem"
     kind = GLOBAL
     mode = "RGB"
@@ -124,7 +127,7 @@ class CnnGem(Method):
                                 "torch (drop backend or use backend=torch)")
             self.params["backend"] = "torch"
         if self.onnx:
-            sha = file_sha256(str(ensure_model()))
+            sha = cached_sha256(str(ensure_model()))
             if self.params["onnx_sha256"] not in (None, sha):
                 raise UserError(f"method cnn-gem: onnx_sha256={self.params['onnx_sha256']} but this machine's export "
                                 f"of the backbone is {sha} (another torch or weights version?); describe with the "
@@ -142,23 +145,18 @@ class CnnGem(Method):
     def check_here(cls, params: dict[str, Any] | None) -> None:
         device = str((params or {}).get("device") or cls.defaults["device"])
         if device.startswith("cuda"):
-            resolve_device(device)
             if (params or {}).get("backend", cls.defaults["backend"]) == "onnx" and not (params or {}).get("model_file"):
-                _providers(device)
-
-    @property
-    def learns(self) -> bool:
-        return bool(self.params["whiten"])
+                providers(device, "method cnn-gem")
+            else:
+                resolve_device(device)
 
     @property
     def device(self) -> str:
+        """The torch device (backend torch); with ONNX Runtime the device setting as given
+        (`auto`: the CUDA provider where onnxruntime has it, see onnx_run.providers), so that
+        the ONNX path never imports torch."""
         if self._device is None:
-            self._device = resolve_device(str(self.params["device"]))
-            if self.onnx and self.params["device"] == "auto" and self._device.startswith("cuda"):
-                import onnxruntime as ort  # auto: the GPU only where ONNX Runtime can use it
-
-                if "CUDAExecutionProvider" not in ort.get_available_providers():
-                    self._device = "cpu"
+            self._device = str(self.params["device"]) if self.onnx else resolve_device(str(self.params["device"]))
         return self._device
 
     def backbone(self) -> Any:
@@ -169,26 +167,27 @@ class CnnGem(Method):
 
     def raw(self, image: np.ndarray) -> np.ndarray:
         """Multi-scale GeM of one RGB image, before whitening (L2-normalised)."""
+        p = float(self.params["p"])
+        if self.onnx:  # numpy and ONNX Runtime only (onnx_run: torch's resize and GeM, written out)
+            net = self.backbone()
+            return multiscale(to_input(image, LITE0_MEAN, LITE0_STD), self.params["scales"],
+                              lambda x, s: gem(net.features(rescale(x, s)), p))
         import torch
         from torch.nn import functional as F
 
         net = self.backbone()
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if self.params["model_file"] else (LITE0_MEAN, LITE0_STD)
-        dev = "cpu" if self.onnx else self.device  # ONNX Runtime copies its input to its device itself
+        dev = self.device
         x = torch.from_numpy(np.array(image, copy=True)).to(dev)
         x = x.permute(2, 0, 1).unsqueeze(0).float().div_(255.0)
         x = (x - torch.tensor(mean, device=dev).view(1, 3, 1, 1)) / torch.tensor(std, device=dev).view(1, 3, 1, 1)
-        p = float(self.params["p"])
         acc = None
         with torch.inference_mode():
             for s in self.params["scales"]:
                 xs = x if abs(s - 1.0) < 1e-6 else F.interpolate(x, scale_factor=float(s), mode="bilinear", align_corners=False, antialias=True)
-                if self.onnx:
-                    f = torch.from_numpy(net.features(xs.contiguous().numpy()))
-                else:
-                    if self.device == "cpu" and not self.params["model_file"]:
-                        xs = xs.contiguous(memory_format=torch.channels_last)
-                    f = net(xs)
+                if self.device == "cpu" and not self.params["model_file"]:
+                    xs = xs.contiguous(memory_format=torch.channels_last)
+                f = net(xs)
                 if f.dim() == 4:  # feature map -> GeM
                     v = f.clamp(min=1e-6).pow(p).mean((2, 3)).pow(1.0 / p)
                 else:
@@ -197,28 +196,7 @@ class CnnGem(Method):
                 acc = v if acc is None else acc + v
         return l2_normalize(acc.squeeze(0).cpu().numpy().astype(np.float32))
 
-    def fit_features(self, image: np.ndarray) -> np.ndarray:
-        return self.raw(image)[None, :]
-
-    def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
-        x = np.concatenate(features)
-        if len(x) < 2:
-            raise UserError("cnn-gem: whitening needs at least 2 candidate images (or use --no-whiten)")
-        self.state = fit_pca_whitening_if_enough(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]), self.name)
-        return self.state
-
-    def describe(self, image: np.ndarray) -> np.ndarray:
-        v = self.raw(image)
-        if self.learns:
-            if self.state is None:
-                raise UserError("cnn-gem: whitening state missing (describe candidates first, pass --model)")
-            if "pca_proj" in self.state:
-                v = apply_pca_whitening(v[None, :], self.state)[0]
-        return v
-
-    def dim(self) -> int:
-        if self.learns and self.state is not None and "pca_proj" in self.state:
-            return int(self.state["pca_proj"].shape[1])
+    def raw_dim(self) -> int:
         if self.params["model_file"]:
             return 0  # known after the first image
         return 1280

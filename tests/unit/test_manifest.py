@@ -85,7 +85,7 @@ def test_methods_are_checked_against_the_registry(tmp_path):
     with pytest.raises(UserError) as exc:
         manifest.load(bad)
     assert str(exc.value) == (f"manifest {bad} line {line}: methods[1]: unknown method 'sift-magic' "
-                              "(known: cnn-gem, rsift-asmk, rsift-vlad)")
+                              "(known: cnn-gem, onnx-global, rsift-asmk, rsift-vlad)")
 
 
 def test_installed_plugin_methods_are_known(tmp_path, monkeypatch):

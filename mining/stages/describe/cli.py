@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "with one retrieval method; writes a descriptor store. Methods that learn (whitening, "
                     "codebooks) learn on candidates; describe landmark sets with --model CANDIDATE_STORE.")
     p.add_argument("--method", required=True,
-                   help="cnn-gem, rsift-asmk, rsift-vlad, or a plug-in module:Class; several, comma-separated, are "
+                   help="cnn-gem, rsift-asmk, rsift-vlad, onnx-global (onnx-global-NAME: another ONNX model, set by "
+                        "--param onnx-global-NAME:model=FILE ...), or a plug-in module:Class; several, comma-separated, are "
                         "described in one pass (one decode per image, one RootSIFT shared by rsift-asmk and "
                         "rsift-vlad), each into its own store: then --out (and --model) contain {method}")
     p.add_argument("--images", required=True, help="landmark dataset (gnd_*.pkl or its folder) or a download folder")

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -42,8 +43,9 @@ from mining.cluster import available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.landmarks import load_landmarks
-from mining.methods.base import GLOBAL, Method, get_method
+from mining.methods.base import GLOBAL, Method, get_method, method_class
 from mining.options import DescribeOptions
+from mining.tables import read_file
 from mining.threads import in_order
 from threadpoolctl import threadpool_limits
 
@@ -86,11 +88,10 @@ def pin_numeric_threads() -> None:
     """One thread for this thread's numeric kernels (torch, OpenMP: faiss), whatever the CPU count.
 
     Called in every thread that describes: the bits of a description must not depend on how
-    many threads the machine or the worker has.
-    """
-    import torch
-
-    if torch.get_num_threads() != 1:
+    many threads the machine or the worker has. torch only where loaded: the ONNX Runtime
+    methods never import it (cnn-gem's torch path pins it as it loads, `_build_backbone`)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     with contextlib.suppress(ImportError):
         import faiss
@@ -103,9 +104,9 @@ def single_threaded_numerics() -> Any:
 
     Used as a context manager around the stage (learning runs in this process), and left
     in place in worker processes. Measured on OpenBLAS: the PCA-whitening learned from the
-    same rows differs in its last bits between 1 and 2+ BLAS threads.
-    """
-    for lib in ("torch", "faiss", "cv2"):  # loaded first, or their pools escape the limit
+    same rows differs in its last bits between 1 and 2+ BLAS threads. torch is not imported
+    for it (see pin_numeric_threads)."""
+    for lib in ("faiss", "cv2"):  # loaded first, or their pools escape the limit
         with contextlib.suppress(ImportError):
             __import__(lib)
     return threadpool_limits(limits=1)
@@ -292,6 +293,9 @@ def _plan(method_name: str, images: str | Path, image_set: str, out: Path, param
         if (Path(model) / MODEL_FILE).is_file():
             state_path = (Path(model) / MODEL_FILE).resolve()
             model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
+    for key in method_class(method_name).missing(params):
+        raise UserError(f"method {method_name}: the setting {key} must be given (--param {method_name}:{key}=... "
+                        "or the manifest's describe: params)")
     method = get_method(method_name, params, query=image_set == "queries")
     params = method.params  # defaults filled in: recorded, and reused by landmark sets
     if method.learns and state_path is None:
@@ -448,7 +452,7 @@ def split_params(method_names: Sequence[str], params: dict[str, Any]) -> list[di
 def _finish(p: _Plan, shards: list[tuple[str, list[ImageItem]]]) -> dict[str, Any]:
     """Gather a method's failures and write its store.json (the store is complete)."""
     out, info, method = p.out, dict(p.info), p.method
-    failures = [pq.read_table(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
+    failures = [read_file(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
     failed = pa.concat_tables(failures) if failures else _failure_table([])
     atomic.write_parquet(out / "failures.parquet", failed)
     count = len(descriptors.Store(out, info).ids())
@@ -473,13 +477,15 @@ def _check_resumable(out: Path, info: dict[str, Any]) -> None:
     old = json.loads(meta.read_text())
     diff = [k for k in RESUME_KEYS if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
     if diff:
-        raise UserError(f"{out}: existing store was made with different {', '.join(diff)}; "
-                        "delete it or choose another --out")
+        was, now = old.get("params") or {}, info.get("params") or {}
+        keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k)) if "params" in diff else []
+        what = ", ".join(f"params ({', '.join(keys)})" if k == "params" and keys else k for k in diff)
+        raise UserError(f"{out}: existing store was made with different {what}; delete it or choose another --out")
 
 
 def read_failures(out: str | Path) -> list[dict[str, str]]:
     """Failure rows of a store (id, path, error)."""
-    return pq.read_table(Path(out) / "failures.parquet").to_pylist()
+    return read_file(Path(out) / "failures.parquet").to_pylist()
 
 
 __all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described",

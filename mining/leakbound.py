@@ -163,8 +163,8 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     which must be the set the audit left (its digest and size). UserError when the counts do not
     add up."""
     try:
-        strata = [(int(h["size"]), int(h["sampled"]), int(h["leaks"])) for h in audit["strata"]]
-        found, dups = [int(p) for p in audit["leaks_found"]], [int(p) for p in audit["near_duplicates_removed"]]
+        strata = [(_count(h["size"]), _count(h["sampled"]), _count(h["leaks"])) for h in audit["strata"]]
+        found, dups = [_count(p) for p in audit["leaks_found"]], [_count(p) for p in audit["near_duplicates_removed"]]
         digest = audit["released_digest"]
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"the audit file is not `mining audit estimate`'s audit.json (no usable {exc}); "
@@ -176,6 +176,7 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     ids = set(np.asarray(photo_ids, np.int64).tolist())
     removed = set(found) | set(dups)
     problems = [what for what, bad in (
+        ("strata vs the design for the set's size, target and confidence of the draw", not _drawn(audit, sizes, sampled)),
         ("leaks per stratum vs leaks found", sum(leaks) != len(set(found))),
         ("removed photos listed twice", len(removed) != len(found) + len(dups)),
         ("set size less removed vs the set", sum(sizes) - len(removed) != len(ids)),
@@ -191,6 +192,23 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     out["released_upper"] = released_upper(out)
     out["passes"] = out["released_upper"] <= max_leak_rate
     return out
+
+
+def _count(value: Any) -> int:
+    """A count or photo id of audit.json: a JSON integer, not negative (no float, text or boolean)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"count {value!r}: a whole number >= 0 is expected")
+    return value
+
+
+def _drawn(audit: dict[str, Any], sizes: list[int], sampled: list[int]) -> bool:
+    """The strata and their sample sizes are the ones `mining audit draw` plans for a set of that size
+    at the target and confidence the audit states for its draw (`plan`): a sample size is not evidence."""
+    rate, confidence = audit.get("max_leak_rate"), audit.get("confidence")
+    if not all(isinstance(v, float) and 0 < v < 1 for v in (rate, confidence)) or not sizes:
+        return False
+    design = plan(sum(sizes), rate, confidence)
+    return design["strata"] == sizes and design["sample"] == sampled
 
 
 def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any,

@@ -60,7 +60,7 @@ def test_an_edited_audit_json_does_not_open_the_gate(over_target, tmp_path, edit
 
 def test_the_honest_audit_told_to_go_on_states_the_recomputed_bound(over_target, tmp_path):
     root, audit, honest = over_target
-    forged = dict(honest, passes=True, max_leak_rate=0.5)
+    forged = dict(honest, passes=True, upper=0.004, released_upper=0.001)  # (an edited draw target: refused)
     (tmp_path / "audit.json").write_text(json.dumps(forged))
     stats = run_release(audit, root / "images", tmp_path / "rel", blur=False, audit=tmp_path / "audit.json",
                         allow_over_target=True)

@@ -207,3 +207,30 @@ def test_a_real_full_disk_between_the_set_and_its_audit_json(tmp_path, capsys):
         assert "No space left on device" in line, line
         assert {n: (disk / n).read_bytes() for n in names} == before
         assert sorted(p.name for p in disk.iterdir()) == sorted([*names, "filler"])
+
+
+@pytest.mark.parametrize("edit", ["outside", "twice", "text-ids", "fraction-ids"])
+def test_an_audit_answer_file_edited_after_export_is_refused(tmp_path, capsys, edit):
+    """The label names the sample, not the rows: rows edited after the export (a landmark answer for
+    a photo outside the sample, which the estimate ignored with exit 0; a photo answered twice; ids
+    as text, a traceback on 'abc'; fractional ids, truncated) are refused in one line."""
+    sel, ids = selection(tmp_path, 400)
+    audit = tmp_path / "audit"
+    sampled = set(draw(sel, audit))
+    table = pq.read_table(answer(audit / "audit_queue.parquet", audit / "audit.sqlite", tmp_path / "a.parquet"))
+    rows, schema = table.to_pylist(), table.schema
+    if edit == "outside":
+        rows.append(dict(rows[0], photo_id=next(int(i) for i in ids if int(i) not in sampled), decision="landmark"))
+    elif edit == "twice":
+        rows.append(dict(rows[0], decision="landmark"))
+    else:
+        kind = pa.string() if edit == "text-ids" else pa.float64()
+        schema = schema.set(schema.get_field_index("photo_id"), pa.field("photo_id", kind))
+        rows = [dict(r, photo_id=(str if edit == "text-ids" else float)(r["photo_id"])) for r in rows]
+        rows[0]["photo_id"] = "abc" if edit == "text-ids" else rows[0]["photo_id"] + 0.5
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "edited.parquet")
+    capsys.readouterr()
+    assert estimate(sel, audit, tmp_path / "edited.parquet") == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(tmp_path / "edited.parquet") in line and ("export" in line), line
+    assert not (audit / "audit.json").exists()

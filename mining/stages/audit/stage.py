@@ -146,6 +146,13 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     df, _ = load_decisions(decisions, kind="audit", digest=sample_digest(sampled))
     leaky = set(df.photo_id[df.decision != "not_landmark"].tolist())
     answered = set(df.photo_id.tolist())
+    in_sample = {p for ids in sampled for p in ids}
+    twice, outside = df.photo_id[df.photo_id.duplicated()].tolist(), sorted(answered - in_sample)
+    if twice or outside:  # an export answers each sampled photo once: this file was edited or joined
+        what = (f"{len(outside)} photo(s) outside the audit's sample (e.g. {outside[0]})" if outside else
+                f"photo {twice[0]} more than once")
+        raise UserError(f"{decisions}: answers {what}, which no export of this audit's database does; "
+                        "export it again: mining review export --db AUDIT/audit.sqlite")
     open_ = [p for ids in sampled for p in ids if p not in answered]
     if open_:
         raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "

@@ -234,3 +234,19 @@ def test_an_audit_answer_file_edited_after_export_is_refused(tmp_path, capsys, e
     line = _one_line(capsys.readouterr().err)
     assert str(tmp_path / "edited.parquet") in line and ("export" in line), line
     assert not (audit / "audit.json").exists()
+
+
+@pytest.mark.parametrize("ids", [pa.array(["1", "2", "abc"]), pa.array([1.0, 2.5, 3.0]),
+                                 pa.array([2**64 - 1, 2, 3], pa.uint64())], ids=["text", "fraction", "uint64"])
+def test_review_import_refuses_photo_ids_that_are_not_integers(tmp_path, capsys, ids):
+    """A queue's photo ids are int64: text was a traceback ('abc'), 2.5 was imported as photo 2
+    (another photo's answer), an id past 2^63 a traceback from SQLite."""
+    queue = tmp_path / "queue.parquet"
+    pq.write_table(pa.table({"landmark": ["tower"] * 3, "photo_id": ids, "rank": pa.array([1, 2, 3], pa.int32()),
+                             "score": [1.0] * 3, "total_score": [2.0] * 3, "best_query": ["tower_001"] * 3}), queue)
+    capsys.readouterr()
+    assert main(["review", "import", str(queue), "--db", str(tmp_path / "r.sqlite")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(queue) in line and "column photo_id" in line and "not integers" in line, line
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 0

@@ -250,3 +250,17 @@ def test_review_import_refuses_photo_ids_that_are_not_integers(tmp_path, capsys,
     assert str(queue) in line and "column photo_id" in line and "not integers" in line, line
     with sqlite3.connect(tmp_path / "r.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 0
+
+
+def test_the_audit_refuses_a_selection_that_lists_a_photo_twice(tmp_path, capsys):
+    """A selection with a repeated photo was audited as a census of 30 images where 29 were checked."""
+    sel, ids = selection(tmp_path, 30)
+    table = pq.read_table(sel / "distractors.parquet")
+    repeated = [int(i) for i in ids[:-1]] + [int(ids[0])]
+    pq.write_table(table.set_column(table.schema.get_field_index("photo_id"), "photo_id",
+                                    pa.array(repeated, pa.int64())), sel / "distractors.parquet")
+    capsys.readouterr()
+    assert main(["audit", "draw", "--selected", str(sel), "--out", str(tmp_path / "audit")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"photo {int(ids[0])} is listed more than once" in line, line
+    assert not (tmp_path / "audit" / "plan.json").exists()

@@ -56,6 +56,10 @@ def _fingerprint(selected: Path) -> str | None:
 def _selection(selected: Path) -> Any:
     path = selected / "distractors.parquet" if selected.is_dir() else selected
     frame = read_table(path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
+    twice = frame.photo_id[frame.photo_id.duplicated()]
+    if len(twice):  # the audit counts images: a photo listed twice would be counted as two checked
+        raise UserError(f"{path}: photo {twice.iloc[0]} is listed more than once ({len(twice)} repeated rows); "
+                        "a selection lists each photo once: make it again with `mining select`")
     return frame.sort_values("rank", kind="stable").reset_index(drop=True)
 
 

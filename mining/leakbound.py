@@ -135,7 +135,8 @@ def estimate(sizes: list[int], sampled: list[int], leaks: list[int], confidence:
     kish = n_set**2 / float((sizes_a**2 / n_a).sum())
     if p > 0 and var > 0:
         df = n - len(sizes)
-        factor = (t.ppf(confidence, n - 1) / t.ppf(confidence, df)) ** 2 if df >= 1 else 1.0
+        low = t.ppf(confidence, df) if df >= 1 else 0.0
+        factor = (t.ppf(confidence, n - 1) / low) ** 2 if low else 1.0  # 0 at confidence 0.5: both quantiles 0
         n_eff = min(n, p * (1 - p) / var * factor)
     else:
         n_eff = kish

@@ -69,3 +69,17 @@ def test_an_audit_edited_into_a_census_is_refused(audited, tmp_path, capsys):
     assert not (tmp_path / "rel").exists()
     code, err = _release(root, audit, honest, tmp_path, capsys)  # the honest counts: gated on their bound
     assert code == 2 and "1.64 %" in err and "above the target" in err, err
+
+
+def test_a_confidence_of_one_half_estimates_without_a_division_by_zero():
+    """At confidence 0.5 both t quantiles of Korn–Graubard's factor are 0: 0/0 printed a
+    RuntimeWarning on the release's stderr and made the factor NaN (min() then took n by chance)."""
+    import warnings
+
+    from mining import leakbound
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = leakbound.estimate([20, 60, 120, 200], [20, 60, 100, 130], [5, 0, 0, 0], 0.5)
+    assert result["method"] == "korn-graubard" and 0 < result["n_eff"] <= 310
+    assert result["estimate"] < result["upper"] < 1

@@ -48,7 +48,9 @@ def zero_leak_size(max_leak_rate: float, confidence: float) -> int:
     """The smallest n whose Clopper–Pearson bound with 0 leaks found is at most max_leak_rate."""
     if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
         raise ValueError("max_leak_rate and confidence must be in (0, 1)")
-    n = max(1, math.ceil(math.log(1 - confidence) / math.log(1 - max_leak_rate)) - 1)
+    n = max(1, math.ceil(math.log(1 - confidence) / math.log1p(-max_leak_rate)) - 1)  # log1p: rates below 1e-16
+    if n > 2**53:  # beyond any set (and float precision): every image will be checked
+        return n
     while clopper_pearson_upper(0, n, confidence) > max_leak_rate:
         n += 1
     return n

@@ -83,3 +83,12 @@ def test_a_confidence_of_one_half_estimates_without_a_division_by_zero():
         result = leakbound.estimate([20, 60, 120, 200], [20, 60, 100, 130], [5, 0, 0, 0], 0.5)
     assert result["method"] == "korn-graubard" and 0 < result["n_eff"] <= 310
     assert result["estimate"] < result["upper"] < 1
+
+
+@pytest.mark.parametrize("rate", ["1e-17", "1e-300"])
+def test_a_target_below_float_precision_draws_a_census(tmp_path, capsys, rate):
+    """log(1 - 1e-17) is 0: `audit draw --max-leak-rate 1e-17` was a ZeroDivisionError traceback."""
+    sel, _ = selection(tmp_path, 50)
+    sampled = draw(sel, tmp_path / "audit", "--max-leak-rate", rate)
+    plan = json.loads((tmp_path / "audit" / "plan.json").read_text())
+    assert plan["census"] and len(sampled) == 50 and plan["zero_leak_size"] > 10**16

@@ -264,3 +264,22 @@ def test_the_audit_refuses_a_selection_that_lists_a_photo_twice(tmp_path, capsys
     line = _one_line(capsys.readouterr().err)
     assert f"photo {int(ids[0])} is listed more than once" in line, line
     assert not (tmp_path / "audit" / "plan.json").exists()
+
+
+def test_review_export_never_writes_over_a_database(tmp_path, capsys):
+    """`review export --out` naming the database itself replaced it (every vote) with the Parquet
+    export, exit 0; another database is refused the same way."""
+    sel, _ = selection(tmp_path, 30)
+    audit = tmp_path / "audit"
+    draw(sel, audit)
+    answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet")
+    (tmp_path / "other.sqlite").write_bytes((audit / "audit.sqlite").read_bytes())
+    for out in (audit / "audit.sqlite", tmp_path / "other.sqlite"):
+        before = out.read_bytes()
+        capsys.readouterr()
+        assert main(["review", "export", "--db", str(audit / "audit.sqlite"), "--out", str(out)]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert str(out) in line and "review database" in line, line
+        assert out.read_bytes() == before
+    with sqlite3.connect(audit / "audit.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 30

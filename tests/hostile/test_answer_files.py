@@ -283,3 +283,18 @@ def test_review_export_never_writes_over_a_database(tmp_path, capsys):
         assert out.read_bytes() == before
     with sqlite3.connect(audit / "audit.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 30
+
+
+def test_audit_estimate_never_writes_over_the_selection_it_reads(tmp_path, capsys):
+    """`audit estimate --out SELECTED` replaced the selection with the audited set, exit 0."""
+    sel, _ = selection(tmp_path, 30)
+    audit = tmp_path / "audit"
+    draw(sel, audit)
+    own = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet",
+                 votes={}, default="y")
+    before = (sel / "distractors.parquet").read_bytes()
+    capsys.readouterr()
+    assert estimate(sel, audit, own, out=sel) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "would replace it" in line, line
+    assert (sel / "distractors.parquet").read_bytes() == before and not (sel / "audit.json").exists()

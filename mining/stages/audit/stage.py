@@ -143,6 +143,10 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     design's whatever the manifest says now."""
     selected, decisions, audit_dir, neardup = inputs.selected, inputs.decisions, inputs.audit, inputs.neardup
     plan = _read_plan(audit_dir / "plan.json")
+    source = selected / "distractors.parquet" if selected.is_dir() else selected
+    if (Path(out) / "distractors.parquet").resolve() == source.resolve():
+        raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "
+                        "replace it: give --out another folder (the audit folder)")
     frame = _selection(selected)
     if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:
         raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")

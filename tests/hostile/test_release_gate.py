@@ -105,3 +105,19 @@ def test_the_reports_audit_section_states_the_recomputed_bound(over_target, tmp_
     assert f"<b>{100 * honest['released_upper']:.2f} %</b>" in html and "NOT met" in html, html[:500]
     (folder / "audit.json").write_text(json.dumps(dict(honest, leaks_found=honest["leaks_found"][1:])))
     assert "do not add up" in leak_audit(Inputs(audit=folder))
+
+
+@pytest.mark.parametrize("where", ["run", "selected", "images"])
+def test_a_release_never_replaces_a_folder_that_holds_its_inputs(tmp_path, capsys, where):
+    """The release replaces its --out folder whole: `--out` naming the run's folder deleted the
+    downloaded images and the selection (and every other file there), exit 0."""
+    sel, _ = selection(tmp_path, 6, images=True)
+    (tmp_path / "precious.txt").write_text("votes")
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    out = {"run": tmp_path, "selected": sel, "images": tmp_path / "images"}[where]
+    capsys.readouterr()
+    code = main(["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--out", str(out),
+                 "--no-blur", "--no-kit", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "give --out a folder of its own" in err, err
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before

@@ -119,5 +119,23 @@ def test_a_release_never_replaces_a_folder_that_holds_its_inputs(tmp_path, capsy
     code = main(["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--out", str(out),
                  "--no-blur", "--no-kit", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err and "give --out a folder of its own" in err, err
+    assert code == 2 and "Traceback" not in err and "is replaced whole" in err, err
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+
+
+def test_a_release_replaces_only_an_earlier_release_or_an_empty_folder(tmp_path, capsys):
+    """An --out folder of other files (no release.parquet) was deleted whole, exit 0."""
+    sel, _ = selection(tmp_path, 6, images=True)
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    args = ["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--no-blur", "--no-kit",
+            "--no-progress", "--out"]
+    capsys.readouterr()
+    assert main(args + [str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no release.parquet" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    assert main(args + [str(tmp_path / "empty")]) == 0  # an empty folder, then that release again: taken
+    assert main(args + [str(tmp_path / "empty")]) == 0 and (tmp_path / "empty" / "release.parquet").is_file()

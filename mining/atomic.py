@@ -151,6 +151,21 @@ def write_parquet(path: str | os.PathLike[str], table: pa.Table, **kwargs: Any) 
         pq.write_table(table, tmp, **kwargs)
 
 
+def refuse_over_inputs(out: Path, inputs: dict[str, Path | None], marker: str) -> None:
+    """Refuse an OUT folder that `swap_in_folder` would replace while it holds one of the run's
+    inputs (`inputs`: what names each, e.g. `--images`), or other files without being an earlier
+    output (which holds `marker`): they would be deleted with it."""
+    where = Path(out).resolve()
+    if where.is_dir() and not (where / marker).exists() and any(where.iterdir()):
+        raise UserError(f"{out}: a folder with other files in it (no {marker}: not an earlier output), and this "
+                        "output folder is replaced whole (everything in it is deleted); give --out a new or empty "
+                        "folder")
+    for name, path in inputs.items():
+        if path is not None and (where == Path(path).resolve() or where in Path(path).resolve().parents):
+            raise UserError(f"{out}: holds {name} {path}, and this output folder is replaced whole (everything in "
+                            "it is deleted); give --out a folder of its own")
+
+
 def swap_in_folder(staging: Path, out: Path) -> None:
     """Replace the folder OUT by the finished folder `staging` (nothing partial under the final name)."""
     if out.exists() and not out.is_dir():

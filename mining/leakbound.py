@@ -48,7 +48,9 @@ def zero_leak_size(max_leak_rate: float, confidence: float) -> int:
     """The smallest n whose Clopper–Pearson bound with 0 leaks found is at most max_leak_rate."""
     if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
         raise ValueError("max_leak_rate and confidence must be in (0, 1)")
-    n = max(1, math.ceil(math.log(1 - confidence) / math.log(1 - max_leak_rate)) - 1)
+    n = max(1, math.ceil(math.log(1 - confidence) / math.log1p(-max_leak_rate)) - 1)  # log1p: rates below 1e-16
+    if n > 2**53:  # beyond any set (and float precision): every image will be checked
+        return n
     while clopper_pearson_upper(0, n, confidence) > max_leak_rate:
         n += 1
     return n
@@ -135,7 +137,8 @@ def estimate(sizes: list[int], sampled: list[int], leaks: list[int], confidence:
     kish = n_set**2 / float((sizes_a**2 / n_a).sum())
     if p > 0 and var > 0:
         df = n - len(sizes)
-        factor = (t.ppf(confidence, n - 1) / t.ppf(confidence, df)) ** 2 if df >= 1 else 1.0
+        low = t.ppf(confidence, df) if df >= 1 else 0.0
+        factor = (t.ppf(confidence, n - 1) / low) ** 2 if low else 1.0  # 0 at confidence 0.5: both quantiles 0
         n_eff = min(n, p * (1 - p) / var * factor)
     else:
         n_eff = kish
@@ -163,8 +166,8 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     which must be the set the audit left (its digest and size). UserError when the counts do not
     add up."""
     try:
-        strata = [(int(h["size"]), int(h["sampled"]), int(h["leaks"])) for h in audit["strata"]]
-        found, dups = [int(p) for p in audit["leaks_found"]], [int(p) for p in audit["near_duplicates_removed"]]
+        strata = [(_count(h["size"]), _count(h["sampled"]), _count(h["leaks"])) for h in audit["strata"]]
+        found, dups = [_count(p) for p in audit["leaks_found"]], [_count(p) for p in audit["near_duplicates_removed"]]
         digest = audit["released_digest"]
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"the audit file is not `mining audit estimate`'s audit.json (no usable {exc}); "
@@ -176,6 +179,7 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     ids = set(np.asarray(photo_ids, np.int64).tolist())
     removed = set(found) | set(dups)
     problems = [what for what, bad in (
+        ("strata vs the design for the set's size, target and confidence of the draw", not _drawn(audit, sizes, sampled)),
         ("leaks per stratum vs leaks found", sum(leaks) != len(set(found))),
         ("removed photos listed twice", len(removed) != len(found) + len(dups)),
         ("set size less removed vs the set", sum(sizes) - len(removed) != len(ids)),
@@ -191,6 +195,23 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     out["released_upper"] = released_upper(out)
     out["passes"] = out["released_upper"] <= max_leak_rate
     return out
+
+
+def _count(value: Any) -> int:
+    """A count or photo id of audit.json: a JSON integer, not negative (no float, text or boolean)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"count {value!r}: a whole number >= 0 is expected")
+    return value
+
+
+def _drawn(audit: dict[str, Any], sizes: list[int], sampled: list[int]) -> bool:
+    """The strata and their sample sizes are the ones `mining audit draw` plans for a set of that size
+    at the target and confidence the audit states for its draw (`plan`): a sample size is not evidence."""
+    rate, confidence = audit.get("max_leak_rate"), audit.get("confidence")
+    if not all(isinstance(v, float) and 0 < v < 1 for v in (rate, confidence)) or not sizes:
+        return False
+    design = plan(sum(sizes), rate, confidence)
+    return design["strata"] == sizes and design["sample"] == sampled
 
 
 def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any,

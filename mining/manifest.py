@@ -7,6 +7,7 @@ fails the same way everywhere: before any data is read, with a message naming th
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, cast
@@ -34,9 +35,12 @@ def _fill_defaults(validator_class: type) -> type:
         yield from validate_properties(validator, properties, instance, sch)
 
     # an integer setting is an integer: 50.0 is refused (the JSON Schema rule would take it, and a
-    # float count then fails deep in a stage); booleans are not integers either
-    strict = validator_class.TYPE_CHECKER.redefine(
-        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    # float count then fails deep in a stage); booleans are not integers either. A number is finite:
+    # NaN passes every bound (each comparison is false), so `.nan` would pass the schema
+    strict = validator_class.TYPE_CHECKER.redefine_many({
+        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _checker, value: (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                           and math.isfinite(value))})
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults}, type_checker=strict)
 
 
@@ -160,11 +164,21 @@ def _message(err: Any) -> str:
         return f"{err.instance!r}: {err.schema['errorMessage']}"
     if err.validator == "type":
         kinds = [err.validator_value] if isinstance(err.validator_value, str) else list(err.validator_value)
-        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}"
+        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}" + _as_text(err.instance)
     return str(err.message)
 
 
-_KINDS = {"integer": "an integer (a whole number, no decimal point)", "number": "a number", "string": "a text",
+def _as_text(value: Any) -> str:
+    """A hint when a number was read as text (quoted; or PyYAML's `1e-2`, `1e3`, which lack a dot)."""
+    try:
+        float(value) if isinstance(value, str) else None
+    except ValueError:
+        return ""
+    return (" (text, not a number: unquote it; YAML reads 1e-2 or 1e3 without a dot as text: write 0.01, "
+            "1000 or 1.0e-2)") if isinstance(value, str) else ""
+
+
+_KINDS = {"integer": "an integer (a whole number, no decimal point)", "number": "a finite number", "string": "a text",
           "boolean": "true or false", "array": "a list", "object": "a mapping", "null": "null"}
 
 

@@ -52,6 +52,9 @@ def load_decisions(path: Path, kind: str | None = None, digest: str | None = Non
     if kind is not None:
         require(Path(path), meta, kind, digest)
     fp = meta.get(b"landmarks_fingerprint")
+    if not pa.types.is_integer(table.schema.field("photo_id").type):
+        raise UserError(f"{path}: photo_id is {table.schema.field('photo_id').type}, not integers; export the "
+                        "decisions again with `mining review export`")
     df = table.select(["landmark", "photo_id", "decision"]).to_pandas()
     bad = sorted(set(df.decision.dropna()) - set(DECISIONS)) + (["<null>"] if df.decision.isna().any() else [])
     if bad:

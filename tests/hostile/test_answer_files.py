@@ -207,3 +207,94 @@ def test_a_real_full_disk_between_the_set_and_its_audit_json(tmp_path, capsys):
         assert "No space left on device" in line, line
         assert {n: (disk / n).read_bytes() for n in names} == before
         assert sorted(p.name for p in disk.iterdir()) == sorted([*names, "filler"])
+
+
+@pytest.mark.parametrize("edit", ["outside", "twice", "text-ids", "fraction-ids"])
+def test_an_audit_answer_file_edited_after_export_is_refused(tmp_path, capsys, edit):
+    """The label names the sample, not the rows: rows edited after the export (a landmark answer for
+    a photo outside the sample, which the estimate ignored with exit 0; a photo answered twice; ids
+    as text, a traceback on 'abc'; fractional ids, truncated) are refused in one line."""
+    sel, ids = selection(tmp_path, 400)
+    audit = tmp_path / "audit"
+    sampled = set(draw(sel, audit))
+    table = pq.read_table(answer(audit / "audit_queue.parquet", audit / "audit.sqlite", tmp_path / "a.parquet"))
+    rows, schema = table.to_pylist(), table.schema
+    if edit == "outside":
+        rows.append(dict(rows[0], photo_id=next(int(i) for i in ids if int(i) not in sampled), decision="landmark"))
+    elif edit == "twice":
+        rows.append(dict(rows[0], decision="landmark"))
+    else:
+        kind = pa.string() if edit == "text-ids" else pa.float64()
+        schema = schema.set(schema.get_field_index("photo_id"), pa.field("photo_id", kind))
+        rows = [dict(r, photo_id=(str if edit == "text-ids" else float)(r["photo_id"])) for r in rows]
+        rows[0]["photo_id"] = "abc" if edit == "text-ids" else rows[0]["photo_id"] + 0.5
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "edited.parquet")
+    capsys.readouterr()
+    assert estimate(sel, audit, tmp_path / "edited.parquet") == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(tmp_path / "edited.parquet") in line and ("export" in line), line
+    assert not (audit / "audit.json").exists()
+
+
+@pytest.mark.parametrize("ids", [pa.array(["1", "2", "abc"]), pa.array([1.0, 2.5, 3.0]),
+                                 pa.array([2**64 - 1, 2, 3], pa.uint64())], ids=["text", "fraction", "uint64"])
+def test_review_import_refuses_photo_ids_that_are_not_integers(tmp_path, capsys, ids):
+    """A queue's photo ids are int64: text was a traceback ('abc'), 2.5 was imported as photo 2
+    (another photo's answer), an id past 2^63 a traceback from SQLite."""
+    queue = tmp_path / "queue.parquet"
+    pq.write_table(pa.table({"landmark": ["tower"] * 3, "photo_id": ids, "rank": pa.array([1, 2, 3], pa.int32()),
+                             "score": [1.0] * 3, "total_score": [2.0] * 3, "best_query": ["tower_001"] * 3}), queue)
+    capsys.readouterr()
+    assert main(["review", "import", str(queue), "--db", str(tmp_path / "r.sqlite")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(queue) in line and "column photo_id" in line and "not integers" in line, line
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 0
+
+
+def test_the_audit_refuses_a_selection_that_lists_a_photo_twice(tmp_path, capsys):
+    """A selection with a repeated photo was audited as a census of 30 images where 29 were checked."""
+    sel, ids = selection(tmp_path, 30)
+    table = pq.read_table(sel / "distractors.parquet")
+    repeated = [int(i) for i in ids[:-1]] + [int(ids[0])]
+    pq.write_table(table.set_column(table.schema.get_field_index("photo_id"), "photo_id",
+                                    pa.array(repeated, pa.int64())), sel / "distractors.parquet")
+    capsys.readouterr()
+    assert main(["audit", "draw", "--selected", str(sel), "--out", str(tmp_path / "audit")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"photo {int(ids[0])} is listed more than once" in line, line
+    assert not (tmp_path / "audit" / "plan.json").exists()
+
+
+def test_review_export_never_writes_over_a_database(tmp_path, capsys):
+    """`review export --out` naming the database itself replaced it (every vote) with the Parquet
+    export, exit 0; another database is refused the same way."""
+    sel, _ = selection(tmp_path, 30)
+    audit = tmp_path / "audit"
+    draw(sel, audit)
+    answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet")
+    (tmp_path / "other.sqlite").write_bytes((audit / "audit.sqlite").read_bytes())
+    for out in (audit / "audit.sqlite", tmp_path / "other.sqlite"):
+        before = out.read_bytes()
+        capsys.readouterr()
+        assert main(["review", "export", "--db", str(audit / "audit.sqlite"), "--out", str(out)]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert str(out) in line and "review database" in line, line
+        assert out.read_bytes() == before
+    with sqlite3.connect(audit / "audit.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 30
+
+
+def test_audit_estimate_never_writes_over_the_selection_it_reads(tmp_path, capsys):
+    """`audit estimate --out SELECTED` replaced the selection with the audited set, exit 0."""
+    sel, _ = selection(tmp_path, 30)
+    audit = tmp_path / "audit"
+    draw(sel, audit)
+    own = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet",
+                 votes={}, default="y")
+    before = (sel / "distractors.parquet").read_bytes()
+    capsys.readouterr()
+    assert estimate(sel, audit, own, out=sel) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "would replace it" in line, line
+    assert (sel / "distractors.parquet").read_bytes() == before and not (sel / "audit.json").exists()

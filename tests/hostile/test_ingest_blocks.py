@@ -87,3 +87,16 @@ def test_sqlite_input_gives_the_same_bytes_at_every_block_size_and_worker_count(
     assert reference[2]["rows_out"] > 300 and reference[2]["rejected"]["bad_photo_id"] > 20
     for size, workers in SIZES:
         assert _run(db, tmp_path / f"db-{size}-{workers}", size, workers) == reference, (size, workers)
+
+
+@pytest.mark.parametrize("mb", ["0", "-1"])
+def test_a_block_size_below_one_is_refused_not_an_empty_dataset(tmp_path, capsys, mb):
+    """`--block-size-mb 0` (or -1) read no block: "0 rows in, 0 out", an empty dataset, exit 0."""
+    from mining.cli import main
+
+    src = tmp_path / "rows.tsv"
+    src.write_bytes(b"\n".join(_lines(23)[:50]) + b"\n")
+    assert main(["ingest", str(src), "--out", str(tmp_path / "out"), "--block-size-mb", mb, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "--block-size-mb at least 1" in err, err
+    assert not (tmp_path / "out").exists()

@@ -60,7 +60,7 @@ def test_an_edited_audit_json_does_not_open_the_gate(over_target, tmp_path, edit
 
 def test_the_honest_audit_told_to_go_on_states_the_recomputed_bound(over_target, tmp_path):
     root, audit, honest = over_target
-    forged = dict(honest, passes=True, max_leak_rate=0.5)
+    forged = dict(honest, passes=True, upper=0.004, released_upper=0.001)  # (an edited draw target: refused)
     (tmp_path / "audit.json").write_text(json.dumps(forged))
     stats = run_release(audit, root / "images", tmp_path / "rel", blur=False, audit=tmp_path / "audit.json",
                         allow_over_target=True)
@@ -105,3 +105,37 @@ def test_the_reports_audit_section_states_the_recomputed_bound(over_target, tmp_
     assert f"<b>{100 * honest['released_upper']:.2f} %</b>" in html and "NOT met" in html, html[:500]
     (folder / "audit.json").write_text(json.dumps(dict(honest, leaks_found=honest["leaks_found"][1:])))
     assert "do not add up" in leak_audit(Inputs(audit=folder))
+
+
+@pytest.mark.parametrize("where", ["run", "selected", "images"])
+def test_a_release_never_replaces_a_folder_that_holds_its_inputs(tmp_path, capsys, where):
+    """The release replaces its --out folder whole: `--out` naming the run's folder deleted the
+    downloaded images and the selection (and every other file there), exit 0."""
+    sel, _ = selection(tmp_path, 6, images=True)
+    (tmp_path / "precious.txt").write_text("votes")
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    out = {"run": tmp_path, "selected": sel, "images": tmp_path / "images"}[where]
+    capsys.readouterr()
+    code = main(["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--out", str(out),
+                 "--no-blur", "--no-kit", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "is replaced whole" in err, err
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+
+
+def test_a_release_replaces_only_an_earlier_release_or_an_empty_folder(tmp_path, capsys):
+    """An --out folder of other files (no release.parquet) was deleted whole, exit 0."""
+    sel, _ = selection(tmp_path, 6, images=True)
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    args = ["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--no-blur", "--no-kit",
+            "--no-progress", "--out"]
+    capsys.readouterr()
+    assert main(args + [str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no release.parquet" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    assert main(args + [str(tmp_path / "empty")]) == 0  # an empty folder, then that release again: taken
+    assert main(args + [str(tmp_path / "empty")]) == 0 and (tmp_path / "empty" / "release.parquet").is_file()

@@ -67,3 +67,22 @@ def test_review_budget_zero_on_the_command_line_names_the_flag(tmp_path, capsys)
     err = capsys.readouterr().err
     assert rc == 2 and "--review-budget 0 is less than the minimum of 1 (allowed: an integer >= 1, or null)" in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_number_setting_is_finite(tmp_path, value):
+    """NaN passes every bound of the schema (each comparison is false): `max_leak_rate: .nan` was
+    taken, and a release's gate compared its bound with NaN."""
+    path = _manifest(tmp_path)
+    path.write_text(path.read_text() + f"audit:\n  max_leak_rate: {value}\n")  # (no audit section before)
+    with pytest.raises(UserError, match=r"audit.max_leak_rate: must be a finite number, got -?(nan|inf)"):
+        manifest.load(path)
+    with pytest.raises(UserError, match="must be a finite number"):
+        options.build("audit", {"confidence": float(value.replace(".", ""))})
+
+
+def test_a_number_yaml_reads_as_text_says_so(tmp_path):
+    path = _manifest(tmp_path)
+    path.write_text(path.read_text() + "audit:\n  max_leak_rate: 1e-2\n")
+    with pytest.raises(UserError, match=r"got '1e-2' \(text, not a number: unquote it; YAML reads 1e-2"):
+        manifest.load(path)

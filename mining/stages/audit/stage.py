@@ -56,6 +56,10 @@ def _fingerprint(selected: Path) -> str | None:
 def _selection(selected: Path) -> Any:
     path = selected / "distractors.parquet" if selected.is_dir() else selected
     frame = read_table(path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
+    twice = frame.photo_id[frame.photo_id.duplicated()]
+    if len(twice):  # the audit counts images: a photo listed twice would be counted as two checked
+        raise UserError(f"{path}: photo {twice.iloc[0]} is listed more than once ({len(twice)} repeated rows); "
+                        "a selection lists each photo once: make it again with `mining select`")
     return frame.sort_values("rank", kind="stable").reset_index(drop=True)
 
 
@@ -139,6 +143,10 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     design's whatever the manifest says now."""
     selected, decisions, audit_dir, neardup = inputs.selected, inputs.decisions, inputs.audit, inputs.neardup
     plan = _read_plan(audit_dir / "plan.json")
+    source = selected / "distractors.parquet" if selected.is_dir() else selected
+    if (Path(out) / "distractors.parquet").resolve() == source.resolve():
+        raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "
+                        "replace it: give --out another folder (the audit folder)")
     frame = _selection(selected)
     if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:
         raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")
@@ -146,6 +154,13 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     df, _ = load_decisions(decisions, kind="audit", digest=sample_digest(sampled))
     leaky = set(df.photo_id[df.decision != "not_landmark"].tolist())
     answered = set(df.photo_id.tolist())
+    in_sample = {p for ids in sampled for p in ids}
+    twice, outside = df.photo_id[df.photo_id.duplicated()].tolist(), sorted(answered - in_sample)
+    if twice or outside:  # an export answers each sampled photo once: this file was edited or joined
+        what = (f"{len(outside)} photo(s) outside the audit's sample (e.g. {outside[0]})" if outside else
+                f"photo {twice[0]} more than once")
+        raise UserError(f"{decisions}: answers {what}, which no export of this audit's database does; "
+                        "export it again: mining review export --db AUDIT/audit.sqlite")
     open_ = [p for ids in sampled for p in ids if p not in answered]
     if open_:
         raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "

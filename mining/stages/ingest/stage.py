@@ -164,6 +164,8 @@ def run(inputs: Inputs, out: str | os.PathLike[str], options: IngestOptions = In
         _check_input(hash_path, "hash file")
     if rows_per_part < 1:
         raise UserError(f"rows per part must be positive, got {rows_per_part}")
+    if block_size < 1:  # a block of 0 bytes read nothing: an empty dataset, exit 0
+        raise UserError(f"the block size must be positive (--block-size-mb at least 1), got {block_size} bytes")
     workers = _WORKERS if workers is None else workers
     if workers < 1:
         raise UserError(f"workers must be at least 1, got {workers}")

@@ -239,6 +239,8 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
         raise UserError("--kit (release.kit, on by default) needs --evaluation (the run's evaluation.json) and "
                         "--descriptors DESC/<method> ...; without them give --no-kit")
     table_path = selected / "distractors.parquet" if selected.is_dir() else selected
+    atomic.refuse_over_inputs(out, {"--selected": table_path, "--images": images, "--audit": audit,
+                                    "--manifest": manifest}, marker="release.parquet")
     frame = read_table(table_path, ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid"),
                        "selection", hint="make it with `mining select`").to_pandas()
     frame = frame.sort_values("rank", kind="stable").reset_index(drop=True)

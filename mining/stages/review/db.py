@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import pyarrow as pa
+
 from mining import answers
 from mining.errors import UserError
 from mining.stages.review import geometry
@@ -165,6 +167,11 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     and an audit database holds one sample (re-importing it adds nothing)."""
     p = Path(queue)
     table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")
+    for c in ("photo_id", "rank"):  # a float id would be truncated into another photo's, text is no id
+        kind = table.schema.field(c).type
+        if not pa.types.is_integer(kind) or kind == pa.uint64():
+            raise UserError(f"{p}: column {c} is {kind}, not integers (int64); is this a queue made by "
+                            "`mining score` or `mining audit draw`?")
     cols = {c: table.column(c).to_pylist() for c in QUEUE_REQUIRED + QUEUE_OPTIONAL
             if c in table.column_names}
     n = table.num_rows
@@ -176,7 +183,10 @@ def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
             raise UserError(f"{p}: row {i} has a null landmark, photo_id or rank")
         rows.append((str(lm), int(pid), int(rank), *(
             cols[c][i] if c in cols else None for c in QUEUE_OPTIONAL)))
-    label = queue_label(table, fp)
+    try:
+        label = queue_label(table, fp)
+    except UserError as exc:
+        raise UserError(f"{p}: {exc}") from None
     with _Tx(con):
         known = fingerprint(con)
         if fp and known and fp != known:

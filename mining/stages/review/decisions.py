@@ -60,10 +60,25 @@ def _snapshot(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int, answe
     return out, len(ids), label
 
 
+def _check_out(con: sqlite3.Connection, out: Path) -> None:
+    """Refuse to write the decisions over a database (this one, its journal files, or another):
+    the file would replace every vote."""
+    db = Path(con.execute("PRAGMA database_list").fetchone()[2] or "")
+    mine = {Path(str(db) + tail).resolve() for tail in ("", "-wal", "-shm", "-journal")} if str(db) else set()
+    try:
+        head = out.open("rb").read(16) if out.is_file() else b""
+    except OSError:
+        head = b""
+    if out.resolve() in mine or head == b"SQLite format 3\x00":
+        raise UserError(f"{out}: is a review database, not where its decisions go (writing there would replace "
+                        "every vote); give --out a new file, e.g. decisions.parquet")
+
+
 def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
     """Write decisions.parquet (docs/formats.md); items nobody voted on are left out. Its schema
     metadata says what it answers (mining.answers): `mining select` takes only the review's answers
     (for its landmark dataset), `mining audit estimate` only the answers to its own sample."""
+    _check_out(con, Path(out))
     rows, total, label = _snapshot(con)
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("votes", pa.string()), ("voters", pa.list_(pa.string())), ("n_votes", pa.int32()),

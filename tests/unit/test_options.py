@@ -168,6 +168,15 @@ def test_a_flag_out_of_the_schemas_range_is_one_line_naming_the_flag():
     assert str(err.value) == "--n must be a positive integer or auto"
 
 
+def test_a_flag_value_that_is_not_yaml_is_argparses_one_line_naming_the_flag(capsys):
+    from mining.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["select", "--n", "[oops"])
+    assert exit_.value.code == 2
+    assert "argument --n: '[oops' is not a YAML value" in capsys.readouterr().err
+
+
 GEO = json.loads((REPO / "mining" / "schemas" / "geofilter.schema.json").read_text())
 
 

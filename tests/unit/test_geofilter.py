@@ -417,7 +417,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     meta = tmp_path / "meta"
     write_metadata(meta, n=300)
     m = _manifest(tmp_path, GOOD)
-    rc = main(["geofilter", str(meta), "--manifest", str(m), "--out", str(tmp_path / "o"), "--no-progress"])
+    rc = main(["geofilter", "--metadata", str(meta), "--manifest", str(m), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "o" / "stats.json").read_text())
@@ -427,12 +427,12 @@ def test_cli_end_to_end(tmp_path, capsys):
 def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     bad = _manifest(tmp_path, GOOD.replace("GBR", "UKX"))
     # Manifest validation comes before the (missing) metadata is touched.
-    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(bad), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path / "nowhere"), "--manifest", str(bad), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "unknown country code 'UKX'" in err and err.count("\n") == 1
-    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out", str(tmp_path / "o")])
     assert rc == 2 and "metadata not found" in capsys.readouterr().err
-    rc = main(["geofilter", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
     assert rc == 2 and "cannot read manifest" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -463,7 +463,7 @@ def test_round_trip_on_real_yfcc_rows(tmp_path, capsys):
           licenses: ["Attribution License", "http://creativecommons.org/licenses/by-nc/2.0/"]
         """)
     capsys.readouterr()
-    assert main(["geofilter", str(meta), "--manifest", str(m), "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+    assert main(["geofilter", "--metadata", str(meta), "--manifest", str(m), "--out", str(tmp_path / "c"), "--no-progress"]) == 0
     stats = json.loads((tmp_path / "c" / "stats.json").read_text())
     assert stats["rows_in"] == 4 and stats["rows_out"] == 1
     assert stats["excluded"] == {"no_geotag": 0, "video": 0, "license": 1, "country:AUS": 1, "area:seattle": 1}
@@ -587,7 +587,7 @@ def _unwritable_check(tmp_path, capsys):
     capsys.readouterr()
 
     def check(out: Path, reason: str) -> None:
-        rc = main(["geofilter", str(meta), "--manifest", m, "--out", str(out), "--no-progress"])
+        rc = main(["geofilter", "--metadata", str(meta), "--manifest", m, "--out", str(out), "--no-progress"])
         err = capsys.readouterr().err
         assert rc == 1 and err == f"mining geofilter: error: {out}: {reason}\n", err
 

@@ -121,7 +121,7 @@ def real(tmp_path, monkeypatch):
     for p in m["metadata"] + [b["gnd"] for b in m["landmarks"]]:
         Path(p).parent.mkdir(parents=True, exist_ok=True)
         Path(p).write_bytes(b"x")
-    assert manifest.load(_write(tmp_path / "ok.yaml", m), inputs=True).name == "r1m"
+    assert manifest.load(_write(tmp_path / "ok.yaml", m), inputs=True)["name"] == "r1m"
     return m
 
 

@@ -1,4 +1,4 @@
-"""What a manifest promises (issue 27, items 8 and 10):
+"""What a manifest promises:
 
 - its values reach a command line as values, never as flags: `release.licenses: [by,
   "--no-blur"]` used to turn face blurring off. Licence lists are codes (the schema), and the

@@ -1,4 +1,4 @@
-"""`mining download` with several sources tried in order (issue 25): Flickr, the Multimedia
+"""`mining download` with several sources tried in order: Flickr, the Multimedia
 Commons mirror, local folders; index.parquet; per-source summary; defaults from the schema.
 All against the real local server (tests/helpers/download_server.py), no mocked HTTP."""
 

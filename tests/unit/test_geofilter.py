@@ -19,7 +19,8 @@ from mining.errors import UserError
 from mining.stages.geofilter import filter as gf
 from mining.stages.geofilter.stage import Inputs, load, run
 from mining.stages.geofilter.areas import area_mask
-from mining.stages.geofilter.countries import country_region, load_countries, members
+from mining.geoshapes import load_countries, members
+from mining.stages.geofilter.countries import country_region
 from mining.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
@@ -488,7 +489,7 @@ def test_grid_index_agrees_with_plain_geos(gbr):
     assert 0.05 < want.mean() < 0.6
 
 
-# One photo, one candidate (issue 13 §3) ----------------------------------------------------
+# One photo, one candidate ----------------------------------------------------
 
 PARIS, TOKYO = (48.8566, 2.3522), (35.6762, 139.6503)
 # (photo id, place, marker, title): photo 100 is in Paris once and in Tokyo twice
@@ -578,7 +579,7 @@ def test_sample_counts_photos_and_never_takes_a_photo_excluded_elsewhere(tmp_pat
     assert a == b == c
 
 
-# Places geofilter cannot write to (issue 14) -------------------------------------------------
+# Places geofilter cannot write to -------------------------------------------------
 
 def _unwritable_check(tmp_path, capsys):
     meta = tmp_path / "meta"

@@ -425,7 +425,7 @@ def test_licence_names_are_form_decoded(tmp_path, sample_lines):
         "Public Domain Mark: 1.0"]
 
 
-# Input domains and faults (issue 14) --------------------------------------------------------
+# Input domains and faults --------------------------------------------------------
 
 HOSTILE = [  # (field, value, reason): values a stranger can put in the metadata
     ("secret", b"../../../../etc/passwd", "bad_url_field"),

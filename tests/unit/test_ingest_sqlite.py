@@ -191,7 +191,7 @@ def test_the_sqlite_file_is_recognised_by_its_header_not_its_name(tmp_path, rows
     assert stats["files"][0]["rows_in"] == 0 and stats["rows_in"] == 50  # an empty table warns, as a file
 
 
-# Every row rejected (issue 25, 2) ------------------------------------------------------------
+# Every row rejected ------------------------------------------------------------
 
 def test_a_file_whose_rows_are_all_rejected_is_an_error_saying_what_it_looks_like(tmp_path, capsys):
     from mining.cli import main
@@ -232,7 +232,7 @@ def test_all_rejected_names_mixed_field_counts_other_reasons_and_a_packed_sqlite
     assert not (tmp_path / "out").exists()
 
 
-# Photo hashes (issue 25, 3) ------------------------------------------------------------------
+# Photo hashes ------------------------------------------------------------------
 
 def _hash_counts(hashes: dict[str, str], urls: dict[str, str]) -> dict[str, int]:
     """What stats.json's photo_hash section must say, computed here the plain way."""

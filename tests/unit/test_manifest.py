@@ -131,7 +131,7 @@ def test_a_stage_given_only_its_section_gets_the_same_defaults(tmp_path):
         manifest.load_section(p, "geofilter")
 
 
-# ---------------------------------------------------------------- typed sections (issue 16 §1)
+# ---------------------------------------------------------------- typed sections
 def _literals(tp) -> set | None:
     """The allowed values of a Literal annotation (inside Optional/unions/lists too)."""
     import typing

@@ -1,4 +1,4 @@
-"""One definition per setting (issue 28): every key of the manifest schema has its default
+"""One definition per setting: every key of the manifest schema has its default
 there only, and the CLI and the stage's options take that default, the manifest's value, and a
 flag's value over it. The walk covers every section and every key: a key added to the schema
 without an options field, a flag or the workflow reading it fails here."""

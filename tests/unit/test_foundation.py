@@ -215,3 +215,16 @@ def test_a_main_input_is_a_required_flag(verb, name, capsys):
         with pytest.raises(SystemExit):
             p.parse_args(argv)
     assert f"--{name}" in capsys.readouterr().err
+
+
+def test_a_json_input_missing_or_broken_is_one_line_naming_it(tmp_path):
+    from mining.tables import read_json
+
+    plan = tmp_path / "plan.json"
+    with pytest.raises(UserError, match=r"^audit plan .*plan\.json not found \(make it with `mining audit draw`\)$"):
+        read_json(plan, "audit plan", hint="make it with `mining audit draw`")
+    plan.write_text('{"sample": [1, 2')
+    with pytest.raises(UserError, match=r"plan\.json: not JSON \("):
+        read_json(plan, "audit plan")
+    plan.write_text('{"sample": [1, 2]}')
+    assert read_json(plan, "audit plan") == {"sample": [1, 2]}

@@ -137,7 +137,7 @@ def run_ours(work: Path, args: argparse.Namespace) -> dict:
     out = work / "ours"
 
     def command(host: str) -> list[str]:
-        cmd = [str(ROOT / ".venv" / "bin" / "mining"), "download", str(cand), "--out", str(out), "--host", host,
+        cmd = [str(ROOT / ".venv" / "bin" / "mining"), "download", "--candidates", str(cand), "--out", str(out), "--host", host,
                "--workers", str(args.processes), "--shard-size", str((n + args.processes - 1) // args.processes),
                "--no-progress", "--timeout", str(args.timeout), "--retries", "1", "--min-ok-fraction", "0"]
         return cmd + (["--threads", str(args.ours_threads)] if args.ours_threads else [])

@@ -4,7 +4,7 @@ stores are, and the fingerprint that ties a run's files to its ground truths.
 
 A benchmark is a ground-truth file (`gnd_<name>.pkl`, its images in `jpg/` beside it) and a
 name (by default the file's stem without `gnd_`). The manifest's `landmarks:` is one path (one
-benchmark, as before) or a list of `{gnd, name}`; a stage's `--landmarks` takes one or more
+benchmark) or a list of `{gnd, name}`; a stage's `--landmarks` takes one or more
 `[NAME=]PATH`. Everything that depends on "one or several" is decided here:
 - with one benchmark nothing changes: landmark and query names are the ground truth's, the
   landmark stores are DESC/<method>/{queries,database}, the fingerprint is the dataset's;
@@ -67,7 +67,8 @@ def make(gnd: str | Path, name: str | None = None) -> Benchmark:
 
 def check_names(benchmarks: Sequence[Benchmark]) -> None:
     """Several benchmarks: every name a valid name (it becomes a folder and a prefix), no two alike.
-    One benchmark's name is never used (its files are named as before), so any file name goes."""
+    One benchmark's name is never used (its files carry the ground truth's own names), so any
+    file name goes."""
     if len(benchmarks) < 2:
         return
     for b in benchmarks:

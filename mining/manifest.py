@@ -223,10 +223,6 @@ class Manifest(dict):
         return Locator(str(self.path), self.lines)
 
     @property
-    def name(self) -> str:
-        return cast(str, self["name"])
-
-    @property
     def results(self) -> str:
         return cast(str, self["results"])
 
@@ -249,20 +245,8 @@ class Manifest(dict):
         return cast(dict[str, Any], self["download"])
 
     @property
-    def dask(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self["dask"])
-
-    @property
     def describe(self) -> dict[str, Any]:
         return cast(dict[str, Any], self["describe"])
-
-    @property
-    def neardup(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self["neardup"])
-
-    @property
-    def score(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self["score"])
 
     @property
     def review(self) -> dict[str, Any]:
@@ -271,14 +255,6 @@ class Manifest(dict):
     @property
     def select(self) -> dict[str, Any]:
         return cast(dict[str, Any], self["select"])
-
-    @property
-    def audit(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self["audit"])
-
-    @property
-    def evaluate(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self["evaluate"])
 
     @property
     def release(self) -> dict[str, Any]:

@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from mining import manifest
 from mining.errors import UserError
-from mining.yamlfile import Locator
+from mining.yamlfile import Locator, flag_value
 
 
 @dataclass(frozen=True)
@@ -169,9 +167,9 @@ def of(m: manifest.Manifest, name: str) -> Any:
 def _value(text: str) -> Any:
     """A flag's value read as YAML (`--n=auto`, `--n=2000`): the schema then checks it."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise UserError(f"{text!r} is not a value") from None
+        return flag_value(text, repr(text))
+    except UserError as exc:  # argparse's own error line then names the flag
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _shown(value: Any) -> str:

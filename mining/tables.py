@@ -1,4 +1,4 @@
-"""Reading a Parquet file that another stage (or a person) produced.
+"""Reading a Parquet or JSON file that another stage (or a person) produced.
 
 One place for the checks every consumer needs, so a missing, unreadable or incomplete file
 is always refused the same way: one line naming the file and what is wrong.
@@ -6,6 +6,7 @@ is always refused the same way: one line naming the file and what is wrong.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,6 +40,17 @@ def read_table(path: str | Path, required: Sequence[str], what: str, hint: str =
     if missing:
         raise UserError(f"{p}: {what} lacks column(s) {', '.join(missing)}")
     return table
+
+
+def read_json(path: str | Path, what: str, hint: str = "") -> Any:
+    """The JSON document at `path`, which must exist and parse."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{what} {p} not found" + (f" ({hint})" if hint else ""))
+    try:
+        return json.loads(p.read_text())
+    except ValueError as exc:
+        raise UserError(f"{p}: not JSON ({exc})") from None
 
 
 def load_decisions(path: Path, kind: str | None = None, digest: str | None = None) -> tuple[Any, str | None]:

@@ -1,4 +1,4 @@
-"""The one reader of user YAML files (run manifests, the SLURM cluster file).
+"""The one reader of user YAML: files (run manifests, the SLURM cluster file) and flag values.
 
 A YAML file is small input that decides a lot, so it is read strictly: no anchors or aliases
 (a 1 KB "billion laughs" file of nested aliases otherwise expands to gigabytes in every
@@ -28,6 +28,15 @@ def format_path(path: KeyPath) -> str:
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
+
+
+def flag_value(text: str, what: str) -> Any:
+    """A command-line value read as YAML (`auto`, `2000`, `0.5`, `true`, `[1, 0.7071]`), so that a
+    flag takes what the manifest's key takes; `what` names it in the refusal."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise UserError(f"{what} is not a YAML value") from None
 
 
 class Locator:

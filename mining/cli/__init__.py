@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import sys
-from typing import Any
 
 from mining import __version__, options, stages
 from mining.errors import UserError
@@ -45,29 +44,18 @@ def os_error_line(exc: OSError, fallback: object = None) -> str:
 
 
 def add_progress_flag(p: argparse.ArgumentParser) -> None:
-    """Every verb with a progress bar turns it off the same way: `--no-progress` (`--quiet`,
-    the older spelling of two verbs, still works)."""
-    p.add_argument("--no-progress", "--quiet", dest="no_progress", action="store_true",
+    """Every verb with a progress bar turns it off the same way: `--no-progress`."""
+    p.add_argument("--no-progress", dest="no_progress", action="store_true",
                    help="no progress bar (the stage's log still gets its one-line summary)")
 
 
-def add_input(p: argparse.ArgumentParser, name: str, *, metavar: str, help: str, type: Any = str) -> None:
-    """A verb's main input is a flag like all its other inputs (`--scores DIR`, `--metadata
-    DIR`: one convention across verbs, named after the stage folder it reads); the older bare
-    positional form still works. Read it back with `main_input(args, name)`."""
-    p.add_argument(f"--{name}", dest=f"{name}_flag", type=type, metavar=metavar, help=help)
-    p.add_argument(name, nargs="?", type=type, help=argparse.SUPPRESS)
-
-
-def main_input(args: argparse.Namespace, name: str) -> Any:
-    """The value of an `add_input` input, given as `--NAME` or positionally (not both)."""
-    flag, positional = getattr(args, f"{name}_flag"), getattr(args, name)
-    if flag is not None and positional is not None:
-        raise UserError(f"--{name} given twice (as --{name} and as a bare argument)")
-    value = flag if flag is not None else positional
-    if value is None:
-        raise UserError(f"the following arguments are required: --{name}")
-    return value
+def add_landmarks_flag(p: argparse._ActionsContainer, *, required: bool = True, then: str = "") -> None:
+    """`--landmarks [NAME=]GND ...`, the same for every verb that reads the landmark datasets
+    (parsed by `mining.benchmarks.as_list`); `then` adds what this verb does with them."""
+    p.add_argument("--landmarks", required=required, nargs="+", metavar="[NAME=]GND",
+                   help="gnd_<name>.pkl or the folder holding it; several benchmarks: one each, as every stage of the "
+                        "run is given them (NAME defaults to the file's <name>; landmarks are then named "
+                        "NAME/<landmark>, their stores are in DESC/METHOD/benchmarks/NAME/)" + (f"; {then}" if then else ""))
 
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""Real face photos stored the eight EXIF ways (issue 27): pixels transposed so that the
+"""Real face photos stored the eight EXIF ways: pixels transposed so that the
 orientation tag (what every viewer applies, `ImageOps.exif_transpose`) brings them upright."""
 
 from __future__ import annotations

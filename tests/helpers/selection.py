@@ -58,7 +58,7 @@ def write_decisions(path, rows, metadata=None, kind="review", queue=None):
 
 
 def select(tmp_path, scores_dir, decisions, out, *extra):
-    return main(["select", str(scores_dir), "--decisions", str(decisions), "--candidates",
+    return main(["select", "--scores", str(scores_dir), "--decisions", str(decisions), "--candidates",
                  str(tmp_path / "candidates.parquet"), "--out", str(out), *extra])
 
 

@@ -1,4 +1,4 @@
-"""A host never chooses the download's memory, and a same-host redirect works (issue 27, items 6, 7).
+"""A host never chooses the download's memory, and a same-host redirect works.
 
 Against the tests' real Flickr server (tests/helpers/download_server.py, in its own process) with
 scripted photos:

@@ -1,4 +1,4 @@
-"""Every stage that decides from pixels sees the image as it is shown (issue 27, items 1 and 4).
+"""Every stage that decides from pixels sees the image as it is shown.
 
 - 16-bit grey images (PNG I;16) are scaled to 8 bits, not clipped to white: describe's decode
   and the near-duplicate hash of a 16-bit image equal those of its 8-bit version;

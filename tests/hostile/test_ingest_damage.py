@@ -1,4 +1,4 @@
-"""A damaged compressed input says where the damage is (issue 27, item 12).
+"""A damaged compressed input says where the damage is.
 
 The docs promise that a truncated `.gz`/`.bz2` stops the ingest with one line naming the file
 and the line reached. Here real dataset files of a few thousand generated rows are compressed,

@@ -1,5 +1,5 @@
 """A landmark file (gnd_*.pkl) is the user's, or a stranger's: it never chooses its own memory
-and its image names never leave its `jpg/` folder (issue 27, items 5 and 9).
+and its image names never leave its `jpg/` folder.
 
 The pickles here are real attack files: a few bytes that ask the unpickler for a constructor
 with a size of the file's choosing (`bytearray(n)`, an array of n elements, an object array

@@ -1,4 +1,4 @@
-"""What a manifest promises (issue 27, items 8 and 10):
+"""What a manifest promises:
 
 - its values reach a command line as values, never as flags: `release.licenses: [by,
   "--no-blur"]` used to turn face blurring off. Licence lists are codes (the schema), and the
@@ -121,7 +121,7 @@ def real(tmp_path, monkeypatch):
     for p in m["metadata"] + [b["gnd"] for b in m["landmarks"]]:
         Path(p).parent.mkdir(parents=True, exist_ok=True)
         Path(p).write_bytes(b"x")
-    assert manifest.load(_write(tmp_path / "ok.yaml", m), inputs=True).name == "r1m"
+    assert manifest.load(_write(tmp_path / "ok.yaml", m), inputs=True)["name"] == "r1m"
     return m
 
 

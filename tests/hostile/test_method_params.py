@@ -1,5 +1,5 @@
 """A method setting out of its domain is one line naming the method, the key and what is
-allowed, from `mining describe` and from the manifest, before any image is read (issue 27)."""
+allowed, from `mining describe` and from the manifest, before any image is read."""
 
 from __future__ import annotations
 

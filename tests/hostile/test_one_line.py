@@ -1,4 +1,4 @@
-"""Bad input is one line and a non-zero exit, not a traceback (issue 27, item 11).
+"""Bad input is one line and a non-zero exit, not a traceback.
 
 - a decompression bomb (a 30000×30000 PNG saved as `.jpg`, a few dozen bytes) among the
   selected images is recorded as undecodable and left out, on every rerun — `release` used to

@@ -1,4 +1,4 @@
-"""What `mining release` promises, on inputs built to break the promise (issue 27).
+"""What `mining release` promises, on inputs built to break the promise.
 
 - a face is blurred however the JPEG stores its orientation (EXIF 1-8): the detector sees the
   photo as every viewer shows it, and what is written is upright with no orientation tag;

@@ -36,7 +36,7 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
                              "license_name": ["CC BY"] * len(ids), "license_url": ["https://x"] * len(ids),
                              "user_nsid": ["u@N00"] * len(ids)}), tmp_path / "cands.parquet")
     out = tmp_path / "sel"
-    rc = main(["select", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
+    rc = main(["select", "--scores", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
                "--candidates", str(tmp_path / "cands.parquet"), "--landmarks", str(world / "lm"),
                "--n", "auto", "--descriptors", str(world / "desc" / "gem"), str(world / "desc" / "sift"),
                "--auto-tolerance", "0.1", "--setups", "medium", "hard", "--out", str(out)])
@@ -56,7 +56,7 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
             assert c["all"] == pytest.approx(brute_force(world / "desc" / m, ds, pool, s)[0])
             assert all(v <= 1.1 * c["all"] + 1e-12 for v in c["mined"][k:])
     # the same selection as asking for N directly (auto hands its ranking to select)
-    rc = main(["select", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
+    rc = main(["select", "--scores", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
                "--candidates", str(tmp_path / "cands.parquet"), "--landmarks", str(world / "lm"),
                "--n", str(n), "--out", str(tmp_path / "fixed")])
     assert rc == 0
@@ -66,7 +66,7 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
     m, s = auto["binding"][0].split("/")
     assert auto["curves"][m][s]["mined"][k - 1] > 1.1 * auto["curves"][m][s]["all"]
     # a tighter tolerance needs more distractors
-    rc = main(["select", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
+    rc = main(["select", "--scores", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
                "--candidates", str(tmp_path / "cands.parquet"), "--landmarks", str(world / "lm"),
                "--n", "auto", "--descriptors", str(world / "desc" / "gem"), "--auto-tolerance", "0.01",
                "--out", str(tmp_path / "sel2")])
@@ -75,6 +75,6 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
 
 def test_bad_n_is_one_line(world, tmp_path, capsys):
     run_inputs(world, tmp_path)
-    rc = main(["select", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
+    rc = main(["select", "--scores", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
                "--candidates", str(tmp_path / "x.parquet"), "--n", "lots", "--out", str(tmp_path / "o")])
     assert rc == 2 and "--n must be a positive integer or auto" in capsys.readouterr().err

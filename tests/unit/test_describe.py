@@ -264,12 +264,12 @@ def test_cli_on_a_dask_local_cluster(world, tmp_path, capsys):
     images, lm = world
     rc = main(["describe", "--method", "rsift-vlad", "--images", str(images), "--set", "candidates",
                "--out", str(tmp_path / "c"), "--workers", "2", "--shard-size", "5", "--vocabulary", "16",
-               "--vlad-dim", "24", "--max-features", "300", "--quiet"])
+               "--vlad-dim", "24", "--max-features", "300", "--no-progress"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["count"] == 12 and summary["failed"] == 1 and summary["shards"] == 3
     rc = main(["describe", "--method", "rsift-vlad", "--images", str(lm), "--set", "queries", "--out",
-               str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--vocabulary", "8", "--quiet"])
+               str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--vocabulary", "8", "--no-progress"])
     assert rc == 2 and "differ" in capsys.readouterr().err
 
 
@@ -329,7 +329,7 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
 def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
     images, _ = world
     base = ["describe", "--method", "rsift-asmk,rsift-vlad", "--images", str(images), "--set", "candidates",
-            "--workers", "0", "--shard-size", "5", "--max-features", "300", "--quiet"]
+            "--workers", "0", "--shard-size", "5", "--max-features", "300", "--no-progress"]
     assert main([*base, "--out", str(tmp_path / "c"), "--vocabulary", "16"]) == 2
     assert "{method}" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "{method}"), "--vocabulary", "16", "--whiten-dim", "8"]) == 2

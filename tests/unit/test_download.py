@@ -262,16 +262,16 @@ def test_tar_shards(tmp_path):
 def test_bad_input_fails_before_any_request(tmp_path, capsys):
     with FaultServer() as s:
         bad_cols = candidates(tmp_path / "nocol.parquet", [1, 2], drop="secret")
-        assert main(["download", str(bad_cols), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert main(["download", "--candidates", str(bad_cols), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
         assert "secret" in capsys.readouterr().err
         (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
-        assert main(["download", str(tmp_path / "junk.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert main(["download", "--candidates", str(tmp_path / "junk.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
         assert "cannot read" in capsys.readouterr().err
-        assert main(["download", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
+        assert main(["download", "--candidates", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "o"), "--host", s.url]) == 2
         assert "not found" in capsys.readouterr().err
         good = candidates(tmp_path / "c.parquet", [1, 2])
         (tmp_path / "file").write_text("x")
-        assert main(["download", str(good), "--out", str(tmp_path / "file" / "o"), "--host", s.url]) == 2
+        assert main(["download", "--candidates", str(good), "--out", str(tmp_path / "file" / "o"), "--host", s.url]) == 2
         err = capsys.readouterr().err
         assert "not writable" in err and len(err.strip().splitlines()) == 1
         assert s.log == []
@@ -280,7 +280,7 @@ def test_bad_input_fails_before_any_request(tmp_path, capsys):
 def _run_cli(cand: Path, out: Path, host: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "mining", "download", str(cand), "--out", str(out), "--host", host, "--workers", "1",
+        [sys.executable, "-m", "mining", "download", "--candidates", str(cand), "--out", str(out), "--host", host, "--workers", "1",
          "--shard-size", "15", "--threads", "4", "--no-progress", "--retries", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
 
@@ -343,7 +343,7 @@ def test_unreachable_host_fails_naming_host_failure_and_key_then_resumes(tmp_pat
     cand = candidates(tmp_path / "c.parquet", list(range(1, 31)))
     out = tmp_path / "out"
     host = closed_port_url()
-    args = ["download", str(cand), "--out", str(out), "--workers", "1", "--shard-size", "10", "--threads", "8",
+    args = ["download", "--candidates", str(cand), "--out", str(out), "--workers", "1", "--shard-size", "10", "--threads", "8",
             "--retries", "1", "--no-progress"]
     assert main([*args, "--host", host]) == 2
     err = capsys.readouterr().err.strip()

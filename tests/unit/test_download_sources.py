@@ -1,4 +1,4 @@
-"""`mining download` with several sources tried in order (issue 25): Flickr, the Multimedia
+"""`mining download` with several sources tried in order: Flickr, the Multimedia
 Commons mirror, local folders; index.parquet; per-source summary; defaults from the schema.
 All against the real local server (tests/helpers/download_server.py), no mocked HTTP."""
 
@@ -168,7 +168,7 @@ def test_local_folders_in_three_layouts_are_used_without_a_request(tmp_path):
 
 def _cli(cand: Path, out: Path, url: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "mining", "download", str(cand), "--out", str(out), "--workers", "1",
+        [sys.executable, "-m", "mining", "download", "--candidates", str(cand), "--out", str(out), "--workers", "1",
          "--shard-size", "10", "--threads", "4", "--no-progress", "--retries", "1", "--per-host-rps", "0",
          "--source", f"kind=flickr,host={url}", "--source", f"kind=multimedia-commons,host={url},name=mirror"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
@@ -210,7 +210,7 @@ def test_kill_and_resume_with_two_sources_gives_the_same_bytes(tmp_path):
 
 def test_cli_defaults_are_the_schemas():
     d = section_defaults()
-    args = build_parser().parse_args(["download", "c.parquet", "--out", "o"])
+    args = build_parser().parse_args(["download", "--candidates", "c.parquet", "--out", "o"])
     settings = options.from_args(args, "download")
     for key in ("size", "per_host_rps", "threads", "shard_size", "min_size", "timeout", "connect_timeout",
                 "retries", "max_throttle_wait", "min_ok_fraction", "tar"):
@@ -233,7 +233,7 @@ def test_cli_defaults_are_the_schemas():
 ])
 def test_bad_sources_are_one_line_errors_before_any_request(tmp_path, capsys, argv, msg):
     cand = candidates(tmp_path / "c.parquet", [1])
-    assert main(["download", str(cand), "--out", str(tmp_path / "o"), *argv]) == 2
+    assert main(["download", "--candidates", str(cand), "--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert msg in err and len(err.splitlines()) == 1, err
 
@@ -290,7 +290,7 @@ def test_index_is_the_same_bytes_whatever_the_shard_size_and_workers(tmp_path):
 def test_the_cli_downloads_from_two_sources_and_prints_what_is_alive(tmp_path, capsys):
     cand = candidates(tmp_path / "c.parquet", [1, 2, 3])
     with FaultServer({1: "gone", 2: "gone"}, mirror={1: "ok"}) as s:
-        code = main(["download", str(cand), "--out", str(tmp_path / "o"), "--workers", "1", "--no-progress",
+        code = main(["download", "--candidates", str(cand), "--out", str(tmp_path / "o"), "--workers", "1", "--no-progress",
                      "--min-ok-fraction", "0", "--source", f"kind=flickr,host={s.url},threads=2",
                      "--source", f"kind=multimedia-commons,name=mc,host={s.url},per_host_rps=50"])
     out = capsys.readouterr().out

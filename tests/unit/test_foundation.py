@@ -184,33 +184,47 @@ def _verb_parsers() -> dict:
 
 
 def test_one_cli_convention_across_verbs():
-    """Issue 16 §8: a progress bar is turned off with --no-progress on every verb that has one
-    (--quiet is the older spelling), and every input from an earlier stage is a flag."""
+    """A progress bar is turned off with --no-progress on every verb that has one (no other
+    spelling), every input from an earlier stage is a flag (no hidden positional), and every
+    verb that reads landmark datasets takes the one `--landmarks [NAME=]GND` flag."""
     verbs = _verb_parsers()
-    with_progress = {name for name, p in verbs.items()
-                     if any("--no-progress" in a.option_strings or "--quiet" in a.option_strings for a in p._actions)}
+    with_progress = {name for name, p in verbs.items() if any("--no-progress" in a.option_strings for a in p._actions)}
     assert {"ingest", "geofilter", "score", "evaluate", "neardup", "release"} <= with_progress
     for name in with_progress:
         action = next(a for a in verbs[name]._actions if "--no-progress" in a.option_strings)
-        assert action.dest == "no_progress", name
-    # no verb takes a visible positional input except raw files (ingest) and sub-verbs
+        assert action.option_strings == ["--no-progress"] and action.dest == "no_progress", name
+    # no verb takes a positional input except raw files (ingest) and sub-verbs, shown or hidden
     for name, p in verbs.items():
-        shown = [a.dest for a in p._actions if not a.option_strings and a.help != "==SUPPRESS==" and
-                 not a.__class__.__name__.startswith("_SubParsers")]
-        assert shown in ([], ["paths"]), (name, shown)
+        positional = [a.dest for a in p._actions if not a.option_strings and
+                      not a.__class__.__name__.startswith("_SubParsers")]
+        assert positional in ([], ["paths"]), (name, positional)
+    serve = next(a for a in verbs["review"]._actions if a.__class__.__name__.startswith("_SubParsers")).choices["serve"]
+    parsers = [*verbs.values(), serve]
+    landmarks = [a for p in parsers for a in p._actions if "--landmarks" in a.option_strings and a.nargs == "+"]
+    assert len(landmarks) == 6  # report's --landmarks is one file: its query crops
+    assert len({(a.nargs, a.metavar, a.help.split("; ")[1]) for a in landmarks}) == 1
 
 
 @pytest.mark.parametrize("verb,name", [("geofilter", "metadata"), ("select", "scores"), ("release", "selected")])
-def test_a_main_input_as_flag_or_bare_argument(verb, name):
-    from mining.cli import main_input
-
+def test_a_main_input_is_a_required_flag(verb, name, capsys):
     p = _verb_parsers()[verb]
     required = {"geofilter": ["--manifest", "m", "--out", "o"], "select": ["--decisions", "d", "--candidates", "c", "--out", "o"],
                 "release": ["--images", "i", "--out", "o"]}[verb]
-    as_flag = p.parse_args([f"--{name}", "X", *required])
-    as_bare = p.parse_args(["X", *required])
-    assert str(main_input(as_flag, name)) == str(main_input(as_bare, name)) == "X"
-    with pytest.raises(UserError, match="given twice"):
-        main_input(p.parse_args(["X", f"--{name}", "Y", *required]), name)
-    with pytest.raises(UserError, match=f"required: --{name}"):
-        main_input(p.parse_args(required), name)
+    assert str(getattr(p.parse_args([f"--{name}", "X", *required]), name)) == "X"
+    for argv in (["X", *required], required):  # a bare path is refused, as is no input
+        with pytest.raises(SystemExit):
+            p.parse_args(argv)
+    assert f"--{name}" in capsys.readouterr().err
+
+
+def test_a_json_input_missing_or_broken_is_one_line_naming_it(tmp_path):
+    from mining.tables import read_json
+
+    plan = tmp_path / "plan.json"
+    with pytest.raises(UserError, match=r"^audit plan .*plan\.json not found \(make it with `mining audit draw`\)$"):
+        read_json(plan, "audit plan", hint="make it with `mining audit draw`")
+    plan.write_text('{"sample": [1, 2')
+    with pytest.raises(UserError, match=r"plan\.json: not JSON \("):
+        read_json(plan, "audit plan")
+    plan.write_text('{"sample": [1, 2]}')
+    assert read_json(plan, "audit plan") == {"sample": [1, 2]}

@@ -19,7 +19,8 @@ from mining.errors import UserError
 from mining.stages.geofilter import filter as gf
 from mining.stages.geofilter.stage import Inputs, load, run
 from mining.stages.geofilter.areas import area_mask
-from mining.stages.geofilter.countries import country_region, load_countries, members
+from mining.geoshapes import load_countries, members
+from mining.stages.geofilter.countries import country_region
 from mining.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
@@ -417,7 +418,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     meta = tmp_path / "meta"
     write_metadata(meta, n=300)
     m = _manifest(tmp_path, GOOD)
-    rc = main(["geofilter", str(meta), "--manifest", str(m), "--out", str(tmp_path / "o"), "--no-progress"])
+    rc = main(["geofilter", "--metadata", str(meta), "--manifest", str(m), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "o" / "stats.json").read_text())
@@ -427,12 +428,12 @@ def test_cli_end_to_end(tmp_path, capsys):
 def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     bad = _manifest(tmp_path, GOOD.replace("GBR", "UKX"))
     # Manifest validation comes before the (missing) metadata is touched.
-    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(bad), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path / "nowhere"), "--manifest", str(bad), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "unknown country code 'UKX'" in err and err.count("\n") == 1
-    rc = main(["geofilter", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path / "nowhere"), "--manifest", str(_manifest(tmp_path, GOOD)), "--out", str(tmp_path / "o")])
     assert rc == 2 and "metadata not found" in capsys.readouterr().err
-    rc = main(["geofilter", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
+    rc = main(["geofilter", "--metadata", str(tmp_path), "--manifest", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
     assert rc == 2 and "cannot read manifest" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -463,7 +464,7 @@ def test_round_trip_on_real_yfcc_rows(tmp_path, capsys):
           licenses: ["Attribution License", "http://creativecommons.org/licenses/by-nc/2.0/"]
         """)
     capsys.readouterr()
-    assert main(["geofilter", str(meta), "--manifest", str(m), "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+    assert main(["geofilter", "--metadata", str(meta), "--manifest", str(m), "--out", str(tmp_path / "c"), "--no-progress"]) == 0
     stats = json.loads((tmp_path / "c" / "stats.json").read_text())
     assert stats["rows_in"] == 4 and stats["rows_out"] == 1
     assert stats["excluded"] == {"no_geotag": 0, "video": 0, "license": 1, "country:AUS": 1, "area:seattle": 1}
@@ -488,7 +489,7 @@ def test_grid_index_agrees_with_plain_geos(gbr):
     assert 0.05 < want.mean() < 0.6
 
 
-# One photo, one candidate (issue 13 §3) ----------------------------------------------------
+# One photo, one candidate ----------------------------------------------------
 
 PARIS, TOKYO = (48.8566, 2.3522), (35.6762, 139.6503)
 # (photo id, place, marker, title): photo 100 is in Paris once and in Tokyo twice
@@ -578,7 +579,7 @@ def test_sample_counts_photos_and_never_takes_a_photo_excluded_elsewhere(tmp_pat
     assert a == b == c
 
 
-# Places geofilter cannot write to (issue 14) -------------------------------------------------
+# Places geofilter cannot write to -------------------------------------------------
 
 def _unwritable_check(tmp_path, capsys):
     meta = tmp_path / "meta"
@@ -587,7 +588,7 @@ def _unwritable_check(tmp_path, capsys):
     capsys.readouterr()
 
     def check(out: Path, reason: str) -> None:
-        rc = main(["geofilter", str(meta), "--manifest", m, "--out", str(out), "--no-progress"])
+        rc = main(["geofilter", "--metadata", str(meta), "--manifest", m, "--out", str(out), "--no-progress"])
         err = capsys.readouterr().err
         assert rc == 1 and err == f"mining geofilter: error: {out}: {reason}\n", err
 

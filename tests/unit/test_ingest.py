@@ -292,7 +292,7 @@ def test_cli_missing_file_is_one_line_and_exit_2(tmp_path):
 
 def test_cli_runs_and_summarises(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mining", "ingest", str(SAMPLE), "--out", str(tmp_path / "out"),
-                        "--quiet"], capture_output=True, text=True)
+                        "--no-progress"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "4 rows in, 4 out, 0 rejected" in r.stderr
 
@@ -425,7 +425,7 @@ def test_licence_names_are_form_decoded(tmp_path, sample_lines):
         "Public Domain Mark: 1.0"]
 
 
-# Input domains and faults (issue 14) --------------------------------------------------------
+# Input domains and faults --------------------------------------------------------
 
 HOSTILE = [  # (field, value, reason): values a stranger can put in the metadata
     ("secret", b"../../../../etc/passwd", "bad_url_field"),
@@ -560,7 +560,7 @@ def test_truncated_compressed_input_is_one_line_naming_the_file_and_line(tmp_pat
     assert readable - 5000 <= int(m.group(2)) <= readable < total  # the line reached, to within a MiB
     assert not (tmp_path / "out").exists()
     from mining.cli import main
-    assert main(["ingest", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert main(["ingest", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "truncated" in lines[0]
     assert not (tmp_path / "out").exists()
@@ -593,12 +593,12 @@ def test_unwritable_output_is_one_line_naming_the_path_and_leaves_nothing(tmp_pa
 
     blocker = tmp_path / "a-file"  # --out under a regular file: ENOTDIR, whoever runs the test
     blocker.write_text("x")
-    rc = main(["ingest", str(SAMPLE), "--out", str(blocker / "out"), "--quiet"])
+    rc = main(["ingest", str(SAMPLE), "--out", str(blocker / "out"), "--no-progress"])
     _one_line_error(capsys, rc, blocker / "out", "Not a directory")
     # a full disk while the Parquet parts are written: nothing partial is left, and a
     # complete earlier output survives a failed --force rerun untouched
     out = tmp_path / "out"
-    assert main(["ingest", str(SAMPLE), "--out", str(out), "--quiet"]) == 0
+    assert main(["ingest", str(SAMPLE), "--out", str(out), "--no-progress"]) == 0
     capsys.readouterr()
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
@@ -606,10 +606,10 @@ def test_unwritable_output_is_one_line_naming_the_path_and_leaves_nothing(tmp_pa
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", no_space)
-    rc = main(["ingest", str(SAMPLE), "--out", str(out), "--quiet", "--force"])
+    rc = main(["ingest", str(SAMPLE), "--out", str(out), "--no-progress", "--force"])
     _one_line_error(capsys, rc, out, "No space left on device")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    rc = main(["ingest", str(SAMPLE), "--out", str(tmp_path / "new"), "--quiet"])
+    rc = main(["ingest", str(SAMPLE), "--out", str(tmp_path / "new"), "--no-progress"])
     _one_line_error(capsys, rc, tmp_path / "new", "No space left on device")
     assert not (tmp_path / "new").exists()
 
@@ -622,11 +622,11 @@ def test_read_only_folder_and_full_disk_for_real(tmp_path, capsys):
     src = tmp_path / "in.tsv"
     write_synthetic(src, 3000, seed=2, nfields=25, malformed=0.01)  # ~1.5 MB of rows
     with read_only_folder(tmp_path / "ro") as ro:
-        rc = main(["ingest", str(src), "--out", str(ro / "metadata"), "--quiet"])
+        rc = main(["ingest", str(src), "--out", str(ro / "metadata"), "--no-progress"])
         _one_line_error(capsys, rc, ro / "metadata", "Read-only file system" if os.geteuid() == 0 else "Permission denied")
         assert list(ro.iterdir()) == []
     with full_disk(tmp_path / "full", size_kb=256) as full:
-        rc = main(["ingest", str(src), "--out", str(full / "metadata"), "--quiet"])
+        rc = main(["ingest", str(src), "--out", str(full / "metadata"), "--no-progress"])
         _one_line_error(capsys, rc, full / "metadata", "No space left on device")
         assert list(full.iterdir()) == []
 

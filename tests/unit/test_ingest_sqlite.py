@@ -136,7 +136,7 @@ def test_a_sqlite_file_without_the_table_or_a_column_is_one_line(tmp_path, rows,
     write_sqlite(tmp_path / "short.sql", [r[:11] + r[12:] for r in rows[:5]], columns=cols)
     with pytest.raises(UserError, match=r"table yfcc100m_dataset lacks column\(s\) latitude \(columns: photoid, "):
         ingest.run(ingest.Inputs([tmp_path / "short.sql"]), tmp_path / "out", progress=False)
-    rc = main(["ingest", str(tmp_path / "short.sql"), "--out", str(tmp_path / "out"), "--quiet"])
+    rc = main(["ingest", str(tmp_path / "short.sql"), "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc != 0 and err.count("\n") == 1 and "lacks column(s) latitude" in err
     (tmp_path / "broken.sql").write_bytes(sqlite.HEADER + b"\x00" * 200)
@@ -159,7 +159,7 @@ def test_a_damaged_page_is_one_line_naming_the_rowids_and_the_check_reads_no_row
     assert sqlite.inspect(db).last == len(rows)
     with pytest.raises(UserError, match=r"d.sql: SQLite read error in rowids \d+-\d+: database disk image is malformed"):
         ingest.run(ingest.Inputs([db]), tmp_path / "out", ingest.IngestOptions(block_size=64 << 10), progress=False)
-    assert main(["ingest", str(db), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert main(["ingest", str(db), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
@@ -191,7 +191,7 @@ def test_the_sqlite_file_is_recognised_by_its_header_not_its_name(tmp_path, rows
     assert stats["files"][0]["rows_in"] == 0 and stats["rows_in"] == 50  # an empty table warns, as a file
 
 
-# Every row rejected (issue 25, 2) ------------------------------------------------------------
+# Every row rejected ------------------------------------------------------------
 
 def test_a_file_whose_rows_are_all_rejected_is_an_error_saying_what_it_looks_like(tmp_path, capsys):
     from mining.cli import main
@@ -206,10 +206,10 @@ def test_a_file_whose_rows_are_all_rejected_is_an_error_saying_what_it_looks_lik
     # a complete earlier output is left as it was; the CLI says it in one line, exit 1
     good = tmp_path / "good.tsv"
     write_synthetic(good, 50, seed=1, nfields=23, malformed=0.0)
-    assert main(["ingest", str(good), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert main(["ingest", str(good), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
     capsys.readouterr()
-    assert main(["ingest", str(good), str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert main(["ingest", str(good), str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     err_text = capsys.readouterr().err
     assert err_text.count("\n") == 1 and "all 78 rows rejected" in err_text
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
@@ -232,7 +232,7 @@ def test_all_rejected_names_mixed_field_counts_other_reasons_and_a_packed_sqlite
     assert not (tmp_path / "out").exists()
 
 
-# Photo hashes (issue 25, 3) ------------------------------------------------------------------
+# Photo hashes ------------------------------------------------------------------
 
 def _hash_counts(hashes: dict[str, str], urls: dict[str, str]) -> dict[str, int]:
     """What stats.json's photo_hash section must say, computed here the plain way."""
@@ -313,10 +313,10 @@ def test_a_hash_file_out_of_the_datasets_order_is_refused(tmp_path, capsys):
         ingest.run(ingest.Inputs([tmp_path / "d.tsv"], hash_file=hash_file), tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
     rc = main(["ingest", str(tmp_path / "d.tsv"), "--hash", str(hash_file), "--out", str(tmp_path / "out"),
-               "--quiet"])
+               "--no-progress"])
     assert rc == 2 and capsys.readouterr().err.count("\n") == 1
     rc = main(["ingest", str(tmp_path / "d.tsv"), "--hash", str(tmp_path / "nope"), "--out", str(tmp_path / "out"),
-               "--quiet"])
+               "--no-progress"])
     assert rc != 0 and "hash file not found" in capsys.readouterr().err
 
 

@@ -131,7 +131,7 @@ def test_a_stage_given_only_its_section_gets_the_same_defaults(tmp_path):
         manifest.load_section(p, "geofilter")
 
 
-# ---------------------------------------------------------------- typed sections (issue 16 §1)
+# ---------------------------------------------------------------- typed sections
 def _literals(tp) -> set | None:
     """The allowed values of a Literal annotation (inside Optional/unions/lists too)."""
     import typing
@@ -182,10 +182,8 @@ def test_each_shipped_manifest_loads_into_complete_typed_sections(path):
     from mining.options import SECTIONS, of
 
     m = load(path)
-    assert m.methods and m.results and m.name
+    assert m.methods and m.results and m["name"]
     for name in SECTIONS:
-        section = getattr(m, name)
-        if name == "demo" and section is None:
+        if name == "demo" and m.demo is None:
             continue
-        assert section is m[name]
         assert of(m, name) == of(m, name)  # every key there (the options type takes them all)

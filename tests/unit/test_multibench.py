@@ -154,7 +154,7 @@ def test_landmarks_check_takes_several_benchmarks(tmp_path, capsys):
     assert "two benchmarks are named 'oxf'" in capsys.readouterr().err
     assert main(["landmarks", "check", "--no-images", a, f"copy={a}"]) == 2
     assert "same ground truth" in capsys.readouterr().err
-    # one file: the report as before (no benchmark names)
+    # one file: the report names no benchmark
     assert main(["landmarks", "check", "--no-images", "--json", a]) == 0
     assert [x["name"] for x in json.loads(capsys.readouterr().out)["landmarks"]] == ["tower", "bridge"]
 

@@ -1,4 +1,4 @@
-"""One definition per setting (issue 28): every key of the manifest schema has its default
+"""One definition per setting: every key of the manifest schema has its default
 there only, and the CLI and the stage's options take that default, the manifest's value, and a
 flag's value over it. The walk covers every section and every key: a key added to the schema
 without an options field, a flag or the workflow reading it fails here."""
@@ -166,6 +166,15 @@ def test_a_flag_out_of_the_schemas_range_is_one_line_naming_the_flag():
     with pytest.raises(Exception) as err:
         options.from_args(args, "select")
     assert str(err.value) == "--n must be a positive integer or auto"
+
+
+def test_a_flag_value_that_is_not_yaml_is_argparses_one_line_naming_the_flag(capsys):
+    from mining.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["select", "--n", "[oops"])
+    assert exit_.value.code == 2
+    assert "argument --n: '[oops' is not a YAML value" in capsys.readouterr().err
 
 
 GEO = json.loads((REPO / "mining" / "schemas" / "geofilter.schema.json").read_text())

@@ -341,7 +341,7 @@ def test_bad_input_is_one_line(world, tmp_path, capsys):
     with pytest.raises(UserError, match="image of photo 101 not found"):
         run_release(root / "selected", broken, tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    rc = main(["release", str(root / "selected"), "--images", str(root / "images"), "--out", str(tmp_path / "o"),
+    rc = main(["release", "--selected", str(root / "selected"), "--images", str(root / "images"), "--out", str(tmp_path / "o"),
                "--licenses", "all", "by"])
     assert rc == 2 and "stand alone" in capsys.readouterr().err
 
@@ -349,7 +349,7 @@ def test_bad_input_is_one_line(world, tmp_path, capsys):
 def test_cli_writes_the_release(world, tmp_path, capsys):
     root, _ = world
     out = tmp_path / "cli"
-    rc = main(["release", str(root / "selected"), "--images", str(root / "images"), "--out", str(out),
+    rc = main(["release", "--selected", str(root / "selected"), "--images", str(root / "images"), "--out", str(out),
                "--licenses", "commercial", "--no-blur", "--no-kit"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["released"] == 5
     assert (out / "SHA256SUMS").is_file() and not any(out.parent.glob(".cli.*"))

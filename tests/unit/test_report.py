@@ -135,7 +135,7 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert f"found 1 showing a landmark: estimated leak rate {x} of the set as selected, 95% one-sided upper bound {x}" in doc
     assert "at most <b>0.00 %</b> in the released set" in doc and f">{g0}</figcaption>" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
-    from mining.stages.evaluate.bootstrap import fmt_interval
+    from mining.publish import fmt_interval
 
     ci = ev["ci"]["gem"]["hard"]
     assert "95 % confidence intervals over queries (bootstrap)" in doc

@@ -1,4 +1,4 @@
-"""Issue 17 on the demo run (the shared session run of the tiny world): near-duplicates found
+"""Beyond R1M, on the demo run (the shared session run of the tiny world): near-duplicates found
 among the planted bursts and re-uploads, used by the review queue and select; error bars in
 the evaluation and the report."""
 

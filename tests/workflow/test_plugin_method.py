@@ -1,4 +1,4 @@
-"""A third-party retrieval method (issue 16 §5): a tiny plug-in package, installed the way pip
+"""A third-party retrieval method: a tiny plug-in package, installed the way pip
 installs one (a package + its .dist-info with a `mining.methods` entry point, on the path),
 declares its settings; the manifest's `describe: {params: ...}` and `mining describe --param`
 set them; the whole workflow runs on it alone."""

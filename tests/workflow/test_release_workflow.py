@@ -63,7 +63,7 @@ def test_planted_faces_in_demo_candidates_are_blurred(demo_run, tmp_path):
         Image.fromarray(img).save(path, "JPEG", qtables=q)
         planted[row.photo_id] = box
     out = tmp_path / "release"
-    rc = main(["release", str(root / "selected"), "--images", str(images), "--out", str(out), "--licenses", "all",
+    rc = main(["release", "--selected", str(root / "selected"), "--images", str(images), "--out", str(out), "--licenses", "all",
                "--candidates", str(root / "candidates/candidates.parquet"), "--workers", "2", "--no-kit"])
     assert rc == 0
     table = pq.read_table(out / "release.parquet").to_pandas().set_index("photo_id")

@@ -37,7 +37,7 @@ def res(rule):
     return _resources.of(RESOURCES, rule)
 
 
-# The benchmarks the run mines for (manifest `landmarks:`; mining.benchmarks): one, as before,
+# The benchmarks the run mines for (manifest `landmarks:`; mining.benchmarks): one,
 # or several (R1M: ROxford and RParis), whose queries and database each get their own stores
 # (L.store(method, set, benchmark)) while the candidates are described once.
 from mining.benchmarks import demo_names as _demo_names

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_input, main_input
 
 STEP = 11  # place in the pipeline (mining.stages.names)
 
@@ -27,12 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     verbs = p.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
     dr = verbs.add_parser("draw", help="draw the audit sample (a review queue of its own)")
-    add_input(dr, "selected", type=Path, metavar="SELECTED", help="output folder of `mining select`")
+    dr.add_argument("--selected", required=True, type=Path, metavar="SELECTED", help="output folder of `mining select`")
     dr.add_argument("--out", required=True, type=Path, help="audit folder")
     options.add_flags(dr, "audit", keys=["max_leak_rate", "confidence", "seed"])
     dr.set_defaults(func=run_draw)
     es = verbs.add_parser("estimate", help="the answers → leak rate, bound, and the set less what was found")
-    add_input(es, "selected", type=Path, metavar="SELECTED", help="output folder of `mining select`")
+    es.add_argument("--selected", required=True, type=Path, metavar="SELECTED", help="output folder of `mining select`")
     es.add_argument("--decisions", required=True, type=Path,
                     help="the audit review's decisions.parquet (`mining review export` of its database)")
     es.add_argument("--audit", required=True, type=Path, help="the folder `mining audit draw` wrote (plan.json)")
@@ -45,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_draw(args: argparse.Namespace) -> int:
     from mining.stages.audit.stage import DrawInputs, run_draw
 
-    plan = run_draw(DrawInputs(main_input(args, "selected")), args.out, options.from_args(args, "audit"))
+    plan = run_draw(DrawInputs(args.selected), args.out, options.from_args(args, "audit"))
     print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
           f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
     return 0
@@ -54,7 +53,7 @@ def run_draw(args: argparse.Namespace) -> int:
 def run_estimate(args: argparse.Namespace) -> int:
     from mining.stages.audit.stage import EstimateInputs, run_estimate
 
-    r = run_estimate(EstimateInputs(main_input(args, "selected"), args.decisions, args.audit, args.near_duplicates),
+    r = run_estimate(EstimateInputs(args.selected, args.decisions, args.audit, args.near_duplicates),
                      args.out)
     print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "removed", "released_upper", "passes")}))
     return 0

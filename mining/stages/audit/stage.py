@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from mining import answers, atomic, leakbound
 from mining.errors import UserError
 from mining.options import AuditOptions
-from mining.tables import load_decisions, read_table
+from mining.tables import load_decisions, read_json, read_table
 
 SELECTION = ("rank", "photo_id")
 
@@ -107,15 +107,6 @@ def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, 
     return result
 
 
-def _read_plan(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"audit plan {path} not found (make it with `mining audit draw`)")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"{path}: not JSON ({exc})") from None
-
-
 def near_duplicates_of(leaks: set[int], neardup: Path | None, in_set: set[int]) -> list[int]:
     """Photos of the set in the same near-duplicate group as a leak (not the leaks themselves)."""
     if neardup is None or not leaks:
@@ -142,7 +133,7 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     not read: the target and confidence are the draw's (plan.json), so that the estimate is the
     design's whatever the manifest says now."""
     selected, decisions, audit_dir, neardup = inputs.selected, inputs.decisions, inputs.audit, inputs.neardup
-    plan = _read_plan(audit_dir / "plan.json")
+    plan = read_json(audit_dir / "plan.json", "audit plan", hint="make it with `mining audit draw`")
     source = selected / "distractors.parquet" if selected.is_dir() else selected
     if (Path(out) / "distractors.parquet").resolve() == source.resolve():
         raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "

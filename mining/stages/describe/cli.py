@@ -72,16 +72,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def parse_param(text: str) -> tuple[str | None, str, object]:
     """`[METHOD:]KEY=VALUE` -> (method or None, key, value read as YAML)."""
-    import yaml
+    from mining.yamlfile import flag_value
 
     target, sep, raw = text.partition("=")
     method, _, key = target.rpartition(":")
     if not sep or not key.strip():
         raise UserError(f"--param {text!r}: expected KEY=VALUE or METHOD:KEY=VALUE")
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        raise UserError(f"--param {text!r}: VALUE is not a YAML value") from None
+    value = flag_value(raw, f"--param {text!r}: VALUE")
     if isinstance(value, dict):
         raise UserError(f"--param {text!r}: VALUE must be a number, text, true/false or a list")
     return (method.strip() or None), key.strip(), value

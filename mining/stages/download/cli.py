@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mining import options
-from mining.cli import add_cluster_flags, add_input, add_progress_flag, cluster_of, main_input
+from mining.cli import add_cluster_flags, add_progress_flag, cluster_of
 
 STEP = 4  # place in the pipeline (mining.stages.names)
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sources tried in order (Flickr, the Multimedia Commons mirror, a local folder). Rerunning the "
         "same command resumes. Defaults are the manifest schema's (download section).",
     )
-    add_input(p, "candidates", metavar="CANDIDATES", help="geofilter output: a Parquet file or folder")
+    p.add_argument("--candidates", required=True, metavar="CANDIDATES", help="geofilter output: a Parquet file or folder")
     p.add_argument("--out", required=True, metavar="DIR", help="download folder")
     srcs = p.add_mutually_exclusive_group()
     srcs.add_argument("--source", action="append", metavar="SPEC", dest="source",
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     scheduler, slurm = cluster_of(args)
     if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
         logging.getLogger("distributed").setLevel(logging.WARNING)
-    summary = run(Inputs(main_input(args, "candidates"), args.placeholder_sha256), args.out, d, sources=sources,
+    summary = run(Inputs(args.candidates, args.placeholder_sha256), args.out, d, sources=sources,
                   scheduler=scheduler, workers=args.workers if not (scheduler or slurm) else None, slurm=slurm,
                   progress=not args.no_progress)
     print(format_summary(summary))

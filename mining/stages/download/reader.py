@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from mining.stages.download.writer import image_exists
 from mining.errors import UserError
-from mining.flickr import DEFAULT_HOST, photo_url  # noqa: F401 (re-exported: the download stage's host)
+from mining.flickr import DEFAULT_HOST, photo_url
 from collections import Counter
 
 from mining.stages.download.sources import LocalFolder, Source, address

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_progress_flag
+from mining.cli import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
 
 STEP = 12  # place in the pipeline (mining.stages.names)
@@ -33,9 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pipe = p.add_argument_group("pipeline evaluation (required unless --protocol)")
-    pipe.add_argument("--landmarks", nargs="+", metavar="[NAME=]GND",
-                      help="gnd_<name>.pkl (or its folder); several benchmarks: one each, as `mining score` was "
-                           "given them (the set is evaluated on each)")
+    add_landmarks_flag(pipe, required=False, then="the set is evaluated on each")
     pipe.add_argument("--descriptors", nargs="+", type=Path, metavar="DESC/METHOD",
                       help="method folders holding queries/, database/ and candidates/ stores")
     pipe.add_argument("--scores", type=Path, help="`mining score` output folder (scores.parquet)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mining.cli import add_input, add_progress_flag, main_input
+from mining.cli import add_progress_flag
 
 STEP = 3  # place in the pipeline (mining.stages.names)
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "data is read."
         ),
     )
-    add_input(p, "metadata", metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file), from `mining ingest`")
+    p.add_argument("--metadata", required=True, metavar="METADATA_DIR", help="metadata Parquet directory (or one Parquet file), from `mining ingest`")
     p.add_argument("--manifest", required=True, metavar="M.yaml", help="run manifest with a geofilter: section")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     add_progress_flag(p)
@@ -32,6 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.geofilter.stage import Inputs, load, run
 
-    stats = run(Inputs(main_input(args, "metadata")), args.out, load(args.manifest), progress=not args.no_progress)
+    stats = run(Inputs(args.metadata), args.out, load(args.manifest), progress=not args.no_progress)
     print(json.dumps(stats, sort_keys=True))
     return 0

@@ -21,7 +21,7 @@ import numpy as np
 import shapely
 
 from mining.exclusion import CountryRule
-from mining.geoshapes import CountryTable, find_entry, load_countries, members  # noqa: F401 - shared with the report
+from mining.geoshapes import load_countries, members
 from mining.stages.geofilter.regions import PolygonIndex
 
 KM_PER_DEG = 6371.0088 * np.pi / 180.0

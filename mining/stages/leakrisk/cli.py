@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.cli import add_landmarks_flag
+
 STEP = 8  # place in the pipeline (mining.stages.names)
 
 
@@ -20,9 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "leaves out high-risk candidates nobody reviewed (see mining/stages/leakrisk/stage.py)."
         ),
     )
-    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
-                   help="gnd_<name>.pkl (or its folder); several benchmarks: one each (their stores in "
-                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
+    add_landmarks_flag(p)
     p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--scores", required=True, type=Path, help="`mining score` output folder (review_queue.parquet)")

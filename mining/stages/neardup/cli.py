@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_progress_flag
+from mining.cli import add_landmarks_flag, add_progress_flag
 
 STEP = 6  # place in the pipeline (mining.stages.names)
 
@@ -27,9 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--images", required=True, type=Path, help="`mining download` output folder (jpg/ layout)")
-    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
-                   help="gnd_<name>.pkl (or its folder); several benchmarks: one each (their stores in "
-                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
+    add_landmarks_flag(p)
     p.add_argument("--descriptors", required=True, type=Path, metavar="DESC/METHOD",
                    help="a global method's folder holding queries/, database/ and candidates/ stores (e.g. DESC/cnn-gem)")
     p.add_argument("--out", required=True, type=Path, help="output folder")

@@ -4,13 +4,13 @@ Every value that comes from metadata is Markdown-escaped (`mining.publish.md_tex
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from mining.errors import UserError
 from mining.leakbound import sentence
 from mining.publish import md_text, pct as _pct
+from mining.tables import read_json
+
 
 def _cell(v: Any) -> str:
     return md_text(v) if isinstance(v, str) else md_text(str(v))
@@ -25,10 +25,7 @@ def sources(frame: Any, released: list[int], images: Path) -> dict:
         name = str(names.iloc[i]) if names is not None else "unknown"
         per[name] = per.get(name, 0) + 1
     path = images / "summary.json"
-    try:
-        summary = json.loads(path.read_text()) if path.is_file() else None
-    except ValueError:
-        raise UserError(f"{path}: not JSON") from None
+    summary = read_json(path, "download summary") if path.is_file() else None
     keys = ("photos", "alive_full_res", "alive_low_res_only", "gone_everywhere", "sources")
     return {"released": dict(sorted(per.items())),
             "download": {k: summary[k] for k in keys if k in summary} if summary else None}

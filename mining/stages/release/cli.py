@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_input, add_progress_flag, main_input
+from mining.cli import add_progress_flag
 
 STEP = 13  # place in the pipeline (mining.stages.names)
 
@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "(other settings or inputs start over)."
         ),
     )
-    add_input(p, "selected", type=Path, metavar="SELECTED",
-              help="output folder of `mining select` (or its distractors.parquet)")
+    p.add_argument("--selected", required=True, type=Path, metavar="SELECTED",
+                   help="output folder of `mining select` (or its distractors.parquet)")
     p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
     p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
     licenses = options.section_schema("release")["properties"]["licenses"]
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     settings = options.from_args(args, "release")
     if args.licenses:  # names and URLs too, not only the manifest's codes
         settings = replace(settings, licenses=args.licenses)
-    inputs = Inputs(main_input(args, "selected"), args.images, args.candidates, args.candidates_stats,
+    inputs = Inputs(args.selected, args.images, args.candidates, args.candidates_stats,
                     args.evaluation, args.manifest, args.audit, tuple(args.descriptors))
     target = options.from_args(args, "audit")  # the bound the audit's counts must meet
     stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress,

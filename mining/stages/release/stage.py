@@ -61,8 +61,8 @@ from mining.kit.write import write_kit
 from mining.licences import UNKNOWN, Policy, licence_code, licence_label, noderivs
 from mining.options import AuditOptions, ReleaseOptions, defaults
 from mining.progress import bar as progress_bar
-from mining.publish import code_version  # noqa: F401 - release.code_version, as before
-from mining.tables import read_table
+from mining.publish import code_version
+from mining.tables import read_json, read_table
 from mining.threads import in_order
 
 log = logging.getLogger(__name__)
@@ -166,21 +166,6 @@ def process_image(data: bytes, detector: FaceDetector | None, margin: float = DE
     return reencode_like(data, blur_boxes(pixels, faces, margin)), faces
 
 
-# ----------------------------------------------------------------------------- provenance
-# code_version: mining.publish (the report prints it too)
-
-
-def _read_json(path: Path | None, what: str) -> dict | None:
-    if path is None:
-        return None
-    if not path.is_file():
-        raise UserError(f"{what} not found: {path}")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"{path}: not JSON ({exc})") from None
-
-
 # ----------------------------------------------------------------------------- the release
 
 
@@ -244,9 +229,9 @@ def _release(inputs: Inputs, out: Path, options: ReleaseOptions, workers: int, m
     frame = read_table(table_path, ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid"),
                        "selection", hint="make it with `mining select`").to_pandas()
     frame = frame.sort_values("rank", kind="stable").reset_index(drop=True)
-    cand_stats = _read_json(candidates_stats, "candidates stats")
-    evaluation_report = _read_json(evaluation, "evaluation")
-    audit_report = _read_json(audit, "audit")  # AUDIT/audit.json: the set's measured leak rate (mining/stages/audit/stage.py)
+    cand_stats = read_json(candidates_stats, "candidates stats") if candidates_stats else None
+    evaluation_report = read_json(evaluation, "evaluation") if evaluation else None
+    audit_report = read_json(audit, "audit") if audit else None  # AUDIT/audit.json: the set's measured leak rate (mining/stages/audit/stage.py)
     if frame.empty:
         raise UserError(f"{table_path}: nothing to release, 0 images: " + (
             f"the leak audit removed all {audit_report['set_size']} images of the selection (landmark or unclear "

@@ -7,6 +7,7 @@ import json
 import sys
 
 from mining import options
+from mining.cli import add_landmarks_flag
 
 STEP = 9  # place in the pipeline (mining.stages.names)
 
@@ -27,9 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv = verbs.add_parser("serve", help="serve the review app")
     srv.add_argument("--db", required=True, help="review database")
     srv.add_argument("--images", required=True, help="download root (ROOT/jpg/<3hex>/<key>.jpg)")
-    srv.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
-                     help="gnd_<name>.pkl or its folder (query crops); several benchmarks: one each, as `mining score` "
-                          "was given them")
+    add_landmarks_flag(srv, then="their images give the query crops")
     srv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)")
     srv.add_argument("--port", type=int, default=8765)
     srv.add_argument("--token", default=None,

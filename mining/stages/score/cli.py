@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_progress_flag
+from mining.cli import add_landmarks_flag, add_progress_flag
 
 STEP = 7  # place in the pipeline (mining.stages.names)
 
@@ -24,10 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "methods. Writes OUT/scores.parquet, OUT/review_queue.parquet (top K per landmark), OUT/stats.json."
         ),
     )
-    p.add_argument("--landmarks", required=True, nargs="+", metavar="[NAME=]GND",
-                   help="gnd_<name>.pkl or the folder holding it; several benchmarks: one each (NAME defaults to "
-                        "the file's <name>; their queries and database stores are then in "
-                        "DESC/METHOD/benchmarks/NAME/, landmarks named NAME/<landmark>)")
+    add_landmarks_flag(p)
     p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                    help="one folder per method holding queries/, database/ and candidates/ stores")
     p.add_argument("--out", required=True, type=Path, help="output folder")

@@ -200,8 +200,8 @@ def score_chunk(a: int, b: int, prepared: Sequence[Prepared], n_landmarks: int, 
     Each task counts its own candidates and every number is per candidate, so how the chunk
     is split into tasks cannot change a bit of the result; methods are added in their order
     into their benchmark's total, and the benchmarks' totals in theirs: so the total of several
-    benchmarks is exactly the sum of what each would score alone (and, with one, the total is
-    the sum over methods as it always was)."""
+    benchmarks is exactly the sum of what each would score alone (with one, the total is the
+    sum over methods)."""
     w = b - a
     lm_sum = np.zeros((w, n_landmarks))
     n_bench = 1 + max((p.method.benchmark for p in prepared), default=0)

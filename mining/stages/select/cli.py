@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mining import options
-from mining.cli import add_input, main_input
+from mining.cli import add_landmarks_flag
 
 STEP = 10  # place in the pipeline (mining.stages.names)
 
@@ -23,15 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "OUT/distractors.parquet, OUT/ATTRIBUTION.md, OUT/ATTRIBUTION.csv and OUT/stats.json."
         ),
     )
-    add_input(p, "scores", type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
+    p.add_argument("--scores", required=True, type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
     p.add_argument("--decisions", required=True, type=Path, help="decisions.parquet from `mining review export`")
     p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
     p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
                    help="with --n auto: every method's descriptor folder (the curve is measured with each)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--landmarks", nargs="+", default=None, metavar="[NAME=]GND",
-                   help="gnd_<name>.pkl (or its folder): refuse scores made for another landmark dataset; "
-                        "several benchmarks: one each, as `mining score` was given them")
+    add_landmarks_flag(p, required=False, then="scores made for another landmark dataset are refused")
     p.add_argument("--images-root", type=Path, default=None,
                    help="download folder (with its index.parquet): skip candidates whose image is not there; "
                    "the set's paths, photo hashes and sources come from its index")
@@ -54,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from mining.joins import select
     from mining.stages.select.stage import Inputs
 
-    inputs = Inputs(main_input(args, "scores"), args.decisions, args.candidates, args.landmarks, args.images_root,
+    inputs = Inputs(args.scores, args.decisions, args.candidates, args.landmarks, args.images_root,
                     args.near_duplicates, args.leak_risk, args.url_host)
     stats = select(inputs, args.out, options.from_args(args, "select"), args.descriptors,
                    options.from_args(args, "evaluate").setups)

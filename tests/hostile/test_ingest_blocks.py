@@ -96,7 +96,7 @@ def test_a_block_size_below_one_is_refused_not_an_empty_dataset(tmp_path, capsys
 
     src = tmp_path / "rows.tsv"
     src.write_bytes(b"\n".join(_lines(23)[:50]) + b"\n")
-    assert main(["ingest", str(src), "--out", str(tmp_path / "out"), "--block-size-mb", mb, "--quiet"]) == 2
+    assert main(["ingest", str(src), "--out", str(tmp_path / "out"), "--block-size-mb", mb, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "--block-size-mb at least 1" in err, err
     assert not (tmp_path / "out").exists()

@@ -96,8 +96,8 @@ def test_installed_plugin_methods_are_known(tmp_path, monkeypatch):
     (dist / "entry_points.txt").write_text("[mining.methods]\nsift-magic = mining_plug:SiftMagic\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     m = _demo()
-    m["methods"] = ["cnn-gem", "sift-magic"]
-    assert manifest.validate(m, "x.yaml")["methods"] == ["cnn-gem", "sift-magic"]
+    m["methods"] = ["cnn-gem", "rsift-asmk", "sift-magic"]  # rsift-asmk: the demo's describe params name it
+    assert manifest.validate(m, "x.yaml")["methods"] == ["cnn-gem", "rsift-asmk", "sift-magic"]
 
 
 def test_one_reading_gives_every_section_with_schema_defaults(tmp_path, monkeypatch):

@@ -104,7 +104,7 @@ def test_a_broken_img2dataset_parquet_is_one_line_naming_it(tmp_path, capsys):
     bad = tmp_path / "bad"
     _img2dataset(bad, broken=True)
     cand = _candidates(tmp_path / "c2.parquet")
-    rc = main(["download", str(cand), "--out", str(tmp_path / "out2"), "--workers", "1", "--no-progress",
+    rc = main(["download", "--candidates", str(cand), "--out", str(tmp_path / "out2"), "--workers", "1", "--no-progress",
                "--source", f"kind=local,path={bad}"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.count("\n") == 0 and "Traceback" not in err, err

@@ -90,12 +90,17 @@ def test_good_values_pass():
 
 
 def test_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    """ONNX Runtime (the default backend) without its CUDA provider, and torch without a CUDA
+    device: each a one-line refusal naming the setting, before any image is read."""
+    import onnxruntime as ort
     import torch
 
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() or "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this machine has a GPU")
     with pytest.raises(UserError, match="device=cuda.*no CUDA device"):
-        get_method("cnn-gem", {"device": "cuda"}).device
+        get_method("cnn-gem", {"device": "cuda", "backend": "torch"}).device
+    with pytest.raises(UserError, match="device=cuda.*CUDAExecutionProvider is not available"):
+        method_class("cnn-gem").check_here({"device": "cuda"})
     rc = _describe(tmp_path, "cnn-gem", "--param", "device=cuda:1")
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "\n" not in err and "cnn-gem" in err and "no CUDA device" in err, err
+    assert rc == 2 and "\n" not in err and "cnn-gem" in err and "CUDAExecutionProvider is not available" in err, err

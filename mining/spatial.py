@@ -31,6 +31,7 @@ import numpy as np
 from mining import atomic
 
 GEOM_SUFFIX = ".geom.npz"
+ROW_SUFFIX = "+SP"  # an evaluation row of a method's verified ranking: `rsift-asmk+SP`
 RATIO = 0.9  # Lowe's ratio on distances (compared squared: 0.81)
 MAX_ITERS = 2000
 CONFIDENCE = 0.999

@@ -32,6 +32,7 @@ from mining.benchmarks import store_dir
 from mining.errors import UserError
 from mining.methods.base import GLOBAL
 from mining.plainpaths import plain_name
+from mining.spatial import ROW_SUFFIX
 
 GLOBAL_ROWS = np.dtype(np.float16)  # a global store's rows (mining.descriptors)
 SIMILARITY = np.dtype(np.float32)
@@ -229,9 +230,10 @@ def check_evaluation(path: Path, methods: list[str], benchmarks: list[str] | Non
         if not isinstance(setups, list) or not setups or any(s not in _SETUPS for s in setups):
             raise _bad(path, f"{where}setups must be a list of {', '.join(_SETUPS)}, found {setups!r}")
         run_methods = ev.get("methods")
-        if not isinstance(run_methods, list) or any(m not in methods for m in run_methods):
-            raise _bad(path, f"{where}methods must list methods of the kit ({', '.join(methods)}), found "
-                             f"{run_methods!r}")
+        rows = set(methods) | {m + ROW_SUFFIX for m in methods}  # +SP rows: the run's, which the kit cannot redo
+        if not isinstance(run_methods, list) or any(not isinstance(m, str) or m not in rows for m in run_methods):
+            raise _bad(path, f"{where}methods must list methods of the kit ({', '.join(methods)}) or their "
+                             f"{ROW_SUFFIX} rows, found {run_methods!r}")
         results = ev.get("results") if isinstance(ev.get("results"), dict) else {}
         if run_methods:  # the curve's sizes: the first method's, first setup's
             _check_numbers(path, ev, ("curve", run_methods[0], setups[0], "sizes"), where, whole=True)

@@ -73,3 +73,15 @@ def estimate(sel: Path, audit: Path, answers: Path, out: Path | None = None) -> 
     """`mining audit estimate` into `out` (default: the audit folder); its exit code."""
     return main(["audit", "estimate", "--selected", str(sel), "--decisions", str(answers), "--audit", str(audit),
                  "--out", str(out or audit)])
+
+
+def audited_with_leaks(root: Path, n: int = 400, leaks: int = 5) -> tuple[Path, Path, dict]:
+    """A stratified audit of `n` images whose answers found `leaks` landmark images (5 of 400:
+    a bound far above a 1 % target): (selection, audit folder, its honest audit.json)."""
+    sel, _ = selection(root, n, images=True)
+    audit = root / "audit"
+    sampled = draw(sel, audit)
+    answers = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet",
+                     votes={p: "y" for p in sampled[:leaks]})
+    assert estimate(sel, audit, answers) == 0
+    return sel, audit, json.loads((audit / "audit.json").read_text())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from auditing import answer, draw, estimate, selection
+from auditing import audited_with_leaks, draw, selection
 
 from mining.cli import main
 
@@ -22,13 +22,7 @@ from mining.cli import main
 def audited(tmp_path_factory):
     """A stratified audit of 400 images that found 5 landmark images (above a 1 % target)."""
     root = tmp_path_factory.mktemp("counts")
-    sel, _ = selection(root, 400, images=True)
-    audit = root / "audit"
-    sampled = draw(sel, audit)
-    answers = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet",
-                     votes={p: "y" for p in sampled[:5]})
-    assert estimate(sel, audit, answers) == 0
-    honest = json.loads((audit / "audit.json").read_text())
+    _, audit, honest = audited_with_leaks(root)
     assert honest["method"] == "korn-graubard" and honest["strata"][0]["leaks"] == 5
     return root, audit, honest
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from auditing import answer, draw, estimate, selection
+from auditing import answer, audited_with_leaks, draw, estimate, selection
 
 from mining.cli import main
 from mining.errors import UserError
@@ -25,13 +25,7 @@ UNKNOWN = ("All Rights Reserved", "")
 def over_target(tmp_path_factory):
     """A stratified audit of 400 images that found 5 landmark images: its bound is far above 1 %."""
     root = tmp_path_factory.mktemp("over")
-    sel, _ = selection(root, 400, images=True)
-    audit = root / "audit"
-    sampled = draw(sel, audit)
-    answers = answer(audit / "audit_queue.parquet", audit / "audit.sqlite", audit / "decisions.parquet",
-                     votes={p: "y" for p in sampled[:5]})
-    assert estimate(sel, audit, answers) == 0
-    honest = json.loads((audit / "audit.json").read_text())
+    _, audit, honest = audited_with_leaks(root)
     assert honest["method"] == "korn-graubard" and honest["released_upper"] > 0.01 and not honest["passes"]
     return root, audit, honest
 

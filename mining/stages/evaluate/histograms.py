@@ -22,6 +22,7 @@ import numpy as np
 from mining.kernels import _jit
 from mining.progress import bar
 from mining.reranking import has_keypoints
+from mining.spatial import ROW_SUFFIX
 from mining.retrieval import open_method, parse_ids
 
 
@@ -224,7 +225,7 @@ def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], pro
     (`benchmark`: that benchmark's queries and database, in a run with several; `spatial`: the
     +SP ranking (`mining.reranking`), named `<method>+SP`)."""
     stores = open_method(method_dir, benchmark=benchmark, spatial=spatial)
-    name = stores.name + ("+SP" if spatial else "")
+    name = stores.name + (ROW_SUFFIX if spatial else "")
     landmark = stores.landmark_similarities(dataset)
     cands = stores.candidate_similarities()
     if progress:

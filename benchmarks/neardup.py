@@ -47,7 +47,8 @@ def main() -> None:
         if not (desc / part / "store.json").is_file():
             describe.run(describe.Inputs(gnd, part, {args.method: desc / "candidates"}), {args.method: desc / part},
                          DESCRIBE, workers=0)
-    stats = neardup.run(neardup.Inputs(images, gnd, desc), work / "neardup", options.defaults("neardup"))
+    stats = neardup.run(images=images, landmarks=gnd, descriptors=desc, out=work / "neardup",
+                        options=options.defaults("neardup"))
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()
     truth = pq.read_table(world / "truth.parquet").to_pandas()
     result = {"world": json.loads((world / "world.json").read_text())["counts"]["near_duplicates"],

@@ -25,6 +25,6 @@ def select(inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[
         raise UserError("--n auto measures one benchmark's curve; with several benchmarks give --n")
     check_args(options.auto_tolerance, descriptors, setups)
     r = ranked(inputs, options)
-    n = run_choose_n(Path(inputs.landmarks[0]), descriptors, r.pid[r.order], out, tolerance=options.auto_tolerance,
-                     setups=setups)["n"]
+    n = run_choose_n(landmarks=Path(inputs.landmarks[0]), descriptors=descriptors, ranked_ids=r.pid[r.order], out=out,
+                     tolerance=options.auto_tolerance, setups=setups)["n"]
     return run(inputs, out, replace(options, n=n), ranking=r)

@@ -82,7 +82,7 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
 
     from mining.options import defaults
     from mining.stages.describe import stage as describe
-    from mining.stages.score import Inputs, run
+    from mining.stages.score import run
 
     methods = ("rsift-asmk", "rsift-vlad")
     desc = {m: root / "DESC" / m for m in methods}
@@ -94,5 +94,5 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
     for part in ("queries", "database"):
         describe.run(describe.Inputs(city["landmarks"], part, {m: desc[m] / "candidates" for m in methods}),
                      {m: desc[m] / part for m in methods}, settings, progress=False)
-    return run(Inputs([str(city["gnd"])], [desc[m] for m in methods]), root / "scores",
-               replace(defaults("score"), review_top=review_top), progress=False)
+    return run(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods], out=root / "scores",
+               options=replace(defaults("score"), review_top=review_top), progress=False)

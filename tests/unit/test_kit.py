@@ -14,7 +14,7 @@ from test_evaluate_experiment import build_world, run_inputs
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.stages.evaluate.stage import KitInputs, run_kit
+from mining.stages.evaluate.stage import run_kit
 from mining.kit import open_kit
 from mining.kit.write import write_kit
 
@@ -39,7 +39,7 @@ def test_kit_reproduces_the_evaluation_exactly(world, tmp_path):
     ids, x = kit.vectors("gem", "distractors")
     assert sorted(map(int, ids)) == sorted(selected.tolist()) and x.shape == (selected.size, 16)
     assert len(kit.store("gem", "distractors").shard_names()) == 3  # 40 rows: 16 + 16 + 8
-    rep = run_kit(KitInputs(tmp_path / "kit", [str(world / "lm/gnd_city.pkl")]), None)
+    rep = run_kit(kit=tmp_path / "kit", landmarks=[str(world / "lm/gnd_city.pkl")])
     assert rep["reproduced"]["ok"] and rep["reproduced"]["values"] == 2 * 3 * (8 + len(run["curve"]["gem"]["easy"]["sizes"]))
     for m in ("gem", "sift"):
         for s in ("easy", "medium", "hard"):
@@ -63,7 +63,7 @@ def test_kit_refuses_other_landmarks_and_a_missing_evaluation(world, tmp_path):
            "setups": ["hard"], "curve": {"gem": {"hard": {"sizes": [0, 1]}}}}
     write_kit(tmp_path / "k1", [world / "desc/gem"], sel, run)
     with pytest.raises(UserError, match="not the landmark dataset this kit was made for"):
-        run_kit(KitInputs(tmp_path / "k1", [str(other)]), None)
+        run_kit(kit=tmp_path / "k1", landmarks=[str(other)])
 
 
 def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
@@ -99,14 +99,14 @@ def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
     write_kit(tmp_path / "kit", [desc], sel, run)
     kit = open_kit(tmp_path / "kit")
     assert kit.benchmarks == ["a", "b"] and (tmp_path / "kit/methods/gem/benchmarks/b/queries/store.json").is_file()
-    rep = run_kit(KitInputs(tmp_path / "kit", landmarks), None)
+    rep = run_kit(kit=tmp_path / "kit", landmarks=landmarks)
     for name in ("a", "b"):
         got, want = rep["per_benchmark"][name], run["per_benchmark"][name]
         assert got["reproduced"]["ok"] and got["results"]["gem"] == {
             s: {k: want["results"]["gem"][s][k] for k in ("none", "mined")} for s in want["setups"]}
     assert rep["per_benchmark"]["a"]["results"] != rep["per_benchmark"]["b"]["results"]
     with pytest.raises(UserError, match="the kit's benchmarks are a, b"):
-        run_kit(KitInputs(tmp_path / "kit", [f"c={tmp_path / 'b/gnd_b.pkl'}"]), None)
+        run_kit(kit=tmp_path / "kit", landmarks=[f"c={tmp_path / 'b/gnd_b.pkl'}"])
 
 
 def test_kit_similarities_are_the_runs_bits_from_the_selected_rows_alone(tmp_path):

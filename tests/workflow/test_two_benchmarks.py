@@ -13,7 +13,7 @@ import yaml
 
 from snakerun import REPO, failure_text, snakemake
 
-from mining.stages.evaluate.stage import KitInputs, run_kit
+from mining.stages.evaluate.stage import run_kit
 
 CITIES = ["city1", "city2"]
 
@@ -80,7 +80,7 @@ def test_two_benchmarks_one_pool_one_review_one_set(two_run):
     assert "share of its score" in card and all(f"mAP (%) on {city}" in card for city in CITIES)
     # the evaluation kit holds each city's landmark stores and reproduces each city's table
     landmarks = [f"{b['name']}={root.parent.parent / b['gnd']}" for b in ev["benchmarks"]]
-    kit = run_kit(KitInputs(root / "release/kit", landmarks), None)
+    kit = run_kit(kit=root / "release/kit", landmarks=landmarks)
     assert all(kit["per_benchmark"][city]["reproduced"]["ok"] for city in CITIES)
     for log in (root / "logs").rglob("*.log"):
         assert "Traceback" not in log.read_text(), log

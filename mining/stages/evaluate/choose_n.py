@@ -65,12 +65,14 @@ def check_args(tolerance: float, descriptors: Sequence[Path], setups: Sequence[s
         setup_gnd([], s)
 
 
-def run_choose_n(landmarks: Path, descriptors: Sequence[Path], ranked_ids: np.ndarray, out: Path,
+def run_choose_n(*, landmarks: Path, descriptors: Sequence[Path], ranked_ids: np.ndarray, out: Path,
                  tolerance: float, setups: Sequence[str]) -> dict[str, Any]:
     """`mining select --n auto`: OUT/auto_n.json (N, the rule, the curves); returns its content.
 
-    `ranked_ids`: the photo ids `mining select` would take its top N from, best first
-    (`mining.stages.select.stage.ranked(...)`: `pid[order]`)."""
+    `landmarks`: the one benchmark's ground truth; `descriptors`: one DESC/<method> folder per
+    method; `ranked_ids`: the photo ids `mining select` would take its top N from, best first
+    (`mining.stages.select.stage.ranked(...)`: `pid[order]`); `tolerance`: select's
+    auto_tolerance; `setups`: evaluate's setups."""
     check_args(tolerance, descriptors, setups)
     dataset = load_landmarks(landmarks)
     ids = np.asarray(ranked_ids)

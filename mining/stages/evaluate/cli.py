@@ -128,11 +128,12 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise UserError(f"the following arguments are required: {', '.join(missing)} (or use --protocol)")
     from mining.stages.evaluate.bootstrap import Spec
-    from mining.stages.evaluate.stage import Inputs, run
+    from mining.stages.evaluate.stage import run
 
     boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
-    report = run(Inputs(args.landmarks, args.descriptors, args.scores, args.selected, args.decisions), args.out,
-                 evaluate_options(args), progress=not args.no_progress, boot=boot)
+    report = run(landmarks=args.landmarks, descriptors=args.descriptors, scores=args.scores, selected=args.selected,
+                 decisions=args.decisions, out=args.out, options=evaluate_options(args),
+                 progress=not args.no_progress, boot=boot)
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
@@ -155,7 +156,7 @@ def run_protocol(args: argparse.Namespace) -> int:
     from mining.errors import UserError
     from mining.stages.evaluate.protocols.readers import Results
     from mining.stages.evaluate.protocols.report import protocol_table
-    from mining.stages.evaluate.stage import ProtocolInputs, ProtocolOptions, run_protocol
+    from mining.stages.evaluate.stage import run_protocol
 
     named = {**{name: f"--{name}" for name in (*_PIPELINE, "decisions", "manifest")}, options.dest("evaluate", "n"): "--n"}
     given = [flag for name, flag in named.items() if getattr(args, name) is not None]
@@ -165,8 +166,9 @@ def run_protocol(args: argparse.Namespace) -> int:
         raise UserError("--protocol needs --gt (the benchmark's ground truth)")
     # the benchmark's own setups, checked by the protocol (not a manifest setting here)
     setups = getattr(args, options.dest("evaluate", "setups")) or options.defaults("evaluate").setups
-    results = Results(args.ranks, args.queries, args.database, args.imlist, args.qimlist)
-    report = run_protocol(ProtocolInputs(args.gt, results), args.json, ProtocolOptions(args.protocol, setups))
+    results = Results(ranks=args.ranks, queries=args.queries, database=args.database, imlist=args.imlist,
+                      qimlist=args.qimlist)
+    report = run_protocol(protocol=args.protocol, gt=args.gt, results=results, out=args.json, setups=setups)
     print(protocol_table(report))
     return 0
 
@@ -175,7 +177,7 @@ def run_kit(args: argparse.Namespace) -> int:
     """`mining evaluate --kit`: exit 1 when the kit does not reproduce the run's table to 1e-6."""
     from mining.errors import UserError
     from mining.stages.evaluate.kit import markdown
-    from mining.stages.evaluate.stage import KitInputs, KitOptions, run_kit
+    from mining.stages.evaluate.stage import run_kit
 
     given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "protocol", "gt", "ranks",
                                       "database", "imlist", "qimlist", "json") if getattr(args, name) is not None]
@@ -184,7 +186,7 @@ def run_kit(args: argparse.Namespace) -> int:
         raise UserError(f"{given[0]} does not go with --kit (the kit holds the descriptors and the selection)")
     if not args.landmarks:
         raise UserError("--kit needs --landmarks GND (the landmark dataset's ground truth, gnd_<name>.pkl)")
-    report = run_kit(KitInputs(args.kit, args.landmarks, args.queries), args.out, KitOptions(args.method))
+    report = run_kit(kit=args.kit, landmarks=args.landmarks, out=args.out, queries=args.queries, method=args.method)
     print(markdown(report), end="")
     per = report.get("per_benchmark") or {None: report}
     return 0 if all(r.get("reproduced", {"ok": True})["ok"] for r in per.values()) else 1

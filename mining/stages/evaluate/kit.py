@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,72 +38,71 @@ SIMS_AGREE = 1e-4  # float32 rounding of a cosine is ~1e-7; a wrong descriptor i
 _METRICS = ("mAP", *(f"mP@{k}" for k in KAPPAS))
 
 
-@dataclass(frozen=True)
-class KitInputs:
-    """What `mining evaluate --kit` reads."""
-
-    kit: Path  # the release's evaluation kit (RELEASE/kit)
-    landmarks: Sequence[str]  # [NAME=]GND: the landmark dataset(s) the kit was made for
-    queries: Path | None = None  # a user's own queries: a descriptor store or a .npy (global methods)
-
-
-@dataclass(frozen=True)
-class KitOptions:
-    """The kit mode's settings."""
-
-    method: str | None = None  # the kit's method the user's queries were described with (default: its only one)
-
-
-def run_kit(inputs: KitInputs, out: Path | None, options: KitOptions = KitOptions()) -> dict[str, Any]:
-    """Evaluate from the kit; returns the report (also OUT/evaluation.json and .md when `out`)."""
-    landmarks, queries, method = inputs.landmarks, inputs.queries, options.method
-    kit = open_kit(inputs.kit)
-    run = kit.evaluation()
+def run_kit(*, kit: Path, landmarks: Sequence[str], out: Path | None = None, queries: Path | None = None,
+            method: str | None = None) -> dict[str, Any]:
+    """`mining evaluate --kit`: evaluate from the kit; returns the report (also OUT/evaluation.json
+    and .md when `out`). `kit`: the release's evaluation kit (RELEASE/kit); `landmarks`:
+    [NAME=]GND, the landmark dataset(s) the kit was made for; `queries`: a user's own queries (a
+    descriptor store or a .npy, global methods), described with the kit's `method` (default:
+    its only global one)."""
+    opened = open_kit(kit)
+    run = opened.evaluation()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
-    per_run = run.get("per_benchmark")
-    if kit.benchmarks is None:
-        if len(benchmarks) != 1:
-            raise UserError(f"the kit is for one benchmark; give one --landmarks, not {len(benchmarks)}")
-        pairs = [(None, datasets[0], run)]
-    else:
-        names = [b.name for b in benchmarks]
-        unknown = [n for n in names if n not in kit.benchmarks]
-        if unknown:
-            raise UserError(f"--landmarks {unknown[0]}=...: the kit's benchmarks are {', '.join(kit.benchmarks)} "
-                            "(give them as NAME=GND)")
-        pairs = [(b.name, ds, per_run[b.name]) for b, ds in zip(benchmarks, datasets)]
+    pairs = _benchmarks_of(opened, run, benchmarks, datasets)
     if queries is not None and len(pairs) != 1:
         raise UserError("--queries: give the one benchmark (--landmarks NAME=GND) whose database they are ranked in")
-    selection = kit.distractors()
-    mined = selection["photo_id"].to_numpy(np.int64)
-    reports = {}
-    for bench, dataset, ev in pairs:
-        n = min(int(ev["n"]), mined.size)
-        first = ev["methods"][0] if ev.get("methods") else None
-        sizes = [int(k) for k in ev["curve"][first][ev["setups"][0]]["sizes"] if int(k) <= n] if first else []
-        ranking = Ranking(mined, sorted(set(sizes) | {n}))
-        if queries is None:
-            fp = ev["landmarks"]["fingerprint"]
-            if dataset.fingerprint() != fp:
-                raise UserError(f"{dataset.path}: not the landmark dataset this kit was made for (fingerprint "
-                                f"{dataset.fingerprint()} ≠ {fp}); with your own queries add --queries")
-            stores = [(m, kit.stores(m, bench)) for m in kit.methods]
-            sims = {m: kit.similarities(m, bench) for m in kit.methods}
-            agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
-            reports[bench] = _report(dataset, ev, stores, ranking, n, sizes, sims)
-            reports[bench]["reproduced"] = compare(reports[bench], ev)
-            reports[bench]["descriptors_vs_similarities"] = agree
-        else:
-            with tempfile.TemporaryDirectory(prefix="kit-queries-") as tmp:
-                m, store = user_queries(kit, queries, method, dataset, Path(tmp))
-                reports[bench] = _report(dataset, ev, [(m, kit.stores(m, bench, queries=store))], ranking, n, sizes)
-            reports[bench]["queries"] = str(queries)
-    report = reports[None] if kit.benchmarks is None else {"per_benchmark": reports}
-    report["kit"] = str(inputs.kit)
+    mined = opened.distractors()["photo_id"].to_numpy(np.int64)
+    reports = {bench: _bench_report(opened, bench, dataset, ev, mined, queries, method)
+               for bench, dataset, ev in pairs}
+    report = reports[None] if opened.benchmarks is None else {"per_benchmark": reports}
+    report["kit"] = str(kit)
     if out is not None:
         atomic.write_json(Path(out) / "evaluation.json", report)
         atomic.write_text(Path(out) / "evaluation.md", markdown(report))
+    return report
+
+
+def _benchmarks_of(kit: Any, run: dict[str, Any], benchmarks: Sequence[Any],
+                   datasets: Sequence[Any]) -> list[tuple[str | None, Any, dict[str, Any]]]:
+    """(benchmark name or None, its dataset, the run's evaluation of it) for every --landmarks
+    given, checked against the kit's benchmarks."""
+    if kit.benchmarks is None:
+        if len(benchmarks) != 1:
+            raise UserError(f"the kit is for one benchmark; give one --landmarks, not {len(benchmarks)}")
+        return [(None, datasets[0], run)]
+    names = [b.name for b in benchmarks]
+    unknown = [n for n in names if n not in kit.benchmarks]
+    if unknown:
+        raise UserError(f"--landmarks {unknown[0]}=...: the kit's benchmarks are {', '.join(kit.benchmarks)} "
+                        "(give them as NAME=GND)")
+    per_run = run.get("per_benchmark")
+    return [(b.name, ds, per_run[b.name]) for b, ds in zip(benchmarks, datasets)]
+
+
+def _bench_report(kit: Any, bench: str | None, dataset: Any, ev: dict[str, Any], mined: np.ndarray,
+                  queries: Path | None, method: str | None) -> dict[str, Any]:
+    """One benchmark's table: the run's reproduced (and compared), or a user's queries'."""
+    n = min(int(ev["n"]), mined.size)
+    first = ev["methods"][0] if ev.get("methods") else None
+    sizes = [int(k) for k in ev["curve"][first][ev["setups"][0]]["sizes"] if int(k) <= n] if first else []
+    ranking = Ranking(mined, sorted(set(sizes) | {n}))
+    if queries is None:
+        fp = ev["landmarks"]["fingerprint"]
+        if dataset.fingerprint() != fp:
+            raise UserError(f"{dataset.path}: not the landmark dataset this kit was made for (fingerprint "
+                            f"{dataset.fingerprint()} ≠ {fp}); with your own queries add --queries")
+        stores = [(m, kit.stores(m, bench)) for m in kit.methods]
+        sims = {m: kit.similarities(m, bench) for m in kit.methods}
+        agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
+        report = _report(dataset, ev, stores, ranking, n, sizes, sims)
+        report["reproduced"] = compare(report, ev)
+        report["descriptors_vs_similarities"] = agree
+        return report
+    with tempfile.TemporaryDirectory(prefix="kit-queries-") as tmp:
+        m, store = user_queries(kit, queries, method, dataset, Path(tmp))
+        report = _report(dataset, ev, [(m, kit.stores(m, bench, queries=store))], ranking, n, sizes)
+    report["queries"] = str(queries)
     return report
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,94 +23,83 @@ from mining.result import summary_markdown
 from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method, method_variants
-from mining.stages.evaluate.kit import KitInputs, KitOptions, run_kit
+from mining.stages.evaluate.kit import run_kit
 from mining.stages.evaluate.protocols.dispatch import evaluate_protocol
 from mining.stages.evaluate.protocols.readers import Results
 from mining.stages.evaluate.protocols.setups import SETUPS, setup_gnd
 from mining.stages.evaluate.several import combined_markdown, combined_report
 
-__all__ = ["Inputs", "KitInputs", "KitOptions", "ProtocolInputs", "ProtocolOptions", "run", "run_kit", "run_protocol"]
+__all__ = ["run", "run_kit", "run_protocol"]
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The files the pipeline's evaluation reads."""
-
-    landmarks: Any  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
-    descriptors: Sequence[Path]  # one DESC/<method> folder per method
-    scores: Path  # `mining score`'s folder (the pool, and the random sets drawn from it)
-    selected: Path  # `mining select`'s folder (the mined set)
-    decisions: Path | None = None  # review decisions: confirmed landmarks leave the random sets too
-
-
-def run(inputs: Inputs, out: Path, options: EvaluateOptions, *, progress: bool = True,
+def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, selected: Path, out: Path,
+        options: EvaluateOptions, decisions: Path | None = None, progress: bool = True,
         boot: bootstrap.Spec | None = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
-    Several benchmarks: the same sets (one pool, one selection) evaluated on each benchmark
-    (`mining.stages.evaluate.several`). `options.n`: the set size (None: the selection's)."""
-    landmarks, descriptors, scores_dir, selected_dir, decisions = (inputs.landmarks, inputs.descriptors, inputs.scores,
-                                                                   inputs.selected, inputs.decisions)
-    n, seeds, setups = options.n, options.random_seeds, options.setups
+
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    several: the same sets (one pool, one selection) evaluated on each benchmark
+    (`mining.stages.evaluate.several`). `descriptors`: one DESC/<method> folder per method;
+    `scores`: `mining score`'s folder (the pool the random sets are drawn from); `selected`:
+    `mining select`'s folder (the mined set); `decisions`: review decisions (confirmed
+    landmarks leave the random sets too). `options.n`: the set size (None: the selection's)."""
     t0 = time.perf_counter()
-    if not descriptors:
-        raise UserError("give at least one --descriptors DESC/<method> folder")
-    for s in setups:
-        setup_gnd([], s)  # validates the name
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
-        raise UserError(f"--random-seeds: give whole numbers ≥ 0 (numpy's seeds), got {' '.join(map(str, seeds)) or 'none'}")
+    check_settings(descriptors, options)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
-    run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])
-    stats_path = Path(scores_dir) / "stats.json"
-    if stats_path.is_file():
-        fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
-        if fp and fp != run_fp:
-            raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
-    sets = build_sets(Path(scores_dir), Path(selected_dir), decisions, n, seeds)
+    check_scores_landmarks(Path(scores), benchmarks, datasets)
+    sets = build_sets(Path(scores), Path(selected), decisions, options.n, options.random_seeds)
     rankings, _ = rankings_of(sets)
     reports = []
     for b, dataset in zip(benchmarks, datasets):
         bench = b.name if len(benchmarks) > 1 else None
         rows = method_variants(descriptors, bench)  # each method, and its +SP ranking where it has one
         loaded = (load_method(d, dataset, rankings, progress=progress, benchmark=bench, spatial=sp) for d, sp in rows)
-        report = experiment_report(dataset, sets, n, seeds, setups, loaded, [str(d) for d, _ in rows], boot)
-        expansion.add_rows(report, descriptors, dataset, sets, setups, expansion.Expansion.of(options), bench)
+        report = experiment_report(dataset, sets, options.n, options.random_seeds, options.setups, loaded,
+                                   [str(d) for d, _ in rows], boot)
+        expansion.add_rows(report, descriptors, dataset, sets, options.setups, expansion.Expansion.of(options), bench)
         reports.append(report)
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:
-        report = combined_report(benchmarks, reports, Path(selected_dir), Path(scores_dir))
+        report = combined_report(benchmarks, reports, Path(selected), Path(scores))
         text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
-    out = Path(out)
-    atomic.write_json(out / "evaluation.json", report)
-    atomic.write_text(out / "evaluation.md", text)
-    atomic.write_text(out / "summary.md", summary_markdown(report))
+    atomic.write_json(Path(out) / "evaluation.json", report)
+    atomic.write_text(Path(out) / "evaluation.md", text)
+    atomic.write_text(Path(out) / "summary.md", summary_markdown(report))
     return report
 
 
+def check_settings(descriptors: Sequence[Path], options: EvaluateOptions) -> None:
+    """One line for what cannot be evaluated, before anything is read."""
+    if not descriptors:
+        raise UserError("give at least one --descriptors DESC/<method> folder")
+    for s in options.setups:
+        setup_gnd([], s)  # validates the name
+    seeds = options.random_seeds
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+        raise UserError(f"--random-seeds: give whole numbers ≥ 0 (numpy's seeds), got {' '.join(map(str, seeds)) or 'none'}")
 
 
-@dataclass(frozen=True)
-class ProtocolInputs:
-    """What `mining evaluate --protocol` reads: the benchmark's ground truth and a user's results."""
-
-    gt: Path  # the benchmark's ground truth (gnd_*.pkl, GLDv2's CSVs, Holidays' or UKBench's images)
-    results: Results  # the user's rankings or descriptors (and their name lists)
-
-
-@dataclass(frozen=True)
-class ProtocolOptions:
-    """The protocol mode's settings."""
-
-    protocol: str  # a name of `protocols/registry.py`'s REGISTRY
-    setups: Sequence[str] = SETUPS  # the revisited setups reported for a gnd ground truth
+def check_scores_landmarks(scores: Path, benchmarks: Sequence[Any], datasets: Sequence[Any]) -> None:
+    """The scores were computed for these landmarks (their stats.json's fingerprint), or one line."""
+    run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])
+    stats_path = scores / "stats.json"
+    if stats_path.is_file():
+        fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
+        if fp and fp != run_fp:
+            raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
 
 
-def run_protocol(inputs: ProtocolInputs, out: Path | None, options: ProtocolOptions) -> dict[str, Any]:
-    """One benchmark's metrics on a user's own results (JSON-ready); also the JSON file `out`
-    when given."""
-    report = evaluate_protocol(options.protocol, inputs.gt, inputs.results, options.setups)
+def run_protocol(*, protocol: str, gt: Path, results: Results, out: Path | None = None,
+                 setups: Sequence[str] = SETUPS) -> dict[str, Any]:
+    """`mining evaluate --protocol`: one benchmark's metrics on a user's own results
+    (JSON-ready); also the JSON file `out` when given. `protocol`: a name of
+    `protocols/registry.py`'s REGISTRY; `gt`: the benchmark's ground truth (gnd_*.pkl, GLDv2's
+    CSVs, Holidays' or UKBench's images); `results`: the user's rankings or descriptors (and
+    their name lists); `setups`: the revisited setups reported for a gnd ground truth."""
+    report = evaluate_protocol(protocol, gt, results, setups)
     if out is not None:
         atomic.write_json(out, report)
     return report

@@ -40,8 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mining.stages.neardup import stage as nd
 
-    st = nd.run(nd.Inputs(args.images, args.landmarks, args.descriptors), args.out, options.from_args(args, "neardup"),
-                threads=args.threads, progress=not args.no_progress)
+    st = nd.run(images=args.images, landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
+                options=options.from_args(args, "neardup"), threads=args.threads, progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
           f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
     return 0

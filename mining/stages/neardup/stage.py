@@ -233,20 +233,13 @@ def database_landmarks(dataset: Any) -> list[str | None]:
     return out
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The files `mining neardup` reads."""
-
-    images: Path  # `mining download`'s folder (jpg/ layout)
-    landmarks: Any  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
-    descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
-
-
-def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = THREADS,
-        progress: bool = False) -> dict[str, Any]:
+def run(*, images: Path, landmarks: Sequence[str], descriptors: Path, out: Path, options: NeardupOptions,
+        threads: int = THREADS, progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
-    With several benchmarks, landmark and image names are `<benchmark>/<name>`."""
-    images, landmarks, descriptors, th = inputs.images, inputs.landmarks, inputs.descriptors, options
+
+    `images`: `mining download`'s folder (jpg/ layout); `landmarks`: [NAME=]GND, one ground truth
+    or several benchmarks (`mining.benchmarks.as_list`; with several, landmark and image names
+    are `<benchmark>/<name>`); `descriptors`: a global method's DESC/<method> folder."""
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
@@ -263,29 +256,16 @@ def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = TH
     order = np.argsort(pid, kind="stable")  # candidate i (by photo id) is raw[order[i]]: no reordered copy
     pid = pid[order]
     hashes, ok = hash_files(image_paths(images, pid), threads, progress=progress)
-    pairs = close_pairs(raw, hashes, ok, th, rows=order, normalize=True, threads=threads, progress=progress)
+    pairs = close_pairs(raw, hashes, ok, options, rows=order, normalize=True, threads=threads, progress=progress)
     root = groups_of(pid.size, pairs)
     group = pid[root]
     size = np.bincount(root, minlength=pid.size)[root]
-
-    # candidates vs landmark images: queries (crop descriptors) and database images
-    names, owners, vecs, paths = [], [], [], []
-    for b, dataset in zip(benchmarks, datasets):
-        mine = open_method(Path(descriptors), global_for="near-duplicates need", benchmark=b.name if several else None)
-        db_owner = database_landmarks(dataset)
-        for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
-                             ("database", dict(zip(dataset.imlist, db_owner)))):
-            ids, payload = getattr(mine, part).load_all()
-            names += [qualify(b.name, i, several) for i in ids]
-            owners += [None if lookup.get(i) is None else qualify(b.name, lookup[i], several) for i in ids]
-            paths += [dataset.image_path(i) for i in ids]
-            vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, raw.shape[1]), np.float32))
-    lm_vecs = np.concatenate(vecs) if vecs else np.zeros((0, raw.shape[1]), np.float32)
-    lm_hash, lm_ok = hash_files(paths, threads, LANDMARK_TRIMS, progress=progress,
+    lm_images = landmark_images(descriptors, benchmarks, datasets, raw.shape[1])
+    lm_hash, lm_ok = hash_files(lm_images.paths, threads, LANDMARK_TRIMS, progress=progress,
                                 desc="neardup: hashing landmark images")
-    best, copy_cos, copy_dist = landmark_copies(raw, order, hashes, ok, lm_vecs, lm_hash, lm_ok, th)
-    copy_of = np.array([None if b < 0 else names[b] for b in best.tolist()], dtype=object)
-    probable = np.array([None if b < 0 else owners[b] for b in best.tolist()], dtype=object)
+    best, copy_cos, copy_dist = landmark_copies(raw, order, hashes, ok, lm_images.vectors, lm_hash, lm_ok, options)
+    copy_of = np.array([None if b < 0 else lm_images.names[b] for b in best.tolist()], dtype=object)
+    probable = np.array([None if b < 0 else lm_images.owners[b] for b in best.tolist()], dtype=object)
     table = pa.table({
         "photo_id": pa.array(pid, pa.int64()),
         "dhash": pa.array(hashes.view(np.int64), pa.int64()),
@@ -300,9 +280,9 @@ def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = TH
     multi = size > 1
     stats = {
         "method": stores.name,
-        "thresholds": {"max_hash_distance": th.max_hash_distance, "min_cosine": th.min_cosine,
-                       "landmark_max_hash_distance": th.landmark_max_hash_distance,
-                       "landmark_min_cosine": th.landmark_min_cosine},
+        "thresholds": {"max_hash_distance": options.max_hash_distance, "min_cosine": options.min_cosine,
+                       "landmark_max_hash_distance": options.landmark_max_hash_distance,
+                       "landmark_min_cosine": options.landmark_min_cosine},
         "candidates": int(pid.size), "unreadable_images": int((~ok).sum()), "pairs": int(len(pairs)),
         "groups": int(np.unique(group[multi]).size), "candidates_in_groups": int(multi.sum()),
         "redundant": int(multi.sum() - np.unique(group[multi]).size),
@@ -315,6 +295,37 @@ def run(inputs: Inputs, out: Path, options: NeardupOptions, *, threads: int = TH
     atomic.write_parquet(Path(out) / "neardup.parquet", table)
     atomic.write_json(Path(out) / "stats.json", stats)
     return stats
+
+
+@dataclass(frozen=True)
+class LandmarkImages:
+    """Every benchmark's query and database images, in that order: their (qualified) names,
+    the landmark each belongs to (None: none), files and unit descriptor rows."""
+
+    names: list[str]
+    owners: list[str | None]
+    paths: list[Path]
+    vectors: np.ndarray
+
+
+def landmark_images(descriptors: Path, benchmarks: Sequence[Any], datasets: Sequence[Any], dim: int) -> LandmarkImages:
+    """The landmark images a candidate may copy: queries (their crops' descriptors) and
+    database images, of every benchmark."""
+    several = len(benchmarks) > 1
+    names: list[str] = []
+    owners: list[str | None] = []
+    vecs, paths = [], []
+    for b, dataset in zip(benchmarks, datasets):
+        mine = open_method(Path(descriptors), global_for="near-duplicates need", benchmark=b.name if several else None)
+        db_owner = database_landmarks(dataset)
+        for part, lookup in (("queries", {n: dataset.query_landmark(i) for i, n in enumerate(dataset.qimlist)}),
+                             ("database", dict(zip(dataset.imlist, db_owner)))):
+            ids, payload = getattr(mine, part).load_all()
+            names += [qualify(b.name, i, several) for i in ids]
+            owners += [None if lookup.get(i) is None else qualify(b.name, lookup[i], several) for i in ids]
+            paths += [dataset.image_path(i) for i in ids]
+            vecs.append(unit_rows(payload) if len(ids) else np.zeros((0, dim), np.float32))
+    return LandmarkImages(names, owners, paths, np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32))
 
 
 # ----------------------------------------------------------------------------- measured on planted copies

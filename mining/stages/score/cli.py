@@ -48,11 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.score import Inputs, run
+    from mining.stages.score import run
 
-    stats = run(Inputs(args.landmarks, args.descriptors, args.near_duplicates, args.candidates), args.out,
-                options.from_args(args, "score"), review=options.from_args(args, "review"), chunk=args.chunk,
-                threads=args.threads, progress=not args.no_progress)
+    review = options.from_args(args, "review")
+    stats = run(landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
+                options=options.from_args(args, "score"), near_duplicates=args.near_duplicates,
+                candidates=args.candidates, review_budget=review.budget,
+                review_min_per_landmark=review.min_per_landmark, chunk=args.chunk, threads=args.threads,
+                progress=not args.no_progress)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}
     print(json.dumps(summary))

@@ -4,9 +4,8 @@ loop's inputs → `score_candidates` → the output files."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import DEFAULT_CHUNK, score_candidates
 from mining.stages.score.output import write_outputs
-from mining.options import ReviewOptions, ScoreOptions
+from mining.options import ScoreOptions
 from mining.since import days_taken, of_benchmarks
 
 
@@ -63,34 +62,49 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
     return Problem(names, q_landmark, landmarks, [b.name for b in benchmarks] if several else [""])
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """What `mining score` reads."""
+def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], out: Path, options: ScoreOptions,
+        near_duplicates: Path | None = None, candidates: Path | None = None, review_budget: int | None = None,
+        review_min_per_landmark: int = 1, chunk: int = DEFAULT_CHUNK, threads: int | None = None,
+        progress: bool = True) -> dict[str, Any]:
+    """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json.
 
-    landmarks: list[str]  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
-    descriptors: Sequence[Path]  # one DESC/<method> folder per method
-    near_duplicates: Path | None = None  # neardup.parquet: probable landmark images head the queue
-    candidates: Path | None = None  # candidates Parquet (date_taken): landmarks' `since` dates (mining/since.py)
-
-
-def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions | None = None,
-        chunk: int = DEFAULT_CHUNK, threads: int | None = None, progress: bool = True) -> dict:
-    """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json. `landmarks`:
-    one ground truth or several benchmarks (`mining.benchmarks.as_list`); with several, every
-    candidate is scored against every query of every benchmark. `review.budget`: the queue
-    holds that many items in all, spread by leak risk (`mining.stages.score.budget`), not review_top each."""
-    landmarks, descriptors, near_duplicates, candidates, review_top = (
-        inputs.landmarks, inputs.descriptors, inputs.near_duplicates, inputs.candidates, options.review_top)
-    review_budget, review_min = (review.budget, review.min_per_landmark) if review is not None else (None, 1)
-    if review_top < 1:
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    with several, every candidate is scored against every query of every benchmark.
+    `descriptors`: one DESC/<method> folder per method. `near_duplicates`: neardup.parquet, whose
+    probable landmark images head the queue. `candidates`: the candidates Parquet (date_taken), for
+    the landmarks' `since` dates (mining/since.py). `review_budget` (the manifest's review.budget):
+    the queue holds that many items in all, spread by leak risk, each landmark's top
+    `review_min_per_landmark` first (`mining.stages.score.budget`), not review_top each."""
+    if options.review_top < 1:
         raise UserError("--review-top must be at least 1")
     if review_budget is not None:
-        budget.check(review_budget, review_min)
+        budget.check(review_budget, review_min_per_landmark)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
-    several = len(benchmarks) > 1
     t0 = time.perf_counter()
-    inputs, read_stats, names = [], {}, set()
+    methods, read_stats = read_methods(descriptors, benchmarks, datasets)
+    problem = problem_of(benchmarks, datasets)
+    t_read = time.perf_counter() - t0
+    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
+    result = score_candidates(problem, methods, chunk=chunk, review_top=review_budget or options.review_top,
+                              progress=progress, threads=threads, since=since,
+                              late_since=options.late_since == "allow",
+                              taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
+    if review_budget is not None:
+        budget.apply_budget(result, review_budget, review_min_per_landmark)
+    for name, st in read_stats.items():
+        result.stats["methods"][name].update(st)
+    result.stats.update(landmark_stats(benchmarks, datasets, problem))
+    result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
+    write_outputs(result, problem, out, near_duplicates, geometry_of(descriptors, benchmarks, datasets))
+    return result.stats
+
+
+def read_methods(descriptors: Sequence[Path], benchmarks: Sequence, datasets: Sequence) -> tuple[list[MethodInput], dict]:
+    """Every method's loop input per benchmark (its queries numbered on from the previous
+    benchmark's), and what reading found per method (`<benchmark>/<method>` with several)."""
+    several = len(benchmarks) > 1
+    methods, read_stats, names = [], {}, set()
     for d in descriptors:
         offset = 0
         for bi, (b, ds) in enumerate(zip(benchmarks, datasets)):
@@ -99,26 +113,22 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions 
             if bi == 0 and m.name in names:
                 raise UserError(f"method {m.name!r} given twice (--descriptors {d})")
             names.add(m.name)
-            inputs.append(m)
+            methods.append(m)
             read_stats[qualify(b.name, m.name, several)] = st
-    if not inputs:
+    if not methods:
         raise UserError("give at least one --descriptors DESC/<method> folder")
-    problem = problem_of(benchmarks, datasets)
-    t_read = time.perf_counter() - t0
-    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
-    result = score_candidates(problem, inputs, chunk=chunk, review_top=review_budget or review_top,
-                              progress=progress, threads=threads, since=since,
-                              late_since=options.late_since == "allow",
-                              taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
-    if review_budget is not None:
-        budget.apply_budget(result, review_budget, review_min)
-    for name, st in read_stats.items():
-        result.stats["methods"][name].update(st)
+    return methods, read_stats
+
+
+def landmark_stats(benchmarks: Sequence, datasets: Sequence, problem: Problem) -> dict[str, Any]:
+    """stats.json's account of the landmarks: fingerprint, queries, their grouping (and, with
+    several benchmarks, each benchmark's)."""
+    several = len(benchmarks) > 1
     with_pos = sum(bool(ds.positives(i)) for ds in datasets for i in range(len(ds.qimlist)))
     n_queries = sum(len(ds.qimlist) for ds in datasets)
     groups = {qualify(b.name, lm, several): [qualify(b.name, q, several) for q in qs]
               for b, ds in zip(benchmarks, datasets) for lm, qs in ds.landmark_queries().items()}
-    result.stats.update({
+    stats: dict[str, Any] = {
         "landmarks_fingerprint": fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)]),
         "landmarks_dataset": "+".join(ds.name for ds in datasets),
         "landmarks": problem.landmarks,
@@ -126,11 +136,9 @@ def run(inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions 
         "queries": n_queries,
         "queries_with_positives": with_pos,
         "queries_without_positives": n_queries - with_pos,
-    })
+    }
     if several:
-        result.stats["benchmarks"] = [{"name": b.name, "gnd": b.gnd, "landmarks_fingerprint": ds.fingerprint(),
-                                       "queries": len(ds.qimlist), "landmarks": len(ds.landmarks)}
-                                      for b, ds in zip(benchmarks, datasets)]
-    result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
-    write_outputs(result, problem, out, near_duplicates, geometry_of(descriptors, benchmarks, datasets))
-    return result.stats
+        stats["benchmarks"] = [{"name": b.name, "gnd": b.gnd, "landmarks_fingerprint": ds.fingerprint(),
+                                "queries": len(ds.qimlist), "landmarks": len(ds.landmarks)}
+                               for b, ds in zip(benchmarks, datasets)]
+    return stats

@@ -67,7 +67,7 @@ def median_ms(fn, repeat: int) -> float:
 
 
 def measure(path: Path, images: Path, n_lm: int, n_items: int, repeat: int) -> dict[str, float]:
-    app = create_app(path, images, None)
+    app = create_app(db_path=path, images=images)
     deep = f"lm{n_lm - 1:02d}"
     with running(app) as url, httpx.Client(base_url=url, timeout=60) as c:
         def ok(r: httpx.Response) -> None:

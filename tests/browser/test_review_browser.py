@@ -44,7 +44,7 @@ def open_as(browser, url, name, size):
 def test_review_with_the_keyboard(tmp_path, browser):
     w = make_world(tmp_path, per_landmark=18)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
-    app = create_app(w["db"], w["images"], w["landmarks"])
+    app = create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
     with running(app) as url:
         ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
         assert page.text_content("#who") == "alice"
@@ -110,7 +110,7 @@ def test_a_personal_link_names_the_reviewer(tmp_path, browser):
     w = make_world(tmp_path)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
     access = Access({"alice-personal-token": "alice", "bob-personal-token": "bob"}, personal=True)
-    app = create_app(w["db"], w["images"], w["landmarks"], access=access)
+    app = create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"], access=access)
     with running(app) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 820})
         page = ctx.new_page()
@@ -142,7 +142,7 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
     the cursor; the large view shows the best-matching query beside the candidate."""
     w = make_world(tmp_path, per_landmark=200)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
-    app = create_app(w["db"], w["images"], w["landmarks"])
+    app = create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
     keys = []
 
     def press(page, key):
@@ -211,7 +211,7 @@ def test_filters_undecided_disputed_and_mine(tmp_path, browser):
         db.vote(con, ids[r], "alice", v)
     for r, v in ((1, "y"), (2, "y"), (3, "n"), (5, "n")):
         db.vote(con, ids[r], "bob", v)
-    app = create_app(w["db"], w["images"], w["landmarks"])
+    app = create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
     with running(app) as url:
         ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
 
@@ -254,7 +254,7 @@ def test_the_inlier_sort_and_the_matched_keypoints(tmp_path, browser):
     scored(city, tmp_path, {"top_k": 100, "min_inliers": 15})
     db = tmp_path / "review.sqlite"
     assert main(["review", "import", str(tmp_path / "scores" / "review_queue.parquet"), "--db", str(db)]) == 0
-    app = create_app(db, city["images"], city["gnd"])
+    app = create_app(db_path=db, images=city["images"], landmarks=city["gnd"])
     with running(app) as url:
         ctx, page, errors = open_as(browser, url, "alice", (1280, 820))
         page.select_option("#landmark", "lm1_q")

@@ -102,7 +102,7 @@ def test_a_found_leak_and_its_near_duplicates_leave_the_set(tmp_path, capsys):
     con = db.connect(tmp_path / "audit.sqlite", create=True)
     assert db.import_queue(con, audit / "audit_queue.parquet").added == len(sampled)
     (tmp_path / "imgs").mkdir()
-    app = TestClient(create_app(tmp_path / "audit.sqlite", tmp_path / "imgs", images_required=False),
+    app = TestClient(create_app(db_path=tmp_path / "audit.sqlite", images=tmp_path / "imgs", images_required=False),
                      base_url="http://127.0.0.1:8765")
     listed = app.get("/api/landmarks").json()
     assert listed["kind"] == "audit" and listed["total"] == len(sampled)

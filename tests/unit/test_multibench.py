@@ -240,7 +240,7 @@ def test_review_app_shows_every_benchmarks_query_crops(tmp_path):
     queue["best_query"] = queue.landmark + "_001"
     queue.to_parquet(tmp_path / "queue.parquet")
     assert main(["review", "import", str(tmp_path / "queue.parquet"), "--db", str(a["db"])]) == 0
-    app = create_app(a["db"], a["images"], [f"oxf={a['landmarks']}", f"par={b['landmarks']}"])
+    app = create_app(db_path=a["db"], images=a["images"], landmarks=[f"oxf={a['landmarks']}", f"par={b['landmarks']}"])
     client = TestClient(app, base_url="http://127.0.0.1:8765")
     listed = {lm["landmark"]: lm["queries"] for lm in client.get("/api/landmarks").json()["landmarks"]}
     assert listed["par/bridge"] == [{"index": 6, "name": "par/bridge_001"}, {"index": 7, "name": "par/bridge_002"}]

@@ -24,7 +24,7 @@ def world(tmp_path):
 
 @pytest.fixture
 def client(world):
-    app = create_app(world["db"], world["images"], world["landmarks"])
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
     return TestClient(app, base_url="http://127.0.0.1:8765")
 
 
@@ -147,7 +147,7 @@ def test_no_path_traversal_on_any_image_endpoint(world):
     from mining.stages.review.server import running
 
     (world["images"].parent / "secret").write_text("top secret")
-    app = create_app(world["db"], world["images"], world["landmarks"])
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
     bad = []
     with running(app) as url:
         host, port = url.rsplit("/", 1)[1].split(":")
@@ -182,7 +182,7 @@ def test_symlink_out_of_root_is_not_served(client, world, tmp_path):
 
 
 def test_token_is_required_on_every_request(world):
-    app = create_app(world["db"], world["images"], world["landmarks"], token="s3cret-token")
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token")
     c = TestClient(app, base_url="http://192.0.2.10:8765")
     for path in ("/", "/api/landmarks", "/thumb/1", "/image/1", "/query/0", "/static/app.js"):
         assert c.get(path).status_code == 401, path
@@ -202,7 +202,7 @@ def test_token_is_required_on_every_request(world):
 
 
 def test_without_token_only_loopback_host_headers(world):
-    app = create_app(world["db"], world["images"], world["landmarks"])
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
     assert TestClient(app, base_url="http://evil.example:8765").get("/api/landmarks").status_code == 403
     assert TestClient(app, base_url="http://localhost:8765").get("/api/landmarks").status_code == 200
     assert TestClient(app, base_url="http://[::1]:8765").get("/api/landmarks").status_code == 200
@@ -329,7 +329,8 @@ def test_a_cache_root_that_is_a_symlink_is_fine(world, tmp_path):
     elsewhere = tmp_path / "big-disk"
     elsewhere.mkdir()
     os.symlink(elsewhere, world["db"].parent / "review.thumbs")
-    c = TestClient(create_app(world["db"], world["images"], world["landmarks"]), base_url="http://127.0.0.1:8765")
+    c = TestClient(create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"]),
+                   base_url="http://127.0.0.1:8765")
     assert c.get("/thumb/1").status_code == 200 and c.get("/thumb/1").status_code == 200
     assert len(list(elsewhere.rglob("*.jpg"))) == 1
 
@@ -339,7 +340,7 @@ def test_a_token_names_its_reviewer(world):
     from mining.stages.review.access import Access
 
     access = Access({"alice-token-0001": "alice", "bob-token-00002": "bob"}, personal=True)
-    app = create_app(world["db"], world["images"], world["landmarks"], access=access)
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], access=access)
     alice = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "alice-token-0001"})
     bob = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "bob-token-00002"})
     assert alice.get("/api/me").json() == {"reviewer": "alice"}
@@ -368,14 +369,15 @@ def test_a_token_names_its_reviewer(world):
 
 
 def test_the_one_token_mode_names_one_reviewer(world, monkeypatch):
-    app = create_app(world["db"], world["images"], world["landmarks"], token="s3cret-token", reviewer="ann")
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token",
+                     reviewer="ann")
     c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
     assert c.get("/api/me").json() == {"reviewer": "ann"}
     assert c.post("/api/votes", json={"item_id": 1, "vote": "n", "reviewer": "bob"}).status_code == 403
     assert c.post("/api/votes", json={"item_id": 1, "vote": "n", "reviewer": "ann"}).status_code == 200
     assert c.post("/api/undo", json={}).json()["undone"]["item_id"] == 1
     monkeypatch.setattr("getpass.getuser", lambda: "login-name")
-    app = create_app(world["db"], world["images"], world["landmarks"], token="s3cret-token")
+    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token")
     c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
     assert c.get("/api/me").json() == {"reviewer": "login-name"}             # --reviewer defaults to it
 

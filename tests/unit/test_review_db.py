@@ -235,7 +235,7 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == before
     con.execute("UPDATE meta SET value = 'feedfacefeedface'")
     with pytest.raises(UserError, match="landmark dataset"):
-        create_app(w["db"], w["images"], w["landmarks"])
+        create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
     con.close()
 
 

@@ -42,7 +42,7 @@ def test_concurrent_reviewers_lose_no_vote(tmp_path):
                 if r.status_code != 200:
                     errors.append(r.text)
 
-    with running(create_app(w["db"], w["images"], w["landmarks"])) as url:
+    with running(create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])) as url:
         threads = [threading.Thread(target=reviewer, args=(t, url)) for t in range(THREADS)]
         for th in threads:
             th.start()

@@ -212,7 +212,8 @@ def test_the_review_app_sorts_by_inliers_and_draws_the_matches(city, tmp_path):
     con = db.connect(tmp_path / "review.sqlite", create=True)
     db.import_queue(con, root / "scores" / "review_queue.parquet")
     con.close()
-    client = TestClient(create_app(tmp_path / "review.sqlite", c["images"], c["gnd"]), base_url="http://127.0.0.1:8765")
+    client = TestClient(create_app(db_path=tmp_path / "review.sqlite", images=c["images"], landmarks=c["gnd"]),
+                        base_url="http://127.0.0.1:8765")
     lm = "lm1_q"
     mine = sorted(p for p, owner in c["planted"].items() if owner == lm)
     by_rank = client.get("/api/items", params={"landmark": lm, "limit": 50}).json()

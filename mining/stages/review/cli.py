@@ -67,60 +67,68 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    return {"import": _import, "export": _export, "serve": _serve, "simulate": _simulate}[args.review_command](args)
 
+
+def _import(args: argparse.Namespace) -> int:
+    from mining.stages.review import db
+
+    con = db.connect(args.db, create=True)
+    try:
+        r = db.import_queue(con, args.queue)
+    finally:
+        con.close()
+    _report({"rows": r.rows, "added": r.added, "kept": r.kept})
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
     from mining.errors import UserError
     from mining.stages.review import db, decisions
 
-    cmd = args.review_command
-    if cmd == "import":
-        con = db.connect(args.db, create=True)
-        try:
-            r = db.import_queue(con, args.queue)
-        finally:
-            con.close()
-        _report({"rows": r.rows, "added": r.added, "kept": r.kept})
-        return 0
-    if cmd == "export":
-        con = db.connect_readonly(args.db)
-        try:
-            if args.complete:
-                _, unvoted = decisions.export_rows(con)
-                if unvoted:
-                    raise UserError(f"{unvoted} queued item(s) have no vote yet; "
-                                    f"open the app with `mining review serve --db {args.db} ...`")
-            _report(decisions.export(con, args.out))
-        finally:
-            con.close()
-        return 0
+    con = db.connect_readonly(args.db)
+    try:
+        if args.complete:
+            _, unvoted = decisions.export_rows(con)
+            if unvoted:
+                raise UserError(f"{unvoted} queued item(s) have no vote yet; "
+                                f"open the app with `mining review serve --db {args.db} ...`")
+        _report(decisions.export(con, args.out))
+    finally:
+        con.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from mining.stages.review.access import announce, links_file_for, resolve_access
+    from mining.stages.review.app import create_app
+    from mining.stages.review.server import serve
+
+    links_file = args.links_file or links_file_for(args.db)
+    access = resolve_access(args.host, args.token, args.reviewer, args.reviewers, args.reviewers_file,
+                            links_file, args.new_links)
+    app = create_app(db_path=args.db, images=args.images, landmarks=args.landmarks, access=access)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    base = (args.link_base or f"http://{shown}:{args.port}").rstrip("/")
+    for line in announce(access, base, links_file):
+        print(line, file=sys.stderr)
+    print("(Ctrl-C to stop)", file=sys.stderr)
+    serve(app, args.host, args.port)
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from pathlib import Path
 
     from mining.stages.review.app import create_app
+    from mining.stages.review.simulate import load_truth, simulate
 
-    if cmd == "serve":
-        from mining.stages.review.access import announce, links_file_for, resolve_access
-        from mining.stages.review.server import serve
-
-        links_file = args.links_file or links_file_for(args.db)
-        access = resolve_access(args.host, args.token, args.reviewer, args.reviewers, args.reviewers_file,
-                                links_file, args.new_links)
-        app = create_app(args.db, args.images, args.landmarks, access=access)
-        shown = f"[{args.host}]" if ":" in args.host else args.host
-        base = (args.link_base or f"http://{shown}:{args.port}").rstrip("/")
-        for line in announce(access, base, links_file):
-            print(line, file=sys.stderr)
-        print("(Ctrl-C to stop)", file=sys.stderr)
-        serve(app, args.host, args.port)
-        return 0
-    if cmd == "simulate":
-        from mining.stages.review.simulate import load_truth, simulate
-
-        truth = load_truth(args.truth)
-        images = Path(args.images) if args.images else Path(args.db).resolve().parent
-        app = create_app(args.db, images, None, images_required=False)
-        reviewers, seed = options.from_args(args, "review").reviewers, options.from_args(args, "demo").seed
-        _report(simulate(app, truth, reviewers, args.error_rate, seed, args.match))
-        return 0
-    raise UserError(f"unknown review action {cmd}")  # pragma: no cover - argparse refuses it
+    truth = load_truth(args.truth)
+    images = Path(args.images) if args.images else Path(args.db).resolve().parent
+    app = create_app(db_path=args.db, images=images, images_required=False)
+    _report(simulate(app=app, truth=truth, reviewers=options.from_args(args, "review").reviewers,
+                     error_rate=args.error_rate, seed=options.from_args(args, "demo").seed, match=args.match))
+    return 0
 
 
 def _report(obj: dict) -> None:

@@ -50,7 +50,7 @@ def true_vote(truth: dict[int, tuple[str, str | None]], photo_id: int, landmark:
     return "y" if match == "any" or lm == landmark else "n"
 
 
-def simulate(app: Any, truth: dict[int, tuple[str, str | None]], reviewers: int = 3,
+def simulate(*, app: Any, truth: dict[int, tuple[str, str | None]], reviewers: int = 3,
              error_rate: float = 0.0, seed: int = 0, match: str = "any",
              progress: bool = True) -> dict[str, Any]:
     """Every simulated reviewer votes on every item it has not voted on yet; returns counts."""

@@ -213,9 +213,8 @@ def method_rows(method_dir: Path, dataset: Any, sets: Sets, setups: Sequence[str
     stores = open_method(method_dir, benchmark=benchmark)
     if not ex.variants() or not stores.is_global:
         return {}
-    n = sets.n
-    chosen = {"none": [np.zeros(0, np.int64)], "mined": [np.asarray(sets.mined[:n], np.int64)],
-              "random": [np.asarray(r[:n], np.int64) for r in sets.random]}
+    chosen = {"none": [np.zeros(0, np.int64)], "mined": [np.asarray(sets.mined[:sets.n], np.int64)],
+              "random": [np.asarray(r[:sets.n], np.int64) for r in sets.random]}
     wanted = np.unique(np.concatenate([a for parts in chosen.values() for a in parts]))
     v = _load(stores, dataset, wanted)
     per: dict[tuple[str, ...], dict[str, list[Any]]] = {steps: {k: [] for k in chosen} for steps in ex.variants()}

@@ -184,7 +184,6 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
     """All metrics for one method: results per setup, ablation per setup, curve per setup
     (and, with `boot`, their bootstrap intervals over queries: `ci` per setup).
     `md` was loaded with `rankings_of(sets)`, whose positions are `where`."""
-    n = sets.n
     bases = {s: setup_base(md, gnd, s) for s in setups}
     q_aps: dict[tuple[str, int], dict[str, np.ndarray]] = {}  # (kind, size) -> setup -> per-query AP
     done: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
@@ -196,17 +195,17 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
             done[kind, size] = evaluate_setups(md, bases, md.above(where[kind], size), aps=q_aps.setdefault((kind, size), {}))
         return done[kind, size]
 
-    n_mined = min(n, len(sets.mined))
+    n_mined = min(sets.n, len(sets.mined))
     none = evaluate_setups(md, bases, None, aps=q_aps.setdefault(("none", 0), {}))
-    mined = ev("mined", n)
+    mined = ev("mined", sets.n)
     alls = ev("all", sets.pool.size)
-    randoms = [ev(f"random:{i}", n) for i in range(len(sets.random))]
+    randoms = [ev(f"random:{i}", sets.n) for i in range(len(sets.random))]
     ablation = {removed: ev(f"ablation:{removed}", ids.size) for removed, ids in sets.ablation.items()}
     curve_random = {k: [ev(f"random:{i}", k) for i in range(len(sets.random))] for k in sets.curve_sizes}
     curve_mined = {k: ev("mined", k) for k in sets.curve_sizes}
     out: dict[str, Any] = {"results": {}, "ablation": {}, "curve": {}}
     # ids of a set that this method could not describe, and queries it has no descriptor for (AP 0)
-    out["missing"] = {"mined": int(n_mined - md.found(where["mined"], n)),
+    out["missing"] = {"mined": int(n_mined - md.found(where["mined"], sets.n)),
                       "all": int(sets.pool.size - md.found(where["all"], sets.pool.size)),
                       "queries": int((~md.q_present).sum()), "database": int((~np.isfinite(md.sims_db).any(axis=0)).sum())}
     for s in setups:

@@ -44,7 +44,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
     `mining select`'s folder (the mined set); `decisions`: review decisions (confirmed
     landmarks leave the random sets too). `options.n`: the set size (None: the selection's)."""
     t0 = time.perf_counter()
-    check_settings(descriptors, options)
+    check_settings(descriptors, options.setups, options.random_seeds)
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     check_scores_landmarks(Path(scores), benchmarks, datasets)
@@ -71,13 +71,12 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
     return report
 
 
-def check_settings(descriptors: Sequence[Path], options: EvaluateOptions) -> None:
+def check_settings(descriptors: Sequence[Path], setups: Sequence[str], seeds: Sequence[int]) -> None:
     """One line for what cannot be evaluated, before anything is read."""
     if not descriptors:
         raise UserError("give at least one --descriptors DESC/<method> folder")
-    for s in options.setups:
+    for s in setups:
         setup_gnd([], s)  # validates the name
-    seeds = options.random_seeds
     if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
         raise UserError(f"--random-seeds: give whole numbers ≥ 0 (numpy's seeds), got {' '.join(map(str, seeds)) or 'none'}")
 

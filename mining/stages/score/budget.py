@@ -73,9 +73,8 @@ def allocate(risks: Mapping[str, np.ndarray], photo_ids: Mapping[str, np.ndarray
 def apply_budget(result, budget: int, min_per_landmark: int = 1) -> dict:
     """Cut each landmark's queue (`ScoreResult.review`, its top `budget` at least) to its
     share of the budget; records the spending in `result.stats['review_budget']`."""
-    rows = result.landmark_rows
     lm_index = {lm: i for i, lm in enumerate(result.review)}
-    risks = {lm: t.contrib / max(int(rows[lm_index[lm]]), 1) for lm, t in result.review.items()}
+    risks = {lm: t.contrib / max(int(result.landmark_rows[lm_index[lm]]), 1) for lm, t in result.review.items()}
     counts, spent = allocate(risks, {lm: t.photo_id for lm, t in result.review.items()}, budget, min_per_landmark)
     for lm, t in result.review.items():
         n = counts[lm]

@@ -56,15 +56,14 @@ def matches(request: Request, item_id: int = PathParam(ge=0, le=MAX_ID),
 
 def query_jpeg(s: Settings, index: int, full: bool) -> bytes | None:
     """Query `index`'s crop (its bbox; `full`: larger), cached; 404 for an unknown query."""
-    ds = s.landmarks
-    if ds is None or not 0 <= index < len(ds.qimlist):
+    if s.landmarks is None or not 0 <= index < len(s.landmarks.qimlist):
         raise HTTPException(404, "unknown query")
-    sub, j = ds.locate(index)  # its benchmark's dataset (itself with one)
+    sub, j = s.landmarks.locate(index)  # its benchmark's dataset (itself with one)
     src = thumbs.inside(sub.image_root, sub.image_path(sub.qimlist[j]))
     if src is None:
         raise HTTPException(404, "query image not found")
     bbox = sub.bbox(j) if sub.gnd[j].get("bbx") is not None else None
-    tag = hashlib.sha256(json.dumps([ds.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
+    tag = hashlib.sha256(json.dumps([s.landmarks.qimlist[index], bbox, full]).encode()).hexdigest()[:24]
     return thumbs.cached(s.thumbs, f"queries/{tag}.jpg", src, 1024 if full else thumbs.THUMB_SIZE, bbox)
 
 

@@ -1,4 +1,4 @@
-"""`mining evaluate`, its three modes with every stage's shape, one entry point each:
+"""`mining evaluate`, its three modes, one entry point each (every parameter by keyword):
 
 - `run`: the pipeline's evaluation, the mined set against random sets of the same size and no
   distractors (`experiment`, `histograms`, `bootstrap`; several benchmarks: `several`);

@@ -27,12 +27,8 @@ async def api_vote(request: Request) -> dict[str, Any]:
     item, value, reviewer = body.get("item_id"), body.get("vote"), who(request, body.get("reviewer"))
     if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > MAX_ID:
         raise HTTPException(422, "item_id must be a non-negative integer")
-    if value not in db.VOTES:
-        raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
-
-    def work() -> dict[str, Any]:
-        return db.vote(thread_con(s), item, reviewer, value)
-    return await _write(work)
+    _check_vote(value)
+    return await _write(lambda: db.vote(thread_con(s), item, reviewer, value))
 
 
 @router.post("/api/votes/bulk")
@@ -45,12 +41,8 @@ async def api_bulk_vote(request: Request) -> dict[str, Any]:
     if (not isinstance(items, list) or not 1 <= len(items) <= MAX_PAGE
             or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= MAX_ID for i in items)):
         raise HTTPException(422, f"item_ids must be a list of 1 to {MAX_PAGE} non-negative integers")
-    if value not in db.VOTES:
-        raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
-
-    def work() -> dict[str, Any]:
-        return db.bulk_vote(thread_con(s), items, reviewer, value)
-    return await _write(work)
+    _check_vote(value)
+    return await _write(lambda: db.bulk_vote(thread_con(s), items, reviewer, value))
 
 
 @router.post("/api/undo")
@@ -67,6 +59,11 @@ async def api_undo(request: Request) -> dict[str, Any]:
         lm, pos = db.position_of(con, done["item_id"]) or ("", 0)
         return {"undone": {**done, "landmark": lm, "position": pos}}
     return await _write(work)
+
+
+def _check_vote(value: Any) -> None:
+    if value not in db.VOTES:
+        raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
 
 
 async def _write(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     t0 = time.perf_counter()
     ingest_stats = ingest.run(paths=[src], out=meta, progress=False, workers=workers)
     t1 = time.perf_counter()
-    geo_stats = geofilter.run(geofilter.Inputs(meta), cand, geofilter.load(os.environ["BENCH_MANIFEST"]),
+    geo_stats = geofilter.run(metadata=meta, out=cand, options=geofilter.load(os.environ["BENCH_MANIFEST"]),
                               progress=False)
     t2 = time.perf_counter()
     ingest_stats.pop("fingerprint", None)

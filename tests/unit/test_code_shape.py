@@ -275,7 +275,11 @@ def shape_offences(stage: str, points: dict[str, Any]) -> list[str]:
         if positional:
             offences.append(f"{stage}: {name} takes {', '.join(positional)} by position "
                             f"(every parameter keyword-only: `def {name}(*, ...)`)")
-        hints = typing.get_type_hints(fn)
+        try:
+            hints = typing.get_type_hints(fn)
+        except NameError as exc:  # a name only imported for type checkers
+            offences.append(f"{stage}: {name}'s annotations do not resolve ({exc})")
+            continue
         offences += [f"{stage}: {name}'s {p.name}: {why}" for p in params
                      for why in filter(None, map(ceremonial, annotated_types(hints.get(p.name))))]
     return offences

@@ -53,10 +53,10 @@ def main() -> None:
         root = Path(a.world)
     else:
         from mining.options import defaults
-        from mining.stages.demo.stage import BuildInputs, run_build
+        from mining.stages.demo.stage import run_build
 
         root = Path(tempfile.mkdtemp(prefix="demo_realism_"))
-        run_build(BuildInputs(), root, replace(defaults("demo"), preset=a.preset, seed=a.seed))
+        run_build(out=root, options=replace(defaults("demo"), preset=a.preset, seed=a.seed))
     build_s = time.perf_counter() - t0
     ds = load_landmarks(root / "landmarks" / "gnd_demo.pkl")
     methods = {"colour_gradient_histogram": histogram_descriptor}

@@ -48,6 +48,7 @@ import cv2
 import numpy as np
 
 from mining import imageindex, layout
+from mining.cluster import Cluster
 from mining.descriptors import open_store
 from mining.methods import get_method
 from mining.options import defaults
@@ -74,8 +75,8 @@ def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict |
     model = work / f"{name}{tag}-model"
     if not (model / "store.json").is_file():
         params = {name: {**SMALL_LEARNING.get(name, {}), **(extra or {})}}
-        describe.run(describe.Inputs(images, "candidates"), {name: model},
-                     replace(DESCRIBE, shard_size=shard_size, params=params), progress=False)
+        describe.run(images=images, image_set="candidates", methods=[name], out=model,
+                     options=replace(DESCRIBE, shard_size=shard_size, params=params), progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
     if (model / "model.npz").is_file():
@@ -100,9 +101,10 @@ def bench(name: str, images: Path, work: Path, shard_size: int, repeat: int) -> 
     bare = stage = math.inf
     for r in range(repeat):  # interleaved, the least of each: the machine's load comes and goes
         bare = min(bare, _timed(lambda: [method.describe(img) for img in decoded]))
-        stage = min(stage, _timed(lambda: describe.run(describe.Inputs(images, "candidates", {name: model}),
-                                                       {name: work / f"{name}-stage{r or ''}"},
-                                                       replace(DESCRIBE, shard_size=shard_size), progress=False)))
+        stage = min(stage, _timed(lambda: describe.run(images=images, image_set="candidates", methods=[name],
+                                                       out=work / f"{name}-stage{r or ''}",
+                                                       options=replace(DESCRIBE, shard_size=shard_size), models=model,
+                                                       progress=False)))
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
             "stage_s": round(stage, 3), "bare_s": round(bare, 3), "ratio_stage_to_bare": round(stage / bare, 3)}
@@ -121,8 +123,8 @@ def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> di
         for b, (m, model) in runs.items():
             times[f"bare_{b}"].append(_timed(lambda m=m: [m.describe(img) for img in decoded]))
             times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe.run(
-                describe.Inputs(images, "candidates", {"cnn-gem": model}), {"cnn-gem": work / f"cnn-{b}-stage{r}"},
-                replace(DESCRIBE, shard_size=shard_size), progress=False)))
+                images=images, image_set="candidates", methods=["cnn-gem"], out=work / f"cnn-{b}-stage{r}",
+                models=model, options=replace(DESCRIBE, shard_size=shard_size), progress=False)))
     n = len(items)
     out: dict[str, object] = {"images": n}
     for b in runs:
@@ -185,15 +187,13 @@ def bench_shared(names: list[str], images: Path, work: Path, shard_size: int, re
     joint = work / "joint"
     for r in range(repeat):
         bare = min(bare, _timed(bare_pass))
-        before = min(before, sum(_timed(lambda n=n, mo=mo: describe.run(describe.Inputs(images, "candidates", {n: mo}),
-                                                                        {n: work / f"sep{r}" / n},
-                                                                        replace(DESCRIBE, shard_size=shard_size),
-                                                                        progress=False))
+        before = min(before, sum(_timed(lambda n=n, mo=mo: describe.run(
+            images=images, image_set="candidates", methods=[n], out=work / f"sep{r}" / n, models=mo,
+            options=replace(DESCRIBE, shard_size=shard_size), progress=False))
                                  for n, (_, mo) in zip(names, learned)))
-        models = {n: mo for n, (_, mo) in zip(names, learned)}
-        after = min(after, _timed(lambda: describe.run(describe.Inputs(images, "candidates", models),
-                                                       {n: work / f"joint{r or ''}" / n for n in names},
-                                                       replace(DESCRIBE, shard_size=shard_size), progress=False)))
+        after = min(after, _timed(lambda: describe.run(  # the models: _learned's stores
+            images=images, image_set="candidates", methods=names, out=work / f"joint{r or ''}" / "{method}",
+            models=work / "{method}-model", options=replace(DESCRIBE, shard_size=shard_size), progress=False)))
     same = all(_store_bytes(joint / n) == _store_bytes(work / "sep0" / n) for n in names)
     n = len(items)
     floor = sift_floor(m0, items, decoded, repeat)
@@ -301,12 +301,12 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
     for name in methods:
         t0 = time.perf_counter()
         d = work / name
-        ci = describe.run(describe.Inputs(images, "candidates"), {name: d / "candidates"}, DESCRIBE, workers=workers,
-                          progress=False)[name]
-        describe.run(describe.Inputs(world / "landmarks", "queries", {name: d / "candidates"}), {name: d / "queries"},
-                     DESCRIBE, workers=workers, progress=False)
-        describe.run(describe.Inputs(world / "landmarks", "database", {name: d / "candidates"}),
-                     {name: d / "database"}, DESCRIBE, workers=workers, progress=False)
+        ci = describe.run(images=images, image_set="candidates", methods=[name], out=d / "candidates",
+                          options=DESCRIBE, cluster=Cluster(workers=workers), progress=False)[name]
+        describe.run(images=world / "landmarks", image_set="queries", methods=[name], out=d / "queries",
+                     options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
+        describe.run(images=world / "landmarks", image_set="database", methods=[name], out=d / "database",
+                     options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
         q, db = open_store(d / "queries"), open_store(d / "database")
         assert q.ids() == list(ds.qimlist) and db.ids() == list(ds.imlist)
         sim = np.concatenate([s for _, s in iter_similarities(q, db)], axis=1)

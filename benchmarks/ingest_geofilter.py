@@ -129,9 +129,9 @@ def _pipeline(src: str, work: str, workers: int | None = None) -> dict:
     for d in (meta, cand):  # time real work, not ingest's "already complete" shortcut
         shutil.rmtree(d, ignore_errors=True)
     t0 = time.perf_counter()
-    ingest_stats = ingest.run(ingest.Inputs([src]), meta, progress=False, workers=workers)
+    ingest_stats = ingest.run(paths=[src], out=meta, progress=False, workers=workers)
     t1 = time.perf_counter()
-    geo_stats = geofilter.run(geofilter.Inputs(meta), cand, geofilter.load(os.environ["BENCH_MANIFEST"]),
+    geo_stats = geofilter.run(metadata=meta, out=cand, options=geofilter.load(os.environ["BENCH_MANIFEST"]),
                               progress=False)
     t2 = time.perf_counter()
     ingest_stats.pop("fingerprint", None)
@@ -154,7 +154,7 @@ def _ingest_only(src: str, work: str, workers: int | None) -> dict:
     meta = Path(work) / f"metadata-{Path(src).suffix.lstrip('.')}"
     shutil.rmtree(meta, ignore_errors=True)
     t = time.perf_counter()
-    stats = ingest.run(ingest.Inputs([src]), meta, progress=False, workers=workers)
+    stats = ingest.run(paths=[src], out=meta, progress=False, workers=workers)
     seconds = time.perf_counter() - t
     shutil.rmtree(meta, ignore_errors=True)
     return {"seconds": seconds, "rows": stats["rows_in"]}

@@ -64,7 +64,7 @@ def _ingest(src: Path, out: Path, workers: int | None) -> tuple[float, dict]:
 
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    stats = ingest.run(ingest.Inputs([src]), out, progress=False, workers=workers, force=True)
+    stats = ingest.run(paths=[src], out=out, progress=False, workers=workers, force=True)
     return time.perf_counter() - t, stats
 
 

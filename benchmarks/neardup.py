@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from mining import options
+from mining.cluster import Cluster
 from mining.retrieval import unit_rows
 from mining.stages.demo.world import as_download_folder
 from mining.stages.neardup import stage as neardup
@@ -42,11 +43,12 @@ def main() -> None:
     as_download_folder(world, images)
     gnd = world / "landmarks" / "gnd_demo.pkl"
     if not (desc / "candidates" / "store.json").is_file():
-        describe.run(describe.Inputs(images, "candidates"), {args.method: desc / "candidates"}, DESCRIBE, workers=0)
+        describe.run(images=images, image_set="candidates", methods=[args.method], out=desc / "candidates",
+                     options=DESCRIBE, cluster=Cluster(workers=0))
     for part in ("queries", "database"):
         if not (desc / part / "store.json").is_file():
-            describe.run(describe.Inputs(gnd, part, {args.method: desc / "candidates"}), {args.method: desc / part},
-                         DESCRIBE, workers=0)
+            describe.run(images=gnd, image_set=part, methods=[args.method], out=desc / part, options=DESCRIBE,
+                         models=desc / "candidates", cluster=Cluster(workers=0))
     stats = neardup.run(images=images, landmarks=gnd, descriptors=desc, out=work / "neardup",
                         options=options.defaults("neardup"))
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()

@@ -11,10 +11,23 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from mining.errors import UserError
 from mining.yamlfile import read_yaml
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where a fan-out stage runs (`connect`): a running scheduler's address, SLURM workers (a
+    YAML of SLURMCluster keyword arguments), or else a LocalCluster of `workers` processes
+    (threads with `processes=False`)."""
+
+    scheduler: str | None = None
+    slurm: str | None = None
+    workers: int | None = None
+    processes: bool = True
 
 
 def available_cpus() -> int:

@@ -89,10 +89,11 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
     params = {"rsift-asmk": {"codebook_size": 32, "max_features": 400, "spatial_verification": spatial_verification},
               "rsift-vlad": {"vocabulary": 16, "dim": 24, "max_features": 400}}
     settings = defaults("describe")
-    describe.run(describe.Inputs(city["images"], "candidates"), {m: desc[m] / "candidates" for m in methods},
-                 replace(settings, shard_size=10, params=params), progress=False)
+    stores = root / "DESC" / "{method}"  # desc's folders
+    describe.run(images=city["images"], image_set="candidates", methods=methods, out=stores / "candidates",
+                 options=replace(settings, shard_size=10, params=params), progress=False)
     for part in ("queries", "database"):
-        describe.run(describe.Inputs(city["landmarks"], part, {m: desc[m] / "candidates" for m in methods}),
-                     {m: desc[m] / part for m in methods}, settings, progress=False)
+        describe.run(images=city["landmarks"], image_set=part, methods=methods, out=stores / part,
+                     models=stores / "candidates", options=settings, progress=False)
     return run(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods], out=root / "scores",
                options=replace(defaults("score"), review_top=review_top), progress=False)

@@ -67,7 +67,7 @@ def test_19_digit_ids_get_their_hash(tmp_path, dataset, caplog):
     good = tmp_path / "hash.tsv"
     good.write_text("".join(f"{i}\t{HASH}\n" for i in ids))
     with caplog.at_level(logging.WARNING):
-        stats = ingest.run(ingest.Inputs([src], hash_file=good), tmp_path / "out", progress=False)
+        stats = ingest.run(paths=[src], hash_file=good, out=tmp_path / "out", progress=False)
     assert stats["hash"] == {"path": str(good), "rows_matched": 300, "lines_skipped": 0}
     assert stats["photo_hash"]["missing"] == 0 and "no hash" not in caplog.text
     table = ingest.open_dataset(tmp_path / "out").to_table(columns=["photo_id", "photo_hash"])
@@ -80,7 +80,7 @@ def test_skipped_lines_are_named_in_the_warning(tmp_path, dataset, caplog):
     spaced = tmp_path / "hash.tsv"
     spaced.write_text("".join(f"{i}\t{HASH} \n" for i in ids))  # a trailing space: not hex
     with caplog.at_level(logging.WARNING):
-        ingest.run(ingest.Inputs([src], hash_file=spaced), tmp_path / "out", progress=False)
+        ingest.run(paths=[src], hash_file=spaced, out=tmp_path / "out", progress=False)
     assert "no row matched the hash file" in caplog.text
     assert "300 of its 300 lines were skipped (not photoid<TAB>hash of 1-64 hex digits)" in caplog.text
 

@@ -50,7 +50,7 @@ def _lines(nfields: int) -> list[bytes]:
 
 
 def _run(src, out, block_size, workers):
-    ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(rows_per_part=250, block_size=block_size),
+    ingest.run(paths=[src], out=out, options=ingest.IngestOptions(rows_per_part=250, block_size=block_size),
                workers=workers, progress=False)
     return ingested(out)
 

@@ -64,8 +64,8 @@ def test_a_truncated_input_names_the_line_reached(dataset, tmp_path, capsys, mon
     if keep > 0.3:
         assert want > 0  # the premise: part of the file decodes
     with pytest.raises(UserError) as err:
-        ingest.run(ingest.Inputs([path]), tmp_path / "out", ingest.IngestOptions(block_size=256 << 10), progress=False,
-                   workers=2)
+        ingest.run(paths=[path], out=tmp_path / "out", options=ingest.IngestOptions(block_size=256 << 10),
+                   progress=False, workers=2)
     m = re.fullmatch(re.escape(str(path)) + rf": the {kind} stream is truncated or corrupt after line (\d+) \(.+\)",
                      str(err.value))
     assert m, str(err.value)

@@ -48,7 +48,7 @@ def test_a_line_longer_than_the_limit_is_quarantined_at_every_block_size(tmp_pat
     runs = []
     for src, size, workers in [(plain, 16 << 20, 2), (plain, 64 << 10, 1), (plain, 1 << 20, 3), (packed, 256 << 10, 2)]:
         out = tmp_path / f"o-{src.suffix}-{size}-{workers}"
-        ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(block_size=size), workers=workers, progress=False)
+        ingest.run(paths=[src], out=out, options=ingest.IngestOptions(block_size=size), workers=workers, progress=False)
         runs.append(ingested(out))
     assert all(r == runs[0] for r in runs[1:])
     parts, quarantine, stats = runs[0]
@@ -66,8 +66,8 @@ def test_sqlite_quarantines_the_same_rows(tmp_path):
     tsv.write_bytes(b"\n".join(lines) + b"\n")
     db = tmp_path / "d.sql"
     write_sqlite(db, [line.split(b"\t") for line in lines])
-    ingest.run(ingest.Inputs([tsv]), tmp_path / "tsv", progress=False)
-    ingest.run(ingest.Inputs([db]), tmp_path / "db", ingest.IngestOptions(block_size=64 << 10), progress=False)
+    ingest.run(paths=[tsv], out=tmp_path / "tsv", progress=False)
+    ingest.run(paths=[db], out=tmp_path / "db", options=ingest.IngestOptions(block_size=64 << 10), progress=False)
     assert ingested(tmp_path / "db") == ingested(tmp_path / "tsv")
 
 

@@ -17,12 +17,13 @@ from scripted_server import download_url, jpeg, unique
 
 from mining import options
 from mining.cli import main
+from mining.cluster import Cluster
 from mining.layout import image_relpath
 from mining.stages.download import stage as download
 from mining.stages.download.sources import LocalFolder, Source
 
 DOWNLOAD = options.defaults("download")
-KW = dict(workers=1, processes=False, progress=False)
+KW = dict(cluster=Cluster(workers=1, processes=False), progress=False)
 IDS = [11, 12, 13]
 
 
@@ -37,8 +38,8 @@ def _candidates(path: Path) -> Path:
 def _run(tmp_path, folder):
     """Download from the local folder alone; {photo_id: source or status}."""
     out = tmp_path / "out"
-    download.run(download.Inputs(_candidates(tmp_path / "c.parquet")), out,
-                 replace(DOWNLOAD, threads=2, shard_size=5, min_ok_fraction=0),
+    download.run(candidates=_candidates(tmp_path / "c.parquet"), out=out,
+                 options=replace(DOWNLOAD, threads=2, shard_size=5, min_ok_fraction=0),
                  sources=[Source("local", "mine", path=str(folder))], **KW)
     rows = pq.read_table(out / "index.parquet").to_pylist()
     return {r["photo_id"]: r["source"] if r["status"] == "ok" else r["status"] for r in rows}, out

@@ -1,16 +1,19 @@
 """The package's shape, checked on the source (docs/architecture.md, "Rules for the code"):
 no module over 500 lines, no import cycle, imports at the top of modules except for heavy
-optional libraries, every stage's entry point of one shape and no code in a stage's
-__init__.py, and docs/architecture.md names only folders and files that exist."""
+optional libraries, every stage's entry points keyword-only with no ceremonial types, no
+function that begins by unpacking its arguments, no code in a stage's __init__.py, and
+docs/architecture.md names only folders and files that exist."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import re
 import sys
 import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -223,32 +226,63 @@ def test_the_docs_check_sees_a_missing_path():
         {"scripts/", "README.md"}
 
 
-# ---------------------------------------------------------------- one entry-point shape per stage
-# docs/architecture.md, "How to add a stage": `mining/stages/<stage>/stage.py` exposes
-# `run(inputs, out, options, ...)` (a multi-step stage one `run_<step>` per step), and the
-# package's __init__.py holds no code. Named exceptions: review (an interactive server and its
-# verbs) and landmarks (tool verbs over the shared landmark reader).
-SHAPE_EXCEPTIONS = frozenset({"review", "landmarks"})
-SHAPE = ["inputs", "out", "options"]
+# ---------------------------------------------------------------- entry points that say what they take
+# docs/architecture.md, "How to add a stage": `mining/stages/<stage>/stage.py` exposes `run` (a
+# stage of several steps one `run_<step>` per step) and the package's __init__.py holds no code.
+# Every parameter of an entry point is keyword-only and none is typed as a dataclass that holds
+# nothing (an empty "inputs" or "options" type) or as an options type of one field (one loose
+# setting is a plain keyword). The named exception: review (an interactive server and its verbs).
+SHAPE_EXCEPTIONS = frozenset({"review"})
 
 
-def entry_points(module: Any, package: str) -> dict[str, list[str]]:
+def entry_points(module: Any, package: str) -> dict[str, Any]:
     """`run` and `run_<step>` of a stage module (its own or its package's, not a helper imported
-    from elsewhere, such as mining.cluster.run_tasks): name -> parameter names."""
+    from elsewhere, such as mining.cluster.run_tasks): name -> the function."""
     found = {}
     for name in sorted(dir(module)):
         fn = getattr(module, name)
         if (name == "run" or name.startswith("run_")) and inspect.isfunction(fn) \
                 and (fn.__module__ == package or fn.__module__.startswith(package + ".")):
-            found[name] = list(inspect.signature(fn).parameters)
+            found[name] = fn
     return found
 
 
-def shape_offences(stage: str, points: dict[str, list[str]]) -> list[str]:
+def annotated_types(annotation: Any) -> list[Any]:
+    """The types an annotation names (`A | None` -> [A, NoneType], `list[A]` -> [A])."""
+    args = typing.get_args(annotation)
+    return [t for a in args for t in annotated_types(a)] if args else [annotation]
+
+
+def ceremonial(cls: Any) -> str | None:
+    """Why a parameter's type is ceremony: a dataclass with no field, or an options type of one."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None
+    fields = dataclasses.fields(cls)
+    if not fields:
+        return f"{cls.__name__} holds nothing"
+    if len(fields) == 1 and cls.__name__.endswith("Options"):
+        return f"{cls.__name__} holds one setting ({fields[0].name}: make it a plain keyword)"
+    return None
+
+
+def shape_offences(stage: str, points: dict[str, Any]) -> list[str]:
     if not points:
         return [f"{stage}: stage.py has no run (or run_<step>)"]
-    return [f"{stage}: {name}({', '.join(params)}) does not start with ({', '.join(SHAPE)})"
-            for name, params in points.items() if params[:3] != SHAPE]
+    offences = []
+    for name, fn in points.items():
+        params = list(inspect.signature(fn).parameters.values())
+        positional = [p.name for p in params if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
+        if positional:
+            offences.append(f"{stage}: {name} takes {', '.join(positional)} by position "
+                            f"(every parameter keyword-only: `def {name}(*, ...)`)")
+        try:
+            hints = typing.get_type_hints(fn)
+        except NameError as exc:  # a name only imported for type checkers
+            offences.append(f"{stage}: {name}'s annotations do not resolve ({exc})")
+            continue
+        offences += [f"{stage}: {name}'s {p.name}: {why}" for p in params
+                     for why in filter(None, map(ceremonial, annotated_types(hints.get(p.name))))]
+    return offences
 
 
 def code_in_init(text: str) -> list[str]:
@@ -257,7 +291,7 @@ def code_in_init(text: str) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
-def test_every_stage_has_one_entry_point_shape():
+def test_every_stage_has_entry_points_that_say_what_they_take():
     from mining.stages import names
 
     offences = []
@@ -275,24 +309,136 @@ def test_every_stage_has_one_entry_point_shape():
     assert offences == [], "docs/architecture.md, \"How to add a stage\":\n" + "\n".join(offences)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Nothing:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _TitleOptions:
+    title: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _ScoreOptions:
+    top: int
+    late: str
+
+
 def test_the_shape_check_sees_an_offence():
     mod = types.ModuleType("mining.stages.x.stage")
 
-    def run(inputs, out, options, *, progress=True):  # noqa: ANN001, ANN202
+    def run(*, candidates: Path, out: Path, options: _ScoreOptions, progress: bool = True, **kw: Any) -> None:
         pass
 
-    def run_draw(selected, out, seed):  # noqa: ANN001, ANN202
+    def run_draw(selected: Path, *, out: Path, inputs: _Nothing | None = None) -> None:
         pass
 
-    for fn in (run, run_draw):
+    def run_report(*, out: list[Path], options: _TitleOptions) -> None:
+        pass
+
+    for fn in (run, run_draw, run_report):
         fn.__module__ = mod.__name__
         setattr(mod, fn.__name__, fn)
     mod.run_tasks = cycles  # a helper of another package: not an entry point
     points = entry_points(mod, "mining.stages.x")
-    assert points == {"run": ["inputs", "out", "options", "progress"], "run_draw": ["selected", "out", "seed"]}
-    assert shape_offences("x", points) == \
-        ["x: run_draw(selected, out, seed) does not start with (inputs, out, options)"]
+    assert points == {"run": run, "run_draw": run_draw, "run_report": run_report}
+    assert shape_offences("x", points) == [
+        "x: run_draw takes selected by position (every parameter keyword-only: `def run_draw(*, ...)`)",
+        "x: run_draw's inputs: _Nothing holds nothing",
+        "x: run_report's options: _TitleOptions holds one setting (title: make it a plain keyword)"]
     assert shape_offences("x", {}) == ["x: stage.py has no run (or run_<step>)"]
+    assert annotated_types(list[_Nothing] | None) == [_Nothing, type(None)]
     assert code_in_init('"""Doc."""\nfrom a import b\n\ndef f():\n    pass\nclass C:\n    pass\n') == \
         ["f (line 4)", "C (line 6)"]
     assert code_in_init('"""Doc."""\nfrom a import b\n__all__ = ["b"]\n') == []
+
+
+# ---------------------------------------------------------------- no unpacking preamble
+PREAMBLE_MIN = 2  # values copied out of the parameters before the function does anything
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """A function's parameter names, its own object (`self`, `cls`) left out."""
+    a = fn.args
+    found = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    found |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+    return found - {"self", "cls"}
+
+
+def copies(value: ast.expr, params: set[str]) -> int:
+    """How many of an assignment's values are a parameter's attribute (`inputs.a`,
+    `options.b.c`) or a parameter under another name (`th = options`)."""
+    n = 0
+    for item in value.elts if isinstance(value, ast.Tuple) else [value]:
+        root = item
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        n += isinstance(root, ast.Name) and root.id in params
+    return n
+
+
+def preamble(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """The lines of the copies a function begins with: after its docstring (imports skipped),
+    the assignments to local names (`a = ...`, `a, b = ...`) each of which copies at least one
+    value out of a parameter (`copies`); empty when they copy fewer than PREAMBLE_MIN."""
+    params = parameters(fn)
+    body = fn.body[1:] if ast.get_docstring(fn, clean=False) is not None else fn.body
+    lines, total = [], 0
+    for statement in body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            continue
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            break
+        target = statement.targets[0]
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        n = copies(statement.value, params) if all(isinstance(t, ast.Name) for t in names) else 0
+        if not n:
+            break
+        lines.append(statement.lineno)
+        total += n
+    return lines if total >= PREAMBLE_MIN else []
+
+
+def preambles(path: Path, text: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (lines := preamble(node)):
+            found.append(f"{path}:{lines[0]}: {node.name} begins by copying its parameters' attributes "
+                         f"into locals (lines {lines[0]}-{lines[-1]})")
+    return found
+
+
+def test_no_function_begins_by_unpacking_its_arguments():
+    """No function in mining/ begins by copying its arguments' attributes into locals
+    (`a = inputs.a` then `b = options.b`, or `a, b = opts.a, opts.b`): use the attribute where
+    it is used, or take the value as its own parameter.
+
+    What counts (`preamble`): after the docstring, with imports skipped, the function's first
+    statements that assign to plain local names and whose right side holds at least one
+    parameter's attribute (`p.x`, `p.x.y`) or a parameter under another name (`th = options`);
+    the function begins by unpacking when these statements copy PREAMBLE_MIN (2) values or
+    more. One copy is ordinary (`path = source.path`, a loop's cursor), as are conversions and
+    calls (`out = Path(out)`, `nq, ndb = len(d.qimlist), len(d.imlist)`: no bare attribute),
+    and a method's `self.x` (the object's own parts, not arguments passed in)."""
+    found = [line for p in sorted(PACKAGE.rglob("*.py"))
+             for line in preambles(p.relative_to(ROOT), p.read_text())]
+    assert found == [], "\n".join(found)
+
+
+def test_the_preamble_check_sees_an_offence():
+    def lines(source: str) -> list[int]:
+        return preamble(ast.parse(source).body[0])
+
+    assert lines("def run(inputs, out, options):\n    a = inputs.a\n    b = inputs.b\n    go(a, b)\n") == [2, 3]
+    assert lines('def run(o):\n    """Doc."""\n    import x\n    a, b = o.a, o.b\n    go(a, b)\n') == [4]
+    assert lines("def run(inputs, options):\n    a, th = inputs.a.b, options\n    go(a)\n") == [2]
+    assert lines("def run(p, *, o):\n    out, info = p.out, dict(p.info)\n    m = o.m\n    go()\n") == [2, 3]
+    # ordinary code
+    assert lines("def f(source):\n    path = source.path\n    go(path)\n") == []
+    assert lines("def f(d, out):\n    nq, ndb = len(d.q), len(d.db)\n    out = Path(out)\n    go()\n") == []
+    assert lines("def f(self, batch):\n    r = self.recipe\n    n = self.n\n    go(batch)\n") == []
+    assert lines("def f(a, b):\n    go(a)\n    x = a.x\n    y = b.y\n") == []
+    assert lines("def f(a):\n    x = a.x\n    a.y = 1\n    y = a.y\n") == []
+    assert preambles(Path("m.py"), "class C:\n    def f(self, o):\n        a = o.a\n        b = o.b\n") == \
+        ["m.py:3: f begins by copying its parameters' attributes into locals (lines 3-4)"]

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from mining import options
-from mining.stages.demo.stage import BuildInputs, run_build
+from mining.stages.demo.stage import run_build
 from mining.stages.demo.world import PRESETS
 from mining.landmarks import load_landmarks
 
@@ -27,12 +27,12 @@ def _digests(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("micro")
-    run_build(BuildInputs(), root, replace(DEMO, preset="micro", seed=3))
+    run_build(out=root, options=replace(DEMO, preset="micro", seed=3))
     return root
 
 
 def test_same_preset_and_seed_give_identical_bytes(world, tmp_path):
-    run_build(BuildInputs(), tmp_path / "again", replace(DEMO, preset="micro", seed=3), workers=2)
+    run_build(out=tmp_path / "again", options=replace(DEMO, preset="micro", seed=3), workers=2)
     assert _digests(world) == _digests(tmp_path / "again")
 
 
@@ -122,7 +122,7 @@ def test_two_cities_are_two_benchmarks_with_one_pool(world, tmp_path):
     import json
 
     two = tmp_path / "two"
-    run_build(BuildInputs(), two, replace(DEMO, preset="micro", seed=3, benchmarks=2), workers=2)
+    run_build(out=two, options=replace(DEMO, preset="micro", seed=3, benchmarks=2), workers=2)
     assert (two / "landmarks/city1/gnd_city1.pkl").read_bytes() == (world / "landmarks/gnd_demo.pkl").read_bytes()
     one, other = (load_landmarks(two / f"landmarks/{c}/gnd_{c}.pkl") for c in ("city1", "city2"))
     assert other.fingerprint() != one.fingerprint()

@@ -14,13 +14,13 @@ from PIL import Image
 from mining import options
 from mining.stages.demo.handler import MIRROR_SMALL_SIDE, PLACEHOLDER_PATH
 from mining.stages.demo.server import DemoServer, Faults, fault_for
-from mining.stages.demo.stage import BuildInputs, run_build
+from mining.stages.demo.stage import run_build
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("srvworld")
-    run_build(BuildInputs(), root, replace(options.defaults("demo"), preset="micro", seed=5))
+    run_build(out=root, options=replace(options.defaults("demo"), preset="micro", seed=5))
     return root
 
 

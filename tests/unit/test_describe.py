@@ -14,6 +14,7 @@ from PIL import Image
 
 from mining import imageindex, layout
 from mining.cli import main
+from mining.cluster import Cluster
 from mining.options import defaults
 from mining.stages.describe import stage as describe
 from mining.stages.describe.stage import list_items, load_image, read_failures
@@ -84,16 +85,16 @@ def test_query_crop_is_taken_at_database_scale(tmp_path):
                                            ("cnn-gem", {"max_side": 256, "scales": [1.0], "whiten_dim": 8})])
 def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, params):
     images, lm = world
-    cand = describe.run(describe.Inputs(images, "candidates"), {method: tmp_path / "c"},
-                        replace(DESCRIBE, shard_size=5, params={method: params}), progress=False)[method]
+    cand = describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / "c",
+                        options=replace(DESCRIBE, shard_size=5, params={method: params}), progress=False)[method]
     assert cand["count"] == 12 and cand["failed"] == 1 and cand["shards"] == 3 and cand["complete"]
     fails = read_failures(tmp_path / "c")
     assert [f["id"] for f in fails] == ["1005"] and fails[0]["error"]
     assert (tmp_path / "c" / "model.npz").is_file()
-    q = describe.run(describe.Inputs(lm, "queries", {method: tmp_path / "c"}), {method: tmp_path / "q"}, DESCRIBE,
-                     progress=False)[method]
-    d = describe.run(describe.Inputs(lm, "database", {method: tmp_path / "c"}), {method: tmp_path / "d"},
-                     replace(DESCRIBE, shard_size=2), progress=False)[method]
+    q = describe.run(images=lm, image_set="queries", methods=[method], out=tmp_path / "q", options=DESCRIBE,
+                     models=tmp_path / "c", progress=False)[method]
+    d = describe.run(images=lm, image_set="database", methods=[method], out=tmp_path / "d",
+                     options=replace(DESCRIBE, shard_size=2), models=tmp_path / "c", progress=False)[method]
     assert q["count"] == 3 and d["count"] == 5 and q["model"]["sha256"] == cand["model"]["sha256"]
     qs, ds = open_store(tmp_path / "q"), open_store(tmp_path / "d")
     ids, sims = [], []
@@ -113,22 +114,24 @@ def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, pa
 def test_resume_redoes_only_missing_shards(world, tmp_path):
     images, _ = world
     out = tmp_path / "c"
-    describe.run(describe.Inputs(images, "candidates"), {"rsift-vlad": out},
-                 replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)
+    describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
+                 options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)
     before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
     ref = open_store(out).load_all()
     (out / "shards" / "00001.ids.parquet").unlink()  # as if killed before shard 1 finished
     (out / "shards" / "00001.npy").unlink()
-    info = describe.run(describe.Inputs(images, "candidates"), {"rsift-vlad": out},
-                        replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)["rsift-vlad"]
+    info = describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
+                        options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}),
+                        progress=False)["rsift-vlad"]
     after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
     changed = sorted(n for n in after if before.get(n) != after[n])
     assert changed == ["00001.failures.parquet", "00001.ids.parquet", "00001.npy"]
     ids, mat = open_store(out).load_all()
     assert ids == ref[0] and np.array_equal(mat, ref[1]) and info["count"] == 12
     with pytest.raises(UserError, match="different"):
-        describe.run(describe.Inputs(images, "candidates"), {"rsift-vlad": out},
-                     replace(DESCRIBE, shard_size=4, params={"rsift-vlad": {**VLAD, "vocabulary": 8}}), progress=False)
+        describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
+                     options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": {**VLAD, "vocabulary": 8}}),
+                     progress=False)
 
 
 LEARNED = [("rsift-vlad", VLAD), ("rsift-asmk", {"codebook_size": 32, "max_features": 300}),
@@ -164,12 +167,13 @@ def test_same_bytes_for_any_workers_shards_cluster_and_resume(world, tmp_path, o
     workers, on a 1-worker scheduler, with shards of 5 or 3 (learning tasks of 5 or 3 images:
     two workers finish them out of order), and after a kill in the middle and a resume."""
     images, _ = world
-    runs = {"in-process/5": (5, {"workers": 0}),
-            "2 workers/3": (3, {"workers": 2}),
-            "scheduler, 1 worker/5": (5, {"scheduler": one_worker_scheduler})}
-    for i, (shard_size, kw) in enumerate(runs.values()):
-        describe.run(describe.Inputs(images, "candidates"), {method: tmp_path / str(i)},
-                     replace(DESCRIBE, shard_size=shard_size, params={method: params}), progress=False, **kw)
+    runs = {"in-process/5": (5, Cluster(workers=0)),
+            "2 workers/3": (3, Cluster(workers=2)),
+            "scheduler, 1 worker/5": (5, Cluster(scheduler=one_worker_scheduler))}
+    for i, (shard_size, where) in enumerate(runs.values()):
+        describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / str(i),
+                     options=replace(DESCRIBE, shard_size=shard_size, params={method: params}), cluster=where,
+                     progress=False)
     ref = _content(tmp_path / "0")
     assert len(ref[0]) == 12
     for i, name in enumerate(runs):
@@ -181,8 +185,9 @@ def test_same_bytes_for_any_workers_shards_cluster_and_resume(world, tmp_path, o
     for p in [*(tmp_path / "2" / "shards").glob("00001.*"), tmp_path / "2" / "failures.parquet",
               tmp_path / "2" / "store.json"]:
         p.unlink()
-    describe.run(describe.Inputs(images, "candidates"), {method: tmp_path / "2"},
-                 replace(DESCRIBE, shard_size=5, params={method: params}), progress=False, workers=0)
+    describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / "2",
+                 options=replace(DESCRIBE, shard_size=5, params={method: params}), cluster=Cluster(workers=0),
+                 progress=False)
     assert _files(tmp_path / "2") == before
 
 
@@ -199,8 +204,9 @@ def test_same_bytes_whatever_the_machines_thread_settings(world, tmp_path):
         for n in (1, 2):
             torch.set_num_threads(n)
             with threadpool_limits(limits=n):
-                describe.run(describe.Inputs(images, "candidates"), {method: tmp_path / str(n)},
-                             replace(DESCRIBE, params={method: params}), workers=0, progress=False)
+                describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / str(n),
+                             options=replace(DESCRIBE, params={method: params}), cluster=Cluster(workers=0),
+                             progress=False)
     finally:
         torch.set_num_threads(before)
     assert _files(tmp_path / "1") == _files(tmp_path / "2")
@@ -240,10 +246,12 @@ def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world
             client.wait_for_workers(1, timeout=60)
         monkeypatch.chdir(run)
         method, params = LEARNED[0]
-        describe.run(describe.Inputs("data/images", "candidates"), {method: "out/scheduler"},
-                     replace(DESCRIBE, shard_size=5, params={method: params}), scheduler=address, progress=False)
-        describe.run(describe.Inputs("data/images", "candidates"), {method: "out/local"},
-                     replace(DESCRIBE, shard_size=5, params={method: params}), workers=0, progress=False)
+        describe.run(images="data/images", image_set="candidates", methods=[method], out="out/scheduler",
+                     options=replace(DESCRIBE, shard_size=5, params={method: params}),
+                     cluster=Cluster(scheduler=address), progress=False)
+        describe.run(images="data/images", image_set="candidates", methods=[method], out="out/local",
+                     options=replace(DESCRIBE, shard_size=5, params={method: params}), cluster=Cluster(workers=0),
+                     progress=False)
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -255,9 +263,11 @@ def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world
 def test_landmark_sets_need_the_candidates_model(world, tmp_path):
     images, lm = world
     with pytest.raises(UserError, match="--model"):
-        describe.run(describe.Inputs(lm, "database"), {"rsift-asmk": tmp_path / "d"}, DESCRIBE, progress=False)
+        describe.run(images=lm, image_set="database", methods=["rsift-asmk"], out=tmp_path / "d", options=DESCRIBE,
+                     progress=False)
     with pytest.raises(UserError, match="no index.parquet"):
-        describe.run(describe.Inputs(lm, "candidates"), {"rsift-vlad": tmp_path / "x"}, DESCRIBE, progress=False)
+        describe.run(images=lm, image_set="candidates", methods=["rsift-vlad"], out=tmp_path / "x", options=DESCRIBE,
+                     progress=False)
 
 
 def test_cli_on_a_dask_local_cluster(world, tmp_path, capsys):
@@ -287,29 +297,30 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
     images, lm = world
     names = [m for m, _ in LOCAL]
     for m, p in LOCAL:
-        describe.run(describe.Inputs(images, "candidates"), {m: tmp_path / "alone" / m / "c"},
-                     replace(DESCRIBE, shard_size=5, params={m: p}), progress=False)
+        describe.run(images=images, image_set="candidates", methods=[m], out=tmp_path / "alone" / m / "c",
+                     options=replace(DESCRIBE, shard_size=5, params={m: p}), progress=False)
         for s in ("queries", "database"):
-            describe.run(describe.Inputs(lm, s, {m: tmp_path / "alone" / m / "c"}), {m: tmp_path / "alone" / m / s},
-                         replace(DESCRIBE, shard_size=2), progress=False)
+            describe.run(images=lm, image_set=s, methods=[m], out=tmp_path / "alone" / m / s,
+                         options=replace(DESCRIBE, shard_size=2), models=tmp_path / "alone" / m / "c", progress=False)
     calls = []
     real = rs.rootsift_features
     monkeypatch.setattr(rs, "rootsift_features", lambda *a, **k: calls.append(1) or real(*a, **k))
     settings = replace(DESCRIBE, shard_size=5, params=dict(LOCAL))
-    infos = describe.run(describe.Inputs(images, "candidates"), {m: tmp_path / "joint" / m / "c" for m in names},
-                         settings, progress=False)
+    infos = describe.run(images=images, image_set="candidates", methods=names,
+                         out=tmp_path / "joint" / "{method}" / "c", options=settings, progress=False)
     # 12 decodable candidates, learned on (all 12 of them) and described: 24 extractions, not 48
     assert [i["count"] for i in infos.values()] == [12, 12] and len(calls) == 24
     for s in ("queries", "database"):
-        describe.run(describe.Inputs(lm, s, {m: tmp_path / "joint" / m / "c" for m in names}),
-                     {m: tmp_path / "joint" / m / s for m in names}, replace(DESCRIBE, shard_size=2), progress=False)
+        describe.run(images=lm, image_set=s, methods=names, out=tmp_path / "joint" / "{method}" / s,
+                     models=tmp_path / "joint" / "{method}" / "c", options=replace(DESCRIBE, shard_size=2),
+                     progress=False)
     assert len(calls) == 24 + 3 + 5
     monkeypatch.undo()
     for m in names:
         for s in ("c", "queries", "database"):
             assert _files(tmp_path / "joint" / m / s) == _files(tmp_path / "alone" / m / s), (m, s)
-    describe.run(describe.Inputs(images, "candidates"), {m: tmp_path / "w2" / m for m in names},
-                 replace(settings, shard_size=3), workers=2, progress=False)
+    describe.run(images=images, image_set="candidates", methods=names, out=tmp_path / "w2" / "{method}",
+                 options=replace(settings, shard_size=3), cluster=Cluster(workers=2), progress=False)
     for m in names:
         assert _content(tmp_path / "w2" / m) == _content(tmp_path / "alone" / m / "c"), m
     # killed after rsift-vlad finished shard 1 but before rsift-asmk did; store.json deleted
@@ -317,7 +328,8 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
     before = {m: {p.name: p.stat().st_mtime_ns for p in (joint[m] / "shards").iterdir()} for m in names}
     for p in [*(joint["rsift-asmk"] / "shards").glob("00001.*"), *(joint[m] / "store.json" for m in names)]:
         p.unlink()
-    describe.run(describe.Inputs(images, "candidates"), joint, settings, progress=False)
+    describe.run(images=images, image_set="candidates", methods=names, out=tmp_path / "joint" / "{method}" / "c",
+                 options=settings, progress=False)
     changed = {m: sorted(p.name for p in (joint[m] / "shards").iterdir()
                          if before[m].get(p.name) != p.stat().st_mtime_ns) for m in names}
     assert changed == {"rsift-asmk": ["00001.asmk.npz", "00001.failures.parquet", "00001.ids.parquet"],

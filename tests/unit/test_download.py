@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import main
+from mining.cluster import Cluster
 from mining.options import defaults
 from mining.stages.download import stage as download
 from mining.stages.download.downloader import FetchConfig, download_shard, verify
@@ -183,9 +184,9 @@ def test_verify_at_one_eighth_scale_rejects_what_a_full_decode_rejects():
 def test_cluster_wide_rate_limit_with_two_workers(tmp_path):
     cand = candidates(tmp_path / "c.parquet", list(range(1, 41)))
     with ServerProcess() as s:
-        summary = download.run(download.Inputs(cand), tmp_path / "out",
-                               replace(DOWNLOAD, per_host_rps=10, threads=8, host=s.url, shard_size=10), workers=2,
-                               processes=False, progress=False)
+        summary = download.run(candidates=cand, out=tmp_path / "out",
+                               options=replace(DOWNLOAD, per_host_rps=10, threads=8, host=s.url, shard_size=10),
+                               cluster=Cluster(workers=2, processes=False), progress=False)
         seen = s.max_per_window(1.0)
         n_requests = len(s.fetch_log())
     assert summary["counts"]["ok"] == 40 and n_requests == 40
@@ -203,9 +204,9 @@ def test_download_joins_a_running_scheduler_and_leaves_it_running(tmp_path):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             ServerProcess() as s:
         before = cluster.scheduler.transition_counter
-        summary = download.run(download.Inputs(cand), tmp_path / "out",
-                               replace(DOWNLOAD, per_host_rps=100, threads=4, host=s.url, shard_size=6),
-                               scheduler=cluster.scheduler_address, progress=False)
+        summary = download.run(candidates=cand, out=tmp_path / "out",
+                               options=replace(DOWNLOAD, per_host_rps=100, threads=4, host=s.url, shard_size=6),
+                               cluster=Cluster(scheduler=cluster.scheduler_address), progress=False)
         assert cluster.scheduler.transition_counter - before >= 4 * 3  # 4 shards went through it
         with Client(cluster) as c:
             assert c.submit(lambda: 41 + 1).result(timeout=30) == 42  # still up
@@ -220,15 +221,15 @@ def test_end_to_end_summary_duplicates_and_resume(tmp_path):
     out = tmp_path / "out"
     cfg = replace(DOWNLOAD, threads=4, retries=1)
     with FaultServer(behaviour) as s:
-        first = download.run(download.Inputs(cand), out, replace(cfg, host=s.url, shard_size=5), workers=1,
-                             processes=False, progress=False)
+        first = download.run(candidates=cand, out=out, options=replace(cfg, host=s.url, shard_size=5),
+                             cluster=Cluster(workers=1, processes=False), progress=False)
         n1 = len(s.log)
         s.behaviour[6] = "ok"  # the server recovered
-        second = download.run(download.Inputs(cand), out, replace(cfg, host=s.url, shard_size=5), workers=1,
-                              processes=False, progress=False)
+        second = download.run(candidates=cand, out=out, options=replace(cfg, host=s.url, shard_size=5),
+                              cluster=Cluster(workers=1, processes=False), progress=False)
         n2 = len(s.log) - n1
-        third = download.run(download.Inputs(cand), out, replace(cfg, host=s.url, shard_size=5), workers=1,
-                             processes=False, progress=False)
+        third = download.run(candidates=cand, out=out, options=replace(cfg, host=s.url, shard_size=5),
+                             cluster=Cluster(workers=1, processes=False), progress=False)
         n3 = len(s.log) - n1 - n2
     assert first["counts"]["ok"] == 8 and first["counts"]["error"] == 1 and first["counts"]["corrupt"] == 1
     assert first["duplicate_sha256_groups"] == 1 and first["duplicates"] == [[4, 5]]
@@ -237,17 +238,17 @@ def test_end_to_end_summary_duplicates_and_resume(tmp_path):
     assert json.loads((out / "summary.json").read_text())["counts"]["ok"] == 9
     assert len(stored(out)) == 9
     with pytest.raises(UserError, match="another plan"):
-        download.run(download.Inputs(cand), out, replace(cfg, host=s.url, shard_size=4), workers=1, processes=False,
-                     progress=False)
+        download.run(candidates=cand, out=out, options=replace(cfg, host=s.url, shard_size=4),
+                     cluster=Cluster(workers=1, processes=False), progress=False)
 
 
 def test_tar_shards(tmp_path):
     cand = candidates(tmp_path / "c.parquet", list(range(1, 9)))
     out = tmp_path / "out"
     with FaultServer({3: "gone"}) as s:
-        summary = download.run(download.Inputs(cand), out,
-                               replace(DOWNLOAD, threads=4, host=s.url, shard_size=5, tar=True), workers=1,
-                               processes=False, progress=False)
+        summary = download.run(candidates=cand, out=out,
+                               options=replace(DOWNLOAD, threads=4, host=s.url, shard_size=5, tar=True),
+                               cluster=Cluster(workers=1, processes=False), progress=False)
     assert summary["counts"]["ok"] == 7 and not (out / "jpg").exists()
     names = set()
     for t in sorted((out / "tar").glob("shard-*.tar")):
@@ -291,9 +292,9 @@ def test_sigkill_mid_run_then_resume_gives_the_same_ok_files(tmp_path):
     behaviour = {5: "not_found", 17: "truncated", 33: "placeholder_offsite", 48: "small"}
     cand = candidates(tmp_path / "c.parquet", ids)
     with FaultServer(behaviour, delay=0.05) as s:
-        ref = download.run(download.Inputs(cand), tmp_path / "ref",
-                           replace(DOWNLOAD, threads=4, retries=1, host=s.url, shard_size=15), workers=1,
-                           processes=False, progress=False)
+        ref = download.run(candidates=cand, out=tmp_path / "ref",
+                           options=replace(DOWNLOAD, threads=4, retries=1, host=s.url, shard_size=15),
+                           cluster=Cluster(workers=1, processes=False), progress=False)
         out = tmp_path / "out"
         proc = _run_cli(cand, out, s.url)
         deadline = time.monotonic() + 60
@@ -354,8 +355,8 @@ def test_unreachable_host_fails_naming_host_failure_and_key_then_resumes(tmp_pat
     assert {r["status"] for r in status_rows(out).values()} == {"error"} and len(status_rows(out)) == 30
     assert json.loads((out / "summary.json").read_text())["failure"] == err.split("error: ", 1)[1]
     with FaultServer() as s:
-        download.run(download.Inputs(cand), out, replace(DOWNLOAD, threads=8, host=s.url, shard_size=10), workers=1,
-                     processes=False, progress=False)
+        download.run(candidates=cand, out=out, options=replace(DOWNLOAD, threads=8, host=s.url, shard_size=10),
+                     cluster=Cluster(workers=1, processes=False), progress=False)
         assert len(s.log) == 30
     assert {r["status"] for r in status_rows(out).values()} == {"ok"} and len(stored(out)) == 30
     assert json.loads((out / "summary.json").read_text())["failure"] is None
@@ -365,17 +366,17 @@ def test_a_wrong_host_answering_404_fails_and_the_right_host_asks_again(tmp_path
     cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
     out = tmp_path / "out"
     cfg = replace(DOWNLOAD, threads=4, retries=1, shard_size=5)
-    kw = dict(workers=1, processes=False, progress=False)
+    kw = dict(cluster=Cluster(workers=1, processes=False), progress=False)
     with FaultServer(default="not_found") as wrong:
         with pytest.raises(UserError, match=r"only 0 of 12 photos .* most common failure: not_found \(HTTP 404\) "
                                             r"for 12 photos\. .*`download.host`") as exc:
-            download.run(download.Inputs(cand), out, replace(cfg, host=wrong.url), **kw)
+            download.run(candidates=cand, out=out, options=replace(cfg, host=wrong.url), **kw)
         assert wrong.url in str(exc.value)
         with pytest.raises(UserError, match="only 0 of 12"):  # the same host: final answers are not asked again
-            download.run(download.Inputs(cand), out, replace(cfg, host=wrong.url), **kw)
+            download.run(candidates=cand, out=out, options=replace(cfg, host=wrong.url), **kw)
         assert len(wrong.log) == 12
     with FaultServer({3: "not_found"}) as right:  # a final failure is final for the host that gave it
-        summary = download.run(download.Inputs(cand), out, replace(cfg, host=right.url), **kw)
+        summary = download.run(candidates=cand, out=out, options=replace(cfg, host=right.url), **kw)
         assert len(right.log) == 12
     assert summary["counts"]["ok"] == 11 and summary["counts"]["not_found"] == 1 and summary["failure"] is None
 
@@ -383,34 +384,34 @@ def test_a_wrong_host_answering_404_fails_and_the_right_host_asks_again(tmp_path
 def test_the_ok_share_threshold_is_configurable(tmp_path):
     behaviour = {i: "gone" for i in range(1, 8)}  # 7 of 12 gone: 5 ok = 41.7 %
     cand = candidates(tmp_path / "c.parquet", list(range(1, 13)))
-    kw = dict(workers=1, processes=False, progress=False)
+    kw = dict(cluster=Cluster(workers=1, processes=False), progress=False)
     with FaultServer(behaviour) as s:
         with pytest.raises(UserError, match=r"only 5 of 12 photos \(41.7%\) .* below download.min_ok_fraction = "
                                             r"0.5 .* gone \(HTTP 410\) for 7 photos"):
-            download.run(download.Inputs(cand), tmp_path / "a",
-                         replace(DOWNLOAD, threads=4, host=s.url, shard_size=6), **kw)
+            download.run(candidates=cand, out=tmp_path / "a",
+                         options=replace(DOWNLOAD, threads=4, host=s.url, shard_size=6), **kw)
         lenient = replace(DOWNLOAD, threads=4, host=s.url, min_ok_fraction=0.4, shard_size=6)
-        assert download.run(download.Inputs(cand), tmp_path / "b", lenient, **kw)["counts"]["ok"] == 5
+        assert download.run(candidates=cand, out=tmp_path / "b", options=lenient, **kw)["counts"]["ok"] == 5
         with pytest.raises(UserError, match="between 0 and 1"):
-            download.run(download.Inputs(cand), tmp_path / "c",
-                         replace(DOWNLOAD, host=s.url, min_ok_fraction=1.5, shard_size=6), **kw)
+            download.run(candidates=cand, out=tmp_path / "c",
+                         options=replace(DOWNLOAD, host=s.url, min_ok_fraction=1.5, shard_size=6), **kw)
 
 
 def test_a_hopeless_download_stops_before_the_remaining_shards(tmp_path):
     cand = candidates(tmp_path / "c.parquet", list(range(1, 201)))
     host = closed_port_url()
     cfg = replace(DOWNLOAD, threads=10, retries=1, shard_size=10)
-    kw = dict(workers=1, processes=False, progress=False)
+    kw = dict(cluster=Cluster(workers=1, processes=False), progress=False)
     with pytest.raises(UserError, match=r"download stopped: none of the \d+ photos tried in this run could be "
                                         rf"downloaded from {host}; most common failure: error"):
-        download.run(download.Inputs(cand), tmp_path / "out", replace(cfg, host=host), give_up_after=20, **kw)
+        download.run(candidates=cand, out=tmp_path / "out", options=replace(cfg, host=host), give_up_after=20, **kw)
     done = len(list((tmp_path / "out" / "status").glob("shard-*.parquet")))
     assert 2 <= done < 20
     # index.parquet is written by every run, a failed one too: the photos not reached are not_tried
     statuses = pq.read_table(tmp_path / "out" / "index.parquet").column("status").to_pylist()
     assert len(statuses) == 200 and statuses.count("error") == 10 * done and statuses.count("not_tried") == 200 - 10 * done
     # with the checks off the same download runs to its end and reports its errors
-    summary = download.run(download.Inputs(cand), tmp_path / "out", replace(cfg, host=host, min_ok_fraction=0),
+    summary = download.run(candidates=cand, out=tmp_path / "out", options=replace(cfg, host=host, min_ok_fraction=0),
                            give_up_after=20, **kw)
     assert summary["counts"]["error"] == 200 and summary["failure"] is None
 
@@ -424,13 +425,13 @@ def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
     pq.write_table(pa.table({"photo_id": ids, "server_id": [7] * 8, "secret": ["5ec4e7"] * 8,
                              "secret_original": pa.array(seco, pa.string()), "extension": ["jpg"] * 8}), cand)
     out = tmp_path / "out"
-    kw = dict(workers=1, processes=False, progress=False)
+    kw = dict(cluster=Cluster(workers=1, processes=False), progress=False)
     with FaultServer() as s:
-        summary = download.run(download.Inputs(cand), out,
-                               replace(DOWNLOAD, threads=4, host=s.url, size="o", shard_size=3), **kw)
+        summary = download.run(candidates=cand, out=out,
+                               options=replace(DOWNLOAD, threads=4, host=s.url, size="o", shard_size=3), **kw)
         asked = sorted(int(p.split("/")[2].split("_")[0]) for _, p, _ in s.log)
-        again = download.run(download.Inputs(cand), out,  # resume: all final
-                             replace(DOWNLOAD, threads=4, host=s.url, size="o", shard_size=3), **kw)
+        again = download.run(candidates=cand, out=out,
+                             options=replace(DOWNLOAD, threads=4, host=s.url, size="o", shard_size=3), **kw)
         assert len(s.log) == len(asked)
     assert asked == [1, 3, 5, 6, 8] and all("_0a1b_o.jpg" in p for _, p, _ in s.log)
     assert summary["counts"]["ok"] == 5 and summary["counts"]["no_original"] == 3 and summary["failure"] is None
@@ -444,8 +445,8 @@ def test_size_o_skips_photos_without_an_original_secret_and_goes_on(tmp_path):
                              "secret_original": pa.array([None, None], pa.string()), "extension": ["jpg"] * 2}),
                    tmp_path / "none.parquet")
     with pytest.raises(UserError, match="--size o needs secret_original"):
-        download.run(download.Inputs(tmp_path / "none.parquet"), tmp_path / "out2",
-                     replace(DOWNLOAD, host="http://127.0.0.1:9", size="o", shard_size=3), **kw)
+        download.run(candidates=tmp_path / "none.parquet", out=tmp_path / "out2",
+                     options=replace(DOWNLOAD, host="http://127.0.0.1:9", size="o", shard_size=3), **kw)
 
 
 def test_requests_go_through_the_environment_proxy_unless_no_proxy_exempts_the_host(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ import pytest
 
 from mining import options
 from mining.cli import build_parser, main
+from mining.cluster import Cluster
 from mining.stages.download import stage as download
 from mining.stages.download.sources import Source
 from mining.stages.download.sources import section_defaults, section_entries
@@ -29,7 +30,7 @@ from mining.layout import image_key, image_relpath
 from download_server import FaultServer
 from scripted_server import download_url, jpeg, unique
 
-KW = dict(workers=1, processes=False, progress=False)
+KW = dict(cluster=Cluster(workers=1, processes=False), progress=False)
 DOWNLOAD = options.defaults("download")  # the schema's settings
 
 
@@ -61,8 +62,8 @@ def test_a_photo_gone_on_flickr_comes_from_the_mirror_marked_low_res_and_one_ali
     cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4, 5, 6])
     out = tmp_path / "out"
     with FaultServer(flickr, mirror=mirror) as s:
-        summary = download.run(download.Inputs(cand), out,
-                               replace(DOWNLOAD, threads=4, retries=1, shard_size=4, min_ok_fraction=0),
+        summary = download.run(candidates=cand, out=out,
+                               options=replace(DOWNLOAD, threads=4, retries=1, shard_size=4, min_ok_fraction=0),
                                sources=two(s.url), **KW)
         log = list(s.log)
     idx = index(out)
@@ -91,14 +92,14 @@ def test_a_throttled_photo_never_goes_to_the_mirror_and_is_asked_again_on_a_reru
     out = tmp_path / "out"
     cfg = replace(DOWNLOAD, threads=2, retries=1, max_throttle_wait=1.5)
     with FaultServer({1: "throttle_forever"}, mirror={1: "ok", 2: "ok"}, retry_after="1") as s:
-        summary = download.run(download.Inputs(cand), out, replace(cfg, shard_size=5, min_ok_fraction=0),
+        summary = download.run(candidates=cand, out=out, options=replace(cfg, shard_size=5, min_ok_fraction=0),
                                sources=two(s.url), **KW)
         assert not [p for _, p, _ in s.log if p.startswith("/data/")]
         assert index(out)[1]["status"] == "throttled_gave_up" and index(out)[1]["source"] is None
         assert summary["gone_everywhere"] == 0 and summary["sources"]["mirror"]["asked"] == 0
         s.behaviour[1] = "ok"
         n = len(s.log)
-        download.run(download.Inputs(cand), out, replace(cfg, shard_size=5), sources=two(s.url), **KW)
+        download.run(candidates=cand, out=out, options=replace(cfg, shard_size=5), sources=two(s.url), **KW)
         assert [p for _, p, _ in s.log[n:]] == ["/7/1_5ec4e7_b.jpg"]  # transient: asked again, at Flickr
     assert index(out)[1]["source"] == "flickr"
 
@@ -111,9 +112,11 @@ def test_the_mirrors_placeholder_and_too_small_images_are_final_failures_like_fl
         cfg = replace(DOWNLOAD, threads=2, retries=1)
         placeholders = tmp_path / "placeholders.txt"
         placeholders.write_text(hashlib.sha256(s.placeholder_jpeg).hexdigest() + "\n")
-        inputs = download.Inputs(cand, placeholders)
-        summary = download.run(inputs, out, replace(cfg, shard_size=5, min_ok_fraction=0), sources=two(s.url), **KW)
-        again = download.run(inputs, out, replace(cfg, shard_size=5, min_ok_fraction=0), sources=two(s.url), **KW)
+        inputs = dict(candidates=cand, placeholders=placeholders)
+        summary = download.run(**inputs, out=out, options=replace(cfg, shard_size=5, min_ok_fraction=0),
+                               sources=two(s.url), **KW)
+        again = download.run(**inputs, out=out, options=replace(cfg, shard_size=5, min_ok_fraction=0),
+                             sources=two(s.url), **KW)
         assert len(s.log) == 8  # all final at both: nothing asked again
     idx = index(out)
     assert {p: r["status"] for p, r in idx.items()} == {1: "unavailable_placeholder", 2: "too_small", 3: "corrupt",
@@ -151,7 +154,7 @@ def test_local_folders_in_three_layouts_are_used_without_a_request(tmp_path):
         for i, folder in enumerate(folders):
             out = tmp_path / f"out{i}"
             srcs = [Source("local", "mine", path=str(folder)), Source("flickr", "flickr", host=s.url, threads=2)]
-            summary = download.run(download.Inputs(cand), out, replace(DOWNLOAD, threads=2, shard_size=5),
+            summary = download.run(candidates=cand, out=out, options=replace(DOWNLOAD, threads=2, shard_size=5),
                                    sources=srcs, **KW)
             idx = index(out)
             local_ids = ids if i < 2 else ids[:2]  # img2dataset's third row failed: Flickr has it
@@ -260,11 +263,11 @@ def test_adding_the_mirror_later_asks_it_only_for_what_flickr_lost(tmp_path):
     cand = candidates(tmp_path / "c.parquet", [1, 2, 3, 4])
     out = tmp_path / "out"
     with FaultServer({2: "not_found", 3: "gone"}, mirror={2: "ok"}) as s:
-        first = download.run(download.Inputs(cand), out,
-                             replace(DOWNLOAD, threads=2, shard_size=2, min_ok_fraction=0), sources=two(s.url)[:1],
-                             **KW)
+        first = download.run(candidates=cand, out=out,
+                             options=replace(DOWNLOAD, threads=2, shard_size=2, min_ok_fraction=0),
+                             sources=two(s.url)[:1], **KW)
         n = len(s.log)
-        second = download.run(download.Inputs(cand), out, replace(DOWNLOAD, threads=2, shard_size=2),
+        second = download.run(candidates=cand, out=out, options=replace(DOWNLOAD, threads=2, shard_size=2),
                               sources=two(s.url), **KW)
         later = [p for _, p, _ in s.log[n:]]
     assert first["alive_full_res"] == 2 and first["gone_everywhere"] == 2
@@ -279,10 +282,10 @@ def test_index_is_the_same_bytes_whatever_the_shard_size_and_workers(tmp_path):
     ids = list(range(1, 13))
     cand = candidates(tmp_path / "c.parquet", ids)
     with FaultServer({i: "not_found" for i in (2, 5, 9)} | {7: "small"}, mirror={i: "ok" for i in (2, 5, 7)}) as s:
-        a = download.run(download.Inputs(cand), tmp_path / "a", replace(DOWNLOAD, threads=4, shard_size=12),
+        a = download.run(candidates=cand, out=tmp_path / "a", options=replace(DOWNLOAD, threads=4, shard_size=12),
                          sources=two(s.url), **KW)
-        b = download.run(download.Inputs(cand), tmp_path / "b", replace(DOWNLOAD, threads=2, shard_size=5),
-                         sources=two(s.url), workers=2, processes=True, progress=False)
+        b = download.run(candidates=cand, out=tmp_path / "b", options=replace(DOWNLOAD, threads=2, shard_size=5),
+                         cluster=Cluster(workers=2, processes=True), sources=two(s.url), progress=False)
     assert (tmp_path / "a" / "index.parquet").read_bytes() == (tmp_path / "b" / "index.parquet").read_bytes()
     assert a["sources"] == b["sources"] and a["alive_low_res_only"] == 3 and a["gone_everywhere"] == 1
 
@@ -307,8 +310,8 @@ def test_a_download_url_naming_another_photo_is_never_used_to_find_this_one(tmp_
                              "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
                              "download_url": [download_url(2), download_url(2)]}), cand)
     with FaultServer({1: "gone", 2: "gone"}, mirror={2: "ok"}) as s:
-        download.run(download.Inputs(cand), tmp_path / "out",
-                     replace(DOWNLOAD, threads=2, shard_size=5, min_ok_fraction=0), sources=two(s.url), **KW)
+        download.run(candidates=cand, out=tmp_path / "out",
+                     options=replace(DOWNLOAD, threads=2, shard_size=5, min_ok_fraction=0), sources=two(s.url), **KW)
         mirror_asked = [p for _, p, _ in s.log if p.startswith("/data/")]
     idx = index(tmp_path / "out")
     assert idx[1]["status"] == "no_download_url" and idx[2]["source"] == "mirror"
@@ -320,5 +323,5 @@ def test_a_download_url_naming_another_photo_is_never_used_to_find_this_one(tmp_
                              "secret_original": ["0a1b"] * 2, "extension": ["jpg"] * 2,
                              "download_url": ["http://x/1_5ec4e7./2_5ec4e7.jpg"] * 2}), cand)
     with pytest.raises(UserError, match="photos 1, 2 have the same image key"):
-        download.run(download.Inputs(cand), tmp_path / "out2", replace(DOWNLOAD, shard_size=5),
+        download.run(candidates=cand, out=tmp_path / "out2", options=replace(DOWNLOAD, shard_size=5),
                      sources=two("http://127.0.0.1:9"), **KW)

@@ -17,7 +17,7 @@ from geopy.distance import geodesic
 from mining.cli import main
 from mining.errors import UserError
 from mining.stages.geofilter import filter as gf
-from mining.stages.geofilter.stage import Inputs, load, run
+from mining.stages.geofilter.stage import load, run
 from mining.stages.geofilter.areas import area_mask
 from mining.geoshapes import load_countries, members
 from mining.stages.geofilter.countries import country_region
@@ -324,7 +324,7 @@ def test_filter_funnel_adds_up_and_excludes_the_right_rows(tmp_path):
     meta = tmp_path / "meta"
     table, place, geotagged = write_metadata(meta)
     recipe = _recipe(tmp_path, "  licenses: [\"http://creativecommons.org/licenses/by/2.0/\"]\n  min_accuracy: 6\n")
-    stats = run(Inputs(meta), tmp_path / "out", recipe, progress=False)
+    stats = run(metadata=meta, out=tmp_path / "out", options=recipe, progress=False)
     assert stats == json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["rows_in"] == table.num_rows
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["excluded"].values())
@@ -363,8 +363,8 @@ def test_sample_is_deterministic_exact_and_split_independent(tmp_path, monkeypat
     meta = tmp_path / "meta"
     write_metadata(meta, n=3000, parts=3)
     recipe = _recipe(tmp_path, "  sample: {n: 300, seed: 7}\n")
-    a = run(Inputs(meta), tmp_path / "a", recipe, progress=False)
-    b = run(Inputs(meta), tmp_path / "b", recipe, progress=False)
+    a = run(metadata=meta, out=tmp_path / "a", options=recipe, progress=False)
+    b = run(metadata=meta, out=tmp_path / "b", options=recipe, progress=False)
     ids_a = pq.read_table(tmp_path / "a" / "candidates.parquet")["photo_id"].to_pylist()
     ids_b = pq.read_table(tmp_path / "b" / "candidates.parquet")["photo_id"].to_pylist()
     assert a == b and ids_a == ids_b and len(ids_a) == 300 == a["rows_out"]
@@ -372,13 +372,14 @@ def test_sample_is_deterministic_exact_and_split_independent(tmp_path, monkeypat
     assert a["rows_in"] == a["rows_out"] + sum(a["excluded"].values())
     # Same rows whatever the batch size (the pruning threshold kicks in mid-stream).
     monkeypatch.setattr(gf, "BATCH_ROWS", 97)
-    c = run(Inputs(meta), tmp_path / "c", recipe, progress=False)
+    c = run(metadata=meta, out=tmp_path / "c", options=recipe, progress=False)
     assert pq.read_table(tmp_path / "c" / "candidates.parquet")["photo_id"].to_pylist() == ids_a and c == a
     # The sample is a subset of the unsampled survivors; another seed gives other rows.
-    full = run(Inputs(meta), tmp_path / "full", _recipe(tmp_path), progress=False)
+    full = run(metadata=meta, out=tmp_path / "full", options=_recipe(tmp_path), progress=False)
     full_ids = set(pq.read_table(tmp_path / "full" / "candidates.parquet")["photo_id"].to_pylist())
     assert set(ids_a) <= full_ids and full["rows_out"] == a["rows_out"] + a["excluded"]["sampled_out"]
-    other = run(Inputs(meta), tmp_path / "d", _recipe(tmp_path, "  sample: {n: 300, seed: 8}\n"), progress=False)
+    other = run(metadata=meta, out=tmp_path / "d", options=_recipe(tmp_path, "  sample: {n: 300, seed: 8}\n"),
+                progress=False)
     ids_d = pq.read_table(tmp_path / "d" / "candidates.parquet")["photo_id"].to_pylist()
     assert other["rows_out"] == 300 and set(ids_d) != set(ids_a)
 
@@ -386,14 +387,15 @@ def test_sample_is_deterministic_exact_and_split_independent(tmp_path, monkeypat
 def test_sample_larger_than_survivors_keeps_all(tmp_path):
     meta = tmp_path / "meta"
     write_metadata(meta, n=500)
-    s = run(Inputs(meta), tmp_path / "o", _recipe(tmp_path, "  sample: {n: 100000}\n"), progress=False)
+    s = run(metadata=meta, out=tmp_path / "o", options=_recipe(tmp_path, "  sample: {n: 100000}\n"), progress=False)
     assert s["excluded"]["sampled_out"] == 0 and s["rows_out"] > 0
 
 
 def test_sample_with_duplicate_ids_is_still_exact(tmp_path):
     meta = tmp_path / "meta"
     write_metadata(meta, n=2000, dup_ids=True)
-    s = run(Inputs(meta), tmp_path / "o", _recipe(tmp_path, "  sample: {n: 101, seed: 3}\n"), progress=False)
+    s = run(metadata=meta, out=tmp_path / "o", options=_recipe(tmp_path, "  sample: {n: 101, seed: 3}\n"),
+            progress=False)
     assert s["rows_out"] == 101 == pq.read_metadata(tmp_path / "o" / "candidates.parquet").num_rows
 
 
@@ -409,7 +411,7 @@ def test_missing_column_is_a_user_error(tmp_path):
     meta.mkdir()
     pq.write_table(pa.table({"photo_id": [1], "latitude": [1.0], "longitude": [1.0]}), meta / "part-0.parquet")
     with pytest.raises(UserError, match="lacks column.*marker"):
-        run(Inputs(meta), tmp_path / "o", _recipe(tmp_path), progress=False)
+        run(metadata=meta, out=tmp_path / "o", options=_recipe(tmp_path), progress=False)
 
 
 # CLI ----------------------------------------------------------------------------------------
@@ -528,7 +530,7 @@ def test_a_photo_on_several_rows_is_one_candidate_or_none(tmp_path, monkeypatch,
         monkeypatch.setattr(gf, "BUCKET_ROWS", 3)  # 4 spill buckets
         for k, (start, length) in enumerate(((0, 4), (4, 3), (7, 4))):
             pq.write_table(table.slice(start, length), meta / f"part-{k:05d}.parquet", row_group_size=2)
-    stats = run(Inputs(meta), tmp_path / "out", load(_manifest(tmp_path, FRANCE_ONLY)), progress=False)
+    stats = run(metadata=meta, out=tmp_path / "out", options=load(_manifest(tmp_path, FRANCE_ONLY)), progress=False)
     out = pq.read_table(tmp_path / "out" / "candidates.parquet")
     # 100 (Paris, Tokyo, Tokyo) is excluded; 200 (Tokyo, Tokyo) is one candidate: its first row
     first_200 = "200 first" if order == "as listed" else "200 second"
@@ -557,24 +559,24 @@ def test_sample_counts_photos_and_never_takes_a_photo_excluded_elsewhere(tmp_pat
         photo_ok[pid] = photo_ok.get(pid, True) and ok
     want = {pid for pid, ok in photo_ok.items() if ok}
     assert 0 < len(want) < sum(row_ok)  # some photos are kept on one row and excluded on another
-    full = run(Inputs(meta), tmp_path / "full", _recipe(tmp_path), progress=False)
+    full = run(metadata=meta, out=tmp_path / "full", options=_recipe(tmp_path), progress=False)
     full_ids = pq.read_table(tmp_path / "full" / "candidates.parquet")["photo_id"].to_pylist()
     assert sorted(full_ids) == sorted(want) and full["photos_out"] == len(want)
     assert full["photos_in"] == len(photo_ok) == 1500 and full["rows_in"] == 3000
     assert full["duplicate_ids"]["photos"] == 1500 and full["duplicate_ids"]["rows"] == 3000
     recipe = _recipe(tmp_path, "  sample: {n: 200, seed: 5}\n")
-    a = run(Inputs(meta), tmp_path / "a", recipe, progress=False)
+    a = run(metadata=meta, out=tmp_path / "a", options=recipe, progress=False)
     ids_a = pq.read_table(tmp_path / "a" / "candidates.parquet")["photo_id"].to_pylist()
     assert len(ids_a) == len(set(ids_a)) == 200 == a["photos_out"] and set(ids_a) <= want
     assert a["excluded"]["sampled_out"] == len(want) - 200
     assert a["photos_in"] == a["photos_out"] + sum(a["excluded"].values())
     # the same bytes whatever the number of spill buckets; the same rows whatever the batch size
     monkeypatch.setattr(gf, "BUCKET_ROWS", 250)
-    b = run(Inputs(meta), tmp_path / "b", recipe, progress=False)
+    b = run(metadata=meta, out=tmp_path / "b", options=recipe, progress=False)
     for name in ("candidates.parquet", "stats.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     monkeypatch.setattr(gf, "BATCH_ROWS", 97)
-    c = run(Inputs(meta), tmp_path / "c", recipe, progress=False)
+    c = run(metadata=meta, out=tmp_path / "c", options=recipe, progress=False)
     assert pq.read_table(tmp_path / "c" / "candidates.parquet").equals(pq.read_table(tmp_path / "a" / "candidates.parquet"))
     assert a == b == c
 
@@ -633,8 +635,8 @@ def test_the_same_metadata_twice_gives_the_same_candidates(tmp_path, monkeypatch
         (twice / f"part-{k:05d}.parquet").write_bytes(part.read_bytes())
     monkeypatch.setattr(gf, "BUCKET_ROWS", 700)  # 6 spill buckets
     recipe = _recipe(tmp_path)
-    a = run(Inputs(once), tmp_path / "a", recipe, progress=False)
-    b = run(Inputs(twice), tmp_path / "b", recipe, progress=False)
+    a = run(metadata=once, out=tmp_path / "a", options=recipe, progress=False)
+    b = run(metadata=twice, out=tmp_path / "b", options=recipe, progress=False)
     assert pq.read_table(tmp_path / "b" / "candidates.parquet").equals(pq.read_table(tmp_path / "a" / "candidates.parquet"))
     assert b["rows_in"] == 4000 and b["photos_in"] == a["photos_in"] == 2000
     assert b["duplicate_ids"] == {"photos": 2000, "rows": 4000, "examples": list(range(1_000_000, 1_000_010))}

@@ -88,7 +88,7 @@ def check_real_rows(rows: list[dict]) -> None:
 
 
 def test_real_23_field_rows_round_trip(tmp_path):
-    stats = ingest.run(ingest.Inputs([SAMPLE]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[SAMPLE], out=tmp_path / "out", progress=False)
     assert stats["rows_in"] == 4 and stats["rows_out"] == 4 and stats["rows_rejected"] == 0
     assert stats["files"][0]["fields"] == 23
     table = open_dataset(tmp_path / "out").to_table()
@@ -107,7 +107,7 @@ def test_25_field_layout_and_compression(tmp_path, sample_lines, suffix):
         data = bz2.compress(data)
     path = tmp_path / ("yfcc100m_dataset" + (suffix if suffix in (".bz2", ".gz") else ""))
     path.write_bytes(data)
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert stats["files"][0]["fields"] == 25 and stats["rows_out"] == 4
     rows = read(tmp_path / "out")
     check_real_rows(rows)
@@ -143,7 +143,7 @@ def test_every_reject_reason_with_its_line_number(tmp_path, sample_lines):
     lines = [sample_lines[0]] + [raw for _, _, raw in planted] + sample_lines[1:]
     path = tmp_path / "in.tsv"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert stats["rows_in"] == len(lines) == stats["rows_out"] + stats["rows_rejected"]
     assert stats["rows_out"] == 4
     got = quarantine(tmp_path / "out")
@@ -163,7 +163,7 @@ def test_invalid_utf8_and_crlf_take_the_exact_path_with_the_same_answers(tmp_pat
     path.write_bytes(b"\r\n".join(lines) + b"\r\n")
     data = path.read_bytes()
     assert yfcc._fast_split(data, 23) is None
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     got = [(int(n), r) for _, n, r, _ in quarantine(tmp_path / "out")]
     assert got == [(2, b"wrong_field_count"), (4, b"bad_encoding")]
     assert stats["rows_out"] == 3 and stats["rows_in"] == 5
@@ -203,7 +203,7 @@ def test_every_malformed_kind_is_rejected_for_the_reason_it_is_named_by(tmp_path
         lines = [[f[1], *f[3:]] for f in lines]
     path = tmp_path / "kinds.tsv"
     path.write_text("".join("\t".join(f) + "\n" for f in lines), encoding="utf-8")
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert stats["files"][0]["fields"] == nfields and stats["rows_out"] == 1
     assert [(int(n), r.decode()) for _, n, r, _ in quarantine(tmp_path / "out")] == planted
 
@@ -214,8 +214,8 @@ def test_many_files_blocks_and_parts_match_what_was_planted(tmp_path):
               write_synthetic(b, 1500, seed=2, nfields=23, malformed=0.1, first_id=20_000),
               write_synthetic(c, 700, seed=4, nfields=23, malformed=0.0, first_id=30_000)]
     # small blocks and parts: many blocks per file, rows split over several parts
-    stats = ingest.run(ingest.Inputs([a, b, c]), tmp_path / "out",
-                       ingest.IngestOptions(rows_per_part=1000, block_size=64 << 10), progress=False)
+    stats = ingest.run(paths=[a, b, c], out=tmp_path / "out",
+                       options=ingest.IngestOptions(rows_per_part=1000, block_size=64 << 10), progress=False)
     assert stats["rows_in"] == 4700 == stats["rows_out"] + stats["rows_rejected"]
     for fstats, planted, fields in zip(stats["files"], plants, [25, 23, 23]):
         assert fstats["fields"] == fields
@@ -245,7 +245,7 @@ def test_places_join(tmp_path, sample_lines):
         # 6325727670 missing: the join must skip over the gap
         "10642543105\t1098081:Melbourne:Locality,23424748:Australia:Country\n"
     )
-    stats = ingest.run(ingest.Inputs([SAMPLE], places=places), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[SAMPLE], places=places, out=tmp_path / "out", progress=False)
     rows = read(tmp_path / "out")
     assert [(r["place_country"], r["place_locality"]) for r in rows] == [
         ("United States", "Seattle"), (None, None), (None, None), ("Australia", "Melbourne")]
@@ -257,13 +257,13 @@ def test_rerun_is_a_noop_and_a_changed_run_replaces_everything(tmp_path):
     src = tmp_path / "in.tsv"
     write_synthetic(src, 1200, seed=5, nfields=25, malformed=0.05)
     out = tmp_path / "out"
-    first = ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(rows_per_part=500), progress=False)
+    first = ingest.run(paths=[src], out=out, options=ingest.IngestOptions(rows_per_part=500), progress=False)
     assert len(first["parts"]) == 3
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
-    assert ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(rows_per_part=500), progress=False) == first
+    assert ingest.run(paths=[src], out=out, options=ingest.IngestOptions(rows_per_part=500), progress=False) == first
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
     write_synthetic(src, 300, seed=6, nfields=25, malformed=0.0)
-    second = ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(rows_per_part=500), progress=False)
+    second = ingest.run(paths=[src], out=out, options=ingest.IngestOptions(rows_per_part=500), progress=False)
     assert second["rows_in"] == 300 and second["parts"] == ["part-00000.parquet"]
     assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet", "quarantine.tsv", "stats.json"]
     assert len(read(out)) == 300
@@ -272,13 +272,13 @@ def test_rerun_is_a_noop_and_a_changed_run_replaces_everything(tmp_path):
 
 def test_bad_inputs_fail_before_writing(tmp_path):
     with pytest.raises(UserError, match="not found"):
-        ingest.run(ingest.Inputs([SAMPLE, tmp_path / "missing.bz2"]), tmp_path / "out", progress=False)
+        ingest.run(paths=[SAMPLE, tmp_path / "missing.bz2"], out=tmp_path / "out", progress=False)
     broken = tmp_path / "broken.bz2"
     broken.write_bytes(b"BZh9" + b"\x00" * 64)
     with pytest.raises(UserError, match=r"broken\.bz2: the bz2 stream is truncated or corrupt after line 0 "):
-        ingest.run(ingest.Inputs([broken]), tmp_path / "out", progress=False)
+        ingest.run(paths=[broken], out=tmp_path / "out", progress=False)
     with pytest.raises(UserError, match="places file not found"):
-        ingest.run(ingest.Inputs([SAMPLE], places=tmp_path / "nope"), tmp_path / "out", progress=False)
+        ingest.run(paths=[SAMPLE], places=tmp_path / "nope", out=tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -370,7 +370,7 @@ def test_vectorised_utf8_check_matches_python():
 def test_blocks_smaller_than_a_line_still_parse(tmp_path, sample_lines):
     path = tmp_path / "in.tsv"
     path.write_bytes(b"\n".join(sample_lines) + b"\n" + b"short\tline")  # no final newline either
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", ingest.IngestOptions(block_size=100), progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", options=ingest.IngestOptions(block_size=100), progress=False)
     assert (stats["rows_in"], stats["rows_out"]) == (5, 4)
     check_real_rows(read(tmp_path / "out"))
     assert [(int(n), raw) for _, n, _, raw in quarantine(tmp_path / "out")] == [(5, b"short\tline")]
@@ -401,7 +401,7 @@ def test_places_window_skips_gaps_and_stays_small(tmp_path):
 def test_empty_input_gives_an_empty_typed_dataset(tmp_path):
     path = tmp_path / "empty.tsv"
     path.write_bytes(b"")
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert (stats["rows_in"], stats["rows_out"], stats["parts"]) == (0, 0, ["part-00000.parquet"])
     table = open_dataset(tmp_path / "out").to_table()
     assert table.num_rows == 0 and table.schema.equals(output_schema(False))
@@ -418,7 +418,7 @@ def test_licence_names_are_form_decoded(tmp_path, sample_lines):
         f[0], f[at] = str(7088065 + i).encode(), name
         rows.append(b"\t".join(f))
     (tmp_path / "lic.tsv").write_bytes(b"\n".join(rows) + b"\n")
-    stats = ingest.run(ingest.Inputs([tmp_path / "lic.tsv"]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[tmp_path / "lic.tsv"], out=tmp_path / "out", progress=False)
     assert stats["rows_out"] == 4
     assert [r["license_name"] for r in read(tmp_path / "out")] == [
         "Attribution License", "Attribution-NonCommercial-ShareAlike License", "Attribution-NonCommercial License",
@@ -473,7 +473,7 @@ def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lin
     assert (yfcc._fast_split(data, 23) is None) == (path_kind == "exact")
     path = tmp_path / "in.tsv"
     path.write_bytes(data)
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     got = [(int(n), r.decode(), raw) for _, n, r, raw in quarantine(tmp_path / "out")]
     want = [(i + 1, reason, lines[i]) for i, (_, _, reason) in enumerate(HOSTILE)]
     if path_kind == "exact":
@@ -514,7 +514,7 @@ def test_quarantine_survives_tabs_newlines_and_backslashes_in_names_and_lines(tm
     path = folder / "in\t1.tsv"
     raw_lines = [b"short\tline\\n\twith a lone \r CR and a \\ backslash", b"two\tfields"]
     path.write_bytes(b"\n".join([sample_lines[0], *raw_lines, sample_lines[1]]) + b"\n")
-    stats = ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert stats["rows_rejected"] == 2 and stats["rows_out"] == 2
     text = (tmp_path / "out" / "quarantine.tsv").read_bytes()
     assert text.count(b"\n") == 3 and b"\r" not in text  # header + 2 records, one line each
@@ -553,7 +553,7 @@ def test_truncated_compressed_input_is_one_line_naming_the_file_and_line(tmp_pat
     if codec == "bz2":
         assert readable > 0  # cut past its first block: part of the file does decompress
     with pytest.raises(UserError) as err:
-        ingest.run(ingest.Inputs([path]), tmp_path / "out", ingest.IngestOptions(block_size=4 << 20), progress=False)
+        ingest.run(paths=[path], out=tmp_path / "out", options=ingest.IngestOptions(block_size=4 << 20), progress=False)
     msg = str(err.value)
     m = re.fullmatch(re.escape(str(path)) + r": the (gzip|bz2) stream is truncated or corrupt after line (\d+) .*", msg)
     assert m, msg
@@ -571,7 +571,7 @@ def test_empty_input_warns_naming_the_file(tmp_path, caplog):
     empty.write_bytes(b"")
     full.write_bytes(gzip.compress(b""))
     with caplog.at_level("WARNING", logger="mining.stages.ingest"):
-        stats = ingest.run(ingest.Inputs([empty, SAMPLE, full]), tmp_path / "out", progress=False)
+        stats = ingest.run(paths=[empty, SAMPLE, full], out=tmp_path / "out", progress=False)
     assert stats["rows_out"] == 4
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [f"{empty} has no rows (an empty input adds nothing to the dataset)",
@@ -649,7 +649,7 @@ def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypa
 
     def run(src: Path, workers: int, name: str) -> tuple:
         out = tmp_path / name
-        stats = ingest.run(ingest.Inputs([src]), out, ingest.IngestOptions(rows_per_part=1500, block_size=256 << 10),
+        stats = ingest.run(paths=[src], out=out, options=ingest.IngestOptions(rows_per_part=1500, block_size=256 << 10),
                            workers=workers, progress=False)
         assert stats["files"][0]["compression"] == {".tsv": "none", ".bz2": "bz2", ".gz": "gzip"}[src.suffix]
         return ingested(out)

@@ -94,7 +94,7 @@ def test_ingest_output_is_the_same_through_every_decoder(rows, tmp_path, monkeyp
 
 
 def _output_of(path: Path, out: Path, workers: int) -> tuple:
-    ingest.run(ingest.Inputs([path]), out, ingest.IngestOptions(rows_per_part=1500, block_size=256 << 10),
+    ingest.run(paths=[path], out=out, options=ingest.IngestOptions(rows_per_part=1500, block_size=256 << 10),
                workers=workers, progress=False)
     return _output(out)
 
@@ -112,8 +112,8 @@ def test_damaged_stream_is_one_line_naming_file_and_line(rows, tmp_path, decoder
     bad.write_bytes(bytes(packed))
     monkeypatch.setenv("MINING_BZ2_DECODER", decoder)
     with pytest.raises(UserError) as err:
-        ingest.run(ingest.Inputs([bad]), tmp_path / "out", ingest.IngestOptions(block_size=256 << 10), progress=False,
-                   workers=2)
+        ingest.run(paths=[bad], out=tmp_path / "out", options=ingest.IngestOptions(block_size=256 << 10),
+                   progress=False, workers=2)
     m = re.fullmatch(re.escape(str(bad)) + r": the bz2 stream is truncated or corrupt after line (\d+) \(.+\)",
                      str(err.value))
     assert m, str(err.value)
@@ -169,10 +169,11 @@ def test_several_files_give_the_rows_of_one_and_a_bad_one_stops_the_run(rows, tm
     joined = tmp_path / "all.bz2"
     joined.write_bytes(bz2.compress(b"".join(thirds), 1))
     threads_before = set(threading.enumerate())
-    several = ingest.run(ingest.Inputs(files), tmp_path / "several",
-                         ingest.IngestOptions(rows_per_part=1000, block_size=128 << 10), workers=2, progress=False)
-    one = ingest.run(ingest.Inputs([joined]), tmp_path / "one",
-                     ingest.IngestOptions(rows_per_part=1000, block_size=128 << 10), workers=2, progress=False)
+    several = ingest.run(paths=files, out=tmp_path / "several",
+                         options=ingest.IngestOptions(rows_per_part=1000, block_size=128 << 10), workers=2,
+                         progress=False)
+    one = ingest.run(paths=[joined], out=tmp_path / "one",
+                     options=ingest.IngestOptions(rows_per_part=1000, block_size=128 << 10), workers=2, progress=False)
     assert [f["rows_in"] for f in several["files"]] == [p.count(b"\n") for p in thirds]
     a, b = _output(tmp_path / "several"), _output(tmp_path / "one")
     import pyarrow.parquet as pq
@@ -186,8 +187,8 @@ def test_several_files_give_the_rows_of_one_and_a_bad_one_stops_the_run(rows, tm
     broken.parent.mkdir()
     broken.write_bytes(files[1].read_bytes()[: files[1].stat().st_size // 2])
     with pytest.raises(UserError, match=re.escape(str(broken)) + r": the bz2 stream is truncated"):
-        ingest.run(ingest.Inputs([files[0], broken, files[2]]), tmp_path / "bad",
-                   ingest.IngestOptions(block_size=128 << 10), workers=2, progress=False)
+        ingest.run(paths=[files[0], broken, files[2]], out=tmp_path / "bad",
+                   options=ingest.IngestOptions(block_size=128 << 10), workers=2, progress=False)
     assert not (tmp_path / "bad").exists()
     assert set(threading.enumerate()) - threads_before == set()  # no thread of ours left running
     import os

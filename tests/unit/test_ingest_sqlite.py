@@ -54,8 +54,9 @@ def test_sqlite_gives_the_tsvs_bytes_quarantine_and_stats(tmp_path, rows, monkey
     assert kinds["real"] > 1000 and kinds["text"] > 1000  # numbers; empty and malformed values stay text
 
     def run(src: Path, name: str, block_size: int, workers: int) -> tuple:
-        ingest.run(ingest.Inputs([src]), tmp_path / name,
-                   ingest.IngestOptions(rows_per_part=1100, block_size=block_size), workers=workers, progress=False)
+        ingest.run(paths=[src], out=tmp_path / name,
+                   options=ingest.IngestOptions(rows_per_part=1100, block_size=block_size), workers=workers,
+                   progress=False)
         return ingested(tmp_path / name)
 
     reference = run(tsv, "tsv", 256 << 10, 2)
@@ -93,7 +94,7 @@ def test_values_of_every_type_and_control_characters(tmp_path):
     assert sqlite3.connect(tmp_path / "t.sql").execute(
         "SELECT typeof(photoid), typeof(longitude), typeof(accuracy), typeof(secret) FROM yfcc100m_dataset "
         "WHERE rowid = 2").fetchone() == ("integer", "real", "null", "text")
-    stats = ingest.run(ingest.Inputs([tmp_path / "t.sql"]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[tmp_path / "t.sql"], out=tmp_path / "out", progress=False)
     q = read_quarantine(tmp_path / "out")
     assert [(n, r) for _, n, r, _ in q] == [(1, "control_character"), (3, "control_character"),
                                            (4, "control_character"), (7, "bad_encoding")]
@@ -119,9 +120,9 @@ def test_rows_come_in_rowid_order_numbered_by_position(tmp_path, rows):
     conn.close()
     by_id = {r[0]: r for r in sample}
     write_tsv(tmp_path / "same.tsv", [by_id[i] for i in order])
-    ingest.run(ingest.Inputs([tmp_path / "t.sql"]), tmp_path / "a", ingest.IngestOptions(block_size=8 << 10),
+    ingest.run(paths=[tmp_path / "t.sql"], out=tmp_path / "a", options=ingest.IngestOptions(block_size=8 << 10),
                progress=False)
-    ingest.run(ingest.Inputs([tmp_path / "same.tsv"]), tmp_path / "b", progress=False)
+    ingest.run(paths=[tmp_path / "same.tsv"], out=tmp_path / "b", progress=False)
     assert ingested(tmp_path / "a") == ingested(tmp_path / "b")
 
 
@@ -131,17 +132,17 @@ def test_a_sqlite_file_without_the_table_or_a_column_is_one_line(tmp_path, rows,
     write_sqlite(tmp_path / "other.sql", rows[:5], table="photos")
     with pytest.raises(UserError, match=r"other.sql: a SQLite database without table yfcc100m_dataset "
                                         r"\(tables: photos\)"):
-        ingest.run(ingest.Inputs([tmp_path / "other.sql"]), tmp_path / "out", progress=False)
+        ingest.run(paths=[tmp_path / "other.sql"], out=tmp_path / "out", progress=False)
     cols = [c for c in SQLITE_COLUMNS if c != "latitude"]
     write_sqlite(tmp_path / "short.sql", [r[:11] + r[12:] for r in rows[:5]], columns=cols)
     with pytest.raises(UserError, match=r"table yfcc100m_dataset lacks column\(s\) latitude \(columns: photoid, "):
-        ingest.run(ingest.Inputs([tmp_path / "short.sql"]), tmp_path / "out", progress=False)
+        ingest.run(paths=[tmp_path / "short.sql"], out=tmp_path / "out", progress=False)
     rc = main(["ingest", str(tmp_path / "short.sql"), "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc != 0 and err.count("\n") == 1 and "lacks column(s) latitude" in err
     (tmp_path / "broken.sql").write_bytes(sqlite.HEADER + b"\x00" * 200)
     with pytest.raises(UserError, match="broken.sql: cannot be read as a SQLite database"):
-        ingest.run(ingest.Inputs([tmp_path / "broken.sql"]), tmp_path / "out", progress=False)
+        ingest.run(paths=[tmp_path / "broken.sql"], out=tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -158,7 +159,7 @@ def test_a_damaged_page_is_one_line_naming_the_rowids_and_the_check_reads_no_row
     db.write_bytes(bytes(data))
     assert sqlite.inspect(db).last == len(rows)
     with pytest.raises(UserError, match=r"d.sql: SQLite read error in rowids \d+-\d+: database disk image is malformed"):
-        ingest.run(ingest.Inputs([db]), tmp_path / "out", ingest.IngestOptions(block_size=64 << 10), progress=False)
+        ingest.run(paths=[db], out=tmp_path / "out", options=ingest.IngestOptions(block_size=64 << 10), progress=False)
     assert main(["ingest", str(db), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "out").exists()
@@ -170,10 +171,10 @@ def test_extra_columns_are_ignored_and_logged(tmp_path, rows, caplog):
                  columns=cols)
     write_sqlite(tmp_path / "plain.sql", rows[:300])
     with caplog.at_level("INFO", logger="mining.stages.ingest"):
-        stats = ingest.run(ingest.Inputs([tmp_path / "x.sql"]), tmp_path / "a", progress=False)
+        stats = ingest.run(paths=[tmp_path / "x.sql"], out=tmp_path / "a", progress=False)
     assert stats["files"][0]["extra_columns"] == ["rownum", "extra"]
     assert any("beyond YFCC's 23, ignored: rownum, extra" in r.getMessage() for r in caplog.records)
-    ingest.run(ingest.Inputs([tmp_path / "plain.sql"]), tmp_path / "b", progress=False)
+    ingest.run(paths=[tmp_path / "plain.sql"], out=tmp_path / "b", progress=False)
     a, b = ingested(tmp_path / "a"), ingested(tmp_path / "b")
     a[2]["files"][0].pop("extra_columns")
     assert a == b
@@ -183,11 +184,11 @@ def test_the_sqlite_file_is_recognised_by_its_header_not_its_name(tmp_path, rows
     odd = tmp_path / "a %41 ?#é folder"  # characters a SQLite URI must escape
     odd.mkdir()
     write_sqlite(odd / "yfcc100m_dataset-0", rows[:50])  # no suffix
-    stats = ingest.run(ingest.Inputs([odd / "yfcc100m_dataset-0"]), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[odd / "yfcc100m_dataset-0"], out=tmp_path / "out", progress=False)
     assert stats["files"][0]["format"] == "sqlite" and stats["rows_in"] == 50
     empty = tmp_path / "empty.sql"
     write_sqlite(empty, [])
-    stats = ingest.run(ingest.Inputs([empty, odd / "yfcc100m_dataset-0"]), tmp_path / "out2", progress=False)
+    stats = ingest.run(paths=[empty, odd / "yfcc100m_dataset-0"], out=tmp_path / "out2", progress=False)
     assert stats["files"][0]["rows_in"] == 0 and stats["rows_in"] == 50  # an empty table warns, as a file
 
 
@@ -199,7 +200,7 @@ def test_a_file_whose_rows_are_all_rejected_is_an_error_saying_what_it_looks_lik
     path = tmp_path / "x.tsv"
     path.write_text("".join("\t".join(["a"] * 7) + "\n" for _ in range(78)))
     with pytest.raises(UserError) as err:
-        ingest.run(ingest.Inputs([path]), tmp_path / "out", progress=False)
+        ingest.run(paths=[path], out=tmp_path / "out", progress=False)
     assert str(err.value) == (f"{path}: all 78 rows rejected (wrong_field_count=78): lines have 7 tab-separated "
                               "fields, a YFCC100M dataset file has 23 or 25; is this the yfcc100m_dataset file?")
     assert not (tmp_path / "out").exists()
@@ -219,16 +220,16 @@ def test_all_rejected_names_mixed_field_counts_other_reasons_and_a_packed_sqlite
     mixed = tmp_path / "m.tsv"
     mixed.write_text("a\tb\nc\td\te\nf\tg\n")
     with pytest.raises(UserError, match=r"lines have 2 \(2 lines\), 3 \(1 lines\) tab-separated fields"):
-        ingest.run(ingest.Inputs([mixed]), tmp_path / "out", progress=False)
+        ingest.run(paths=[mixed], out=tmp_path / "out", progress=False)
     bad_ids = [["x" + r[0], *r[1:]] for r in rows[:20]]
     write_sqlite(tmp_path / "bad.sql", bad_ids)
     with pytest.raises(UserError, match=r"bad.sql: all 20 rows rejected \(bad_photo_id=20\); the first: b'x"):
-        ingest.run(ingest.Inputs([tmp_path / "bad.sql"]), tmp_path / "out", progress=False)
+        ingest.run(paths=[tmp_path / "bad.sql"], out=tmp_path / "out", progress=False)
     write_sqlite(tmp_path / "db.sql", rows[:20])
     packed = tmp_path / "db.sql.gz"
     packed.write_bytes(gzip.compress((tmp_path / "db.sql").read_bytes()))
     with pytest.raises(UserError, match="it is a SQLite database inside gzip compression; decompress it first"):
-        ingest.run(ingest.Inputs([packed]), tmp_path / "out", progress=False)
+        ingest.run(paths=[packed], out=tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -272,15 +273,15 @@ def test_hash_file_fills_photo_hash_and_stats_compare_it_with_the_mirror_key(tmp
     want = _hash_counts(hashes, urls)
     assert min(want.values()) > 100  # zero-padded ones where a byte is < 0x10, and the others
     for src in ("d.sql", "d.tsv"):
-        stats = ingest.run(ingest.Inputs([tmp_path / src], hash_file=hash_file), tmp_path / src.replace(".", "-"),
-                           ingest.IngestOptions(block_size=16 << 10), progress=False)
+        stats = ingest.run(paths=[tmp_path / src], hash_file=hash_file, out=tmp_path / src.replace(".", "-"),
+                           options=ingest.IngestOptions(block_size=16 << 10), progress=False)
         assert stats["photo_hash"] == want
         assert stats["hash"]["rows_matched"] == len(hashes) and stats["hash"]["lines_skipped"] == 1
         got = open_dataset(tmp_path / src.replace(".", "-")).to_table(columns=["photo_id", "photo_hash"])
         assert dict(zip(map(str, got.column("photo_id").to_pylist()), got.column("photo_hash").to_pylist())) == \
             {pid: hashes.get(pid) for pid in urls}
     # without --hash: every kept row is missing its hash
-    stats = ingest.run(ingest.Inputs([tmp_path / "d.sql"]), tmp_path / "none", progress=False)
+    stats = ingest.run(paths=[tmp_path / "d.sql"], out=tmp_path / "none", progress=False)
     assert stats["photo_hash"] == {"same": 0, "same_zero_padded": 0, "different": 0, "missing": len(rows)}
 
 
@@ -294,11 +295,11 @@ def test_the_25_field_files_own_hash_is_kept_and_counted(tmp_path):
     src.write_text("".join("\t".join(f) + "\n" for f in fields))
     hash_file = tmp_path / "h.tsv"  # the hash file does not override a file's own hash
     hash_file.write_text("".join(f"{f[1]}\t{'0' * 32}\n" for i, f in enumerate(fields) if i != 2))
-    stats = ingest.run(ingest.Inputs([src], hash_file=hash_file), tmp_path / "out", progress=False)
+    stats = ingest.run(paths=[src], hash_file=hash_file, out=tmp_path / "out", progress=False)
     assert stats["photo_hash"] == {"same": 1, "same_zero_padded": 0, "different": 498, "missing": 1}
     got = open_dataset(tmp_path / "out").to_table(columns=["photo_hash"]).column(0).to_pylist()
     assert got == [fields[0][2], "0" * 32, ""] + [f[2] for f in fields[3:]]
-    stats = ingest.run(ingest.Inputs([src]), tmp_path / "alone", progress=False)  # without it: as the file gives them
+    stats = ingest.run(paths=[src], out=tmp_path / "alone", progress=False)  # without it: as the file gives them
     assert stats["photo_hash"] == {"same": 1, "same_zero_padded": 0, "different": 497, "missing": 2}
 
 
@@ -310,7 +311,7 @@ def test_a_hash_file_out_of_the_datasets_order_is_refused(tmp_path, capsys):
     hash_file = tmp_path / "h.tsv"
     hash_file.write_text("".join(f"{r[0]}\t{yfcc_hash(r[URL])}\n" for r in reversed(rows)))
     with pytest.raises(UserError, match=r"h.tsv: the hash file is not in the dataset's row order"):
-        ingest.run(ingest.Inputs([tmp_path / "d.tsv"], hash_file=hash_file), tmp_path / "out", progress=False)
+        ingest.run(paths=[tmp_path / "d.tsv"], hash_file=hash_file, out=tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
     rc = main(["ingest", str(tmp_path / "d.tsv"), "--hash", str(hash_file), "--out", str(tmp_path / "out"),
                "--no-progress"])

@@ -140,10 +140,10 @@ def _bench_module():
 
 @pytest.fixture(scope="module")
 def micro_world(tmp_path_factory):
-    from mining.stages.demo.stage import BuildInputs, run_build
+    from mining.stages.demo.stage import run_build
 
     out = tmp_path_factory.mktemp("micro-world")
-    run_build(BuildInputs(), out, replace(options.defaults("demo"), preset="micro"), workers=1)
+    run_build(out=out, options=replace(options.defaults("demo"), preset="micro"), workers=1)
     return out
 
 

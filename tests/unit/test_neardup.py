@@ -15,7 +15,7 @@ from mining.cli import main
 from mining.descriptors import write_global_shard, write_store_info
 from mining.landmarks import load_landmarks
 from mining.stages.demo.realism import _read, histogram_descriptor
-from mining.stages.demo.stage import BuildInputs, run_build
+from mining.stages.demo.stage import run_build
 from mining.stages.demo.world import as_download_folder
 from mining.stages.neardup import stage as neardup
 
@@ -25,7 +25,7 @@ def run(tmp_path_factory):
     """A micro world, its candidates as a download folder, histogram descriptors as a global store."""
     root = tmp_path_factory.mktemp("nd")
     world = root / "world"
-    run_build(BuildInputs(), world, replace(options.defaults("demo"), preset="micro", seed=5), workers=1)
+    run_build(out=world, options=replace(options.defaults("demo"), preset="micro", seed=5), workers=1)
     as_download_folder(world, root / "images")
     ds = load_landmarks(world / "landmarks")
     truth = pq.read_table(world / "truth.parquet").to_pandas()

@@ -186,9 +186,9 @@ def _folder(root: Path, n: int = 5) -> Path:
     return root
 
 
-def _run(images: Path, outs: dict, params: dict, models: dict | None = None, image_set: str = "candidates") -> dict:
+def _run(images: Path, methods: list[str], out: Path, params: dict) -> dict:
     opts = replace(options.defaults("describe"), shard_size=2, params=params)
-    return describe.run(describe.Inputs(images, image_set, models or {}), outs, opts, progress=False)
+    return describe.run(images=images, image_set="candidates", methods=methods, out=out, options=opts, progress=False)
 
 
 def test_two_models_in_one_run_each_in_its_own_store_with_its_checksum(tmp_path):
@@ -198,12 +198,12 @@ def test_two_models_in_one_run_each_in_its_own_store_with_its_checksum(tmp_path)
               "onnx-global-vit": {"model": vit, "whiten": False, "input": "patch_multiple", "patch": 4,
                                   "output": "cls_token"}}
     outs = {name: tmp_path / "desc" / name / "candidates" for name in params}
-    infos = _run(images, outs, params)
+    infos = _run(images, list(params), tmp_path / "desc" / "{method}" / "candidates", params)
     assert [infos[n]["dim"] for n in params] == [16, 12] and all(i["count"] == 5 for i in infos.values())
     for name, path in (("onnx-global-cnn", cnn), ("onnx-global-vit", vit)):
         stored = json.loads((outs[name] / "store.json").read_text())
         assert stored["method"] == name and stored["params"]["model_sha256"] == file_sha256(path)
-        _run(images, {name: tmp_path / "alone" / name}, {name: params[name]})
+        _run(images, [name], tmp_path / "alone" / name, {name: params[name]})
         for f in sorted((outs[name] / "shards").glob("*.npy")):
             assert f.read_bytes() == (tmp_path / "alone" / name / "shards" / f.name).read_bytes()
 
@@ -213,12 +213,12 @@ def test_a_store_made_with_another_model_file_is_refused(tmp_path):
     model = tmp_path / "m.onnx"
     cnn_model(model)
     out = tmp_path / "store"
-    _run(images, {"onnx-global": out}, {"onnx-global": {"model": str(model), "whiten": False}})
+    _run(images, ["onnx-global"], out, {"onnx-global": {"model": str(model), "whiten": False}})
     other = onnx.load(str(model))  # the same path, another file: other biases
     other.graph.initializer[1].CopyFrom(numpy_helper.from_array(CONV_B + 1, "b"))
     onnx.save(other, str(model))
     with pytest.raises(UserError, match=r"existing store was made with different params \(model_sha256\)"):
-        _run(images, {"onnx-global": out}, {"onnx-global": {"model": str(model), "whiten": False}})
+        _run(images, ["onnx-global"], out, {"onnx-global": {"model": str(model), "whiten": False}})
     with pytest.raises(UserError, match="has checksum .* but the store was made with"):  # a landmark set's --model
         get_method("onnx-global", json.loads((out / "store.json").read_text())["params"])
 
@@ -236,4 +236,4 @@ def test_the_manifest_names_several_instances_and_requires_their_model(tmp_path)
     with pytest.raises(UserError, match="output='tokens' is not allowed"):
         manifest.validate(m, "x.yaml")
     with pytest.raises(UserError, match="method onnx-global-x: the setting model must be given"):
-        _run(_folder(tmp_path / "images", 1), {"onnx-global-x": tmp_path / "s"}, {})
+        _run(_folder(tmp_path / "images", 1), ["onnx-global-x"], tmp_path / "s", {})

@@ -104,11 +104,11 @@ def stores(tmp_path_factory):
     out = {}
     for tag, params in (("sp", ASMK), ("plain", {k: v for k, v in ASMK.items() if k != "spatial_verification"})):
         d = root / tag
-        describe.run(describe.Inputs(images, "candidates"), {"rsift-asmk": d / "candidates"},
-                     replace(DESCRIBE, shard_size=5, params={"rsift-asmk": params}), progress=False)
+        describe.run(images=images, image_set="candidates", methods=["rsift-asmk"], out=d / "candidates",
+                     options=replace(DESCRIBE, shard_size=5, params={"rsift-asmk": params}), progress=False)
         for part in ("queries", "database"):
-            describe.run(describe.Inputs(lm, part, {"rsift-asmk": d / "candidates"}), {"rsift-asmk": d / part},
-                         DESCRIBE, progress=False)
+            describe.run(images=lm, image_set=part, methods=["rsift-asmk"], out=d / part, options=DESCRIBE,
+                         models=d / "candidates", progress=False)
         out[tag] = d
     return out, lm
 

@@ -40,11 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.demo_command == "build":
-        from mining.stages.demo.stage import BuildInputs, run_build
+        from mining.stages.demo.stage import run_build
 
         d = options.from_args(args, "demo")
         workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
-        world = run_build(BuildInputs(), args.out, d, workers=workers, resume=not args.no_resume)
+        world = run_build(out=args.out, options=d, workers=workers, resume=not args.no_resume)
         c = world["counts"]
         print(f"demo world '{d.preset}' (seed {d.seed}) in {args.out}: {c['landmarks']} landmarks, "
               f"{c['queries']} queries, {c['database']} database images, {c['candidate_images']} candidate images, "

@@ -83,38 +83,53 @@ def _warp_onto(canvas: np.ndarray, alpha_acc: np.ndarray, src: np.ndarray, src_m
     return wm
 
 
-def render_view(fac: Facade, p: ViewParams, rng: np.random.Generator,
-                size: tuple[int, int] = (VIEW_W, VIEW_H)) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-    """Photograph façade `fac` with camera `p`; return the image and the building's bbox (None if off-frame)."""
-    w, h = (size[1], size[0]) if p.portrait else size
+@dataclass(frozen=True)
+class _Camera:
+    """The photo's camera on a façade of Wf × Hf px (its plane z=0, x centred, y up from the
+    ground), scaled and shifted so the building has the view's width and position."""
+
+    R: np.ndarray
+    cam: np.ndarray
+    f: float
+    off: np.ndarray
+    Wf: int
+    Hf: int
+
+    def plane(self, z: float) -> np.ndarray:
+        """The façade's corners, on the plane at depth z."""
+        u, v = np.array([0, self.Wf, self.Wf, 0], np.float64), np.array([0, 0, self.Hf, self.Hf], np.float64)
+        return np.stack([u - self.Wf / 2, self.Hf - v, np.broadcast_to(z, u.shape)], axis=1).astype(np.float64)
+
+    def to_img(self, P: np.ndarray) -> np.ndarray:
+        return (_project(P, self.R, self.cam) * self.f + self.off).astype(np.float32)
+
+    def homography(self, src_w: int, src_h: int, P: np.ndarray) -> np.ndarray:
+        src = np.array([[0, 0], [src_w, 0], [src_w, src_h], [0, src_h]], np.float32)
+        return cv2.getPerspectiveTransform(src, self.to_img(P))
+
+
+def _camera(fac: Facade, p: ViewParams, w: int, h: int) -> _Camera:
+    """The camera on a circle at distance 2.2 façade widths, at the view's yaw, pitch and roll."""
     Hf, Wf = fac.wall.shape[:2]
-    # 3-D: façade plane z=0, x centred, y up from the ground; camera on a circle at distance d.
     d = Wf * 2.2
     yaw, pitch = math.radians(p.yaw_deg), math.radians(p.pitch_deg)
     target = np.array([0.0, Hf * 0.45, 0.0])
     cam = np.array([d * math.sin(yaw), 160.0, -d * math.cos(yaw)])
     cam[1] = target[1] - d * math.tan(pitch) if p.pitch_deg else cam[1]
     R = _look_at(cam, target, math.radians(p.roll_deg))
-
-    def plane(u: np.ndarray, v: np.ndarray, z: np.ndarray | float, x_off: float = 0.0) -> np.ndarray:
-        return np.stack([u - Wf / 2 + x_off, Hf - v, np.broadcast_to(z, u.shape)], axis=1).astype(np.float64)
-
-    corners = np.array([[0, 0], [Wf, 0], [Wf, Hf], [0, Hf]], np.float64)
-    front = _project(plane(corners[:, 0], corners[:, 1], 0.0), R, cam)
-    # Scale/translate the image plane so the building has the requested width and position.
+    front = _project(_Camera(R, cam, 1.0, np.zeros(2), Wf, Hf).plane(0.0), R, cam)
     span = front[:, 0].max() - front[:, 0].min()
     f = p.width_frac * w / max(span, 1e-9)
-    centre = front.mean(axis=0) * f
-    off = np.array([p.cx_frac * w, p.cy_frac * h]) - centre
+    off = np.array([p.cx_frac * w, p.cy_frac * h]) - front.mean(axis=0) * f
+    return _Camera(R, cam, f, off, Wf, Hf)
 
-    def to_img(P: np.ndarray) -> np.ndarray:
-        return (_project(P, R, cam) * f + off).astype(np.float32)
 
-    def homography(src_w: int, src_h: int, P: np.ndarray) -> np.ndarray:
-        src = np.array([[0, 0], [src_w, 0], [src_w, src_h], [0, src_h]], np.float32)
-        return cv2.getPerspectiveTransform(src, to_img(P))
-
-    ground_pts = to_img(np.array([[-5 * Wf, 0, 0], [5 * Wf, 0, 0]], np.float64))
+def render_view(fac: Facade, p: ViewParams, rng: np.random.Generator,
+                size: tuple[int, int] = (VIEW_W, VIEW_H)) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
+    """Photograph façade `fac` with camera `p`; return the image and the building's bbox (None if off-frame)."""
+    w, h = (size[1], size[0]) if p.portrait else size
+    c = _camera(fac, p, w, h)
+    ground_pts = c.to_img(np.array([[-5 * c.Wf, 0, 0], [5 * c.Wf, 0, 0]], np.float64))
     ground_y = int(np.clip(ground_pts[:, 1].mean(), 0, h - 1))
     canvas = np.zeros((h, w, 3), np.float32)
     canvas[:ground_y] = sky(rng, max(ground_y, 1), w, p.night)[:ground_y]
@@ -123,49 +138,10 @@ def render_view(fac: Facade, p: ViewParams, rng: np.random.Generator,
     lights_img = np.zeros((h, w), np.uint8)
     # Neighbours (different each photo), then the side wall, the wall, and the relief in front.
     if p.neighbours:
-        for sgn in (-1, 1):
-            gap = Wf * rng.uniform(0.05, 0.5)
-            nb, nl = _generic_building(rng)
-            nh, nw = nb.shape[:2]
-            x0 = Wf / 2 + gap if sgn > 0 else -Wf / 2 - gap - nw
-            z0 = rng.uniform(-0.3, 1.0) * Wf
-            P = np.array([[x0, nh, z0], [x0 + nw, nh, z0], [x0 + nw, 0, z0], [x0, 0, z0]], np.float64)
-            Hn = homography(nw, nh, P)
-            lights_img = np.maximum(lights_img, cv2.warpPerspective(nl, Hn, (w, h)))
-            _warp_onto(canvas, np.zeros_like(alpha), nb, None, Hn)
-    sh, sw = fac.side.shape[:2]
-    sx = Wf / 2 if yaw > 0 else -Wf / 2
-    side_P = np.array([[sx, sh, 0], [sx, sh, sw], [sx, 0, sw], [sx, 0, 0]], np.float64)
-    if yaw < 0:
-        side_P = side_P[[1, 0, 3, 2]]
-    side_img = fac.side if abs(p.yaw_deg) > 4 else None
-    if side_img is not None:
-        shade = 0.75 if yaw > 0 else 0.85
-        _warp_onto(canvas, alpha, (side_img * shade).astype(np.uint8), None, homography(sw, sh, side_P))
-    Hw = homography(Wf, Hf, plane(corners[:, 0], corners[:, 1], 0.0))
-    wall = fac.wall
-    if not p.night:  # sun from one side: a soft horizontal ramp across the façade
-        ramp = np.linspace(rng.uniform(0.75, 1.1), rng.uniform(0.75, 1.1), Wf, dtype=np.float32)[None, :, None]
-        wall = np.clip(wall * ramp, 0, 255).astype(np.uint8)
-    wm = _warp_onto(canvas, alpha, wall, fac.mask, Hw)
-    lights_img = np.maximum(lights_img, cv2.warpPerspective(fac.lights, Hw, (w, h)))
-    relief_z = -0.07 * Wf
-    Hr = homography(Wf, Hf, plane(corners[:, 0], corners[:, 1], relief_z))
-    rm = _warp_onto(canvas, alpha, fac.relief, fac.relief_mask, Hr)
-    building = np.maximum(wm, rm)
+        lights_img = _neighbours(canvas, lights_img, c, rng)
+    building, lights_img = _facade_layers(canvas, alpha, lights_img, fac, p, c, rng)
     if p.night:
-        floodlit = rng.random() < 0.5
-        canvas *= 0.18
-        canvas[..., 0] *= 1.3
-        glow = (lights_img.astype(np.float32) / 255.0)[..., None] * (rng.random() < 0.5 or 1.0)
-        lit = np.array(jitter(rng, (90, 200, 245), 15), np.float32)
-        on = (noise(rng, h, w, 40, 1) > 0.45).astype(np.float32)[..., None]
-        canvas = canvas * (1 - glow * on) + lit * glow * on
-        if floodlit:
-            bm = (building.astype(np.float32) / 255)[..., None]
-            grad = np.linspace(0.6, 1.6, h, dtype=np.float32)[:, None, None]
-            canvas = canvas * (1 + bm * grad * 1.5)
-            canvas[..., 2] += (bm[..., 0] * 25)
+        canvas = _at_night(canvas, lights_img, building, rng)
     occl = np.zeros((h, w), np.uint8)
     foreground(rng, canvas, occl, building, p.occlusion, ground_y, p.night)
     img = finish(rng, canvas, p.blur, p.gain, p.warmth, p.night)
@@ -174,6 +150,65 @@ def render_view(fac: Facade, p: ViewParams, rng: np.random.Generator,
         return img, None
     ys, xs = np.nonzero(visible)
     return img, (float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1))
+
+
+def _neighbours(canvas: np.ndarray, lights_img: np.ndarray, c: _Camera, rng: np.random.Generator) -> np.ndarray:
+    """A generic building on each side of the façade, drawn onto the canvas; the lights with theirs."""
+    h, w = canvas.shape[:2]
+    for sgn in (-1, 1):
+        gap = c.Wf * rng.uniform(0.05, 0.5)
+        nb, nl = _generic_building(rng)
+        nh, nw = nb.shape[:2]
+        x0 = c.Wf / 2 + gap if sgn > 0 else -c.Wf / 2 - gap - nw
+        z0 = rng.uniform(-0.3, 1.0) * c.Wf
+        P = np.array([[x0, nh, z0], [x0 + nw, nh, z0], [x0 + nw, 0, z0], [x0, 0, z0]], np.float64)
+        Hn = c.homography(nw, nh, P)
+        lights_img = np.maximum(lights_img, cv2.warpPerspective(nl, Hn, (w, h)))
+        _warp_onto(canvas, np.zeros((h, w), np.uint8), nb, None, Hn)
+    return lights_img
+
+
+def _facade_layers(canvas: np.ndarray, alpha: np.ndarray, lights_img: np.ndarray, fac: Facade, p: ViewParams,
+                   c: _Camera, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The side wall, the wall (lit from one side by day) and the relief in front, drawn onto
+    the canvas; the building's mask in the image, and the lights with the wall's."""
+    h, w = canvas.shape[:2]
+    sh, sw = fac.side.shape[:2]
+    sx = c.Wf / 2 if p.yaw_deg > 0 else -c.Wf / 2
+    side_P = np.array([[sx, sh, 0], [sx, sh, sw], [sx, 0, sw], [sx, 0, 0]], np.float64)
+    if p.yaw_deg < 0:
+        side_P = side_P[[1, 0, 3, 2]]
+    if abs(p.yaw_deg) > 4:
+        shade = 0.75 if p.yaw_deg > 0 else 0.85
+        _warp_onto(canvas, alpha, (fac.side * shade).astype(np.uint8), None, c.homography(sw, sh, side_P))
+    Hw = c.homography(c.Wf, c.Hf, c.plane(0.0))
+    wall = fac.wall
+    if not p.night:  # sun from one side: a soft horizontal ramp across the façade
+        ramp = np.linspace(rng.uniform(0.75, 1.1), rng.uniform(0.75, 1.1), c.Wf, dtype=np.float32)[None, :, None]
+        wall = np.clip(wall * ramp, 0, 255).astype(np.uint8)
+    wm = _warp_onto(canvas, alpha, wall, fac.mask, Hw)
+    lights_img = np.maximum(lights_img, cv2.warpPerspective(fac.lights, Hw, (w, h)))
+    Hr = c.homography(c.Wf, c.Hf, c.plane(-0.07 * c.Wf))
+    rm = _warp_onto(canvas, alpha, fac.relief, fac.relief_mask, Hr)
+    return np.maximum(wm, rm), lights_img
+
+
+def _at_night(canvas: np.ndarray, lights_img: np.ndarray, building: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The canvas by night: dark and blue, some windows lit, the building floodlit or not."""
+    h, w = canvas.shape[:2]
+    floodlit = rng.random() < 0.5
+    canvas *= 0.18
+    canvas[..., 0] *= 1.3
+    glow = (lights_img.astype(np.float32) / 255.0)[..., None] * (rng.random() < 0.5 or 1.0)
+    lit = np.array(jitter(rng, (90, 200, 245), 15), np.float32)
+    on = (noise(rng, h, w, 40, 1) > 0.45).astype(np.float32)[..., None]
+    canvas = canvas * (1 - glow * on) + lit * glow * on
+    if floodlit:
+        bm = (building.astype(np.float32) / 255)[..., None]
+        grad = np.linspace(0.6, 1.6, h, dtype=np.float32)[:, None, None]
+        canvas = canvas * (1 + bm * grad * 1.5)
+        canvas[..., 2] += (bm[..., 0] * 25)
+    return canvas
 
 
 def view_params(label: str, rng: np.random.Generator) -> tuple[ViewParams, str]:

@@ -11,7 +11,7 @@ import functools
 import logging
 import os
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -278,56 +278,100 @@ def _build_city(cfg: dict[str, int], seed: int, city: int, root: Path, rel: str,
     return qimlist, gnd, imlist, lms
 
 
-@dataclass(frozen=True)
-class BuildInputs:
-    """What `mining demo build` reads: nothing (the world is a function of its settings)."""
-
-
-def run_build(inputs: BuildInputs, out: str | os.PathLike[str], options: DemoOptions, *, workers: int = 1,
+def run_build(*, out: str | os.PathLike[str], options: DemoOptions, workers: int = 1,
               resume: bool = True) -> dict[str, Any]:
-    """Write the whole world under `out`; returns the world.json content. `options.benchmarks`
+    """Write the whole world under `out` (its settings: the preset, the seed and the number of
+    benchmarks; the world reads no file); returns the world.json content. `options.benchmarks`
     > 1: as many landmark benchmarks (landmarks/<name>/gnd_<name>.pkl,
     `mining.benchmarks.demo_names`; the first is the one-city world's city) and one pool of
-    candidates showing any of them."""
-    preset, seed, cities = options.preset, options.seed, options.benchmarks
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
-    if seed < 0:
-        raise UserError("--seed must be a non-negative integer")
-    if not 1 <= cities <= MAX_CITIES:
-        raise UserError(f"--benchmarks must be 1 to {MAX_CITIES}")
-    cfg = PRESETS[preset]
+    candidates showing any of them. `workers`: render processes (the bytes do not depend on it);
+    `resume`: keep the candidate images a previous build left."""
+    _check_options(options)
+    cfg = PRESETS[options.preset]
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    names = demo_names(cities)
-    several = cities > 1
+    names = demo_names(options.benchmarks)
+    several = options.benchmarks > 1
     rels = ["landmarks/" + n if several else "landmarks" for n in names]
-    built = [_build_city(cfg, seed, k, root, rels[k], names[k], workers) for k in range(cities)]
+    built = [_build_city(cfg, options.seed, k, root, rels[k], names[k], workers) for k in range(options.benchmarks)]
     lms = [lm for _, _, _, city_lms in built for lm in city_lms]  # a candidate may show any city's landmark
     lm_label = {lm.index: qualify(names[k], lm.name, several) for k, b in enumerate(built) for lm in b[3]}
+    cand = _draw_candidates(cfg, options.seed, lms, lm_label)
+    atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(cand.rows) + "\n")
+    # re-uploads copy the first city's landmark images
+    planted = _plant_near_duplicates(cand.tasks, cand.truth, *built[0], options.seed, rels[0],
+                                     f"{names[0]}/" if several else "")
+    # Sort candidate tasks by kind so façade caches hit inside each worker; copies after their sources.
+    cand.tasks.sort(key=lambda t: (t.kind, t.subject, t.out))
+    _map([t for t in cand.tasks if t.kind != "copy"], options.seed, root, workers, resume=resume, desc="candidates")
+    _map([t for t in cand.tasks if t.kind == "copy"], options.seed, root, 1, resume=resume,
+         desc="near-copies")  # cheap: inline
+    _write_tables(root, cand)
+    world = _world(options, built, lms, lm_label, cand, planted)
+    from .preview import write_preview
 
-    # ---- candidates: metadata rows, their images, the truth
+    if several:  # each city's landmark dataset (`mining.benchmarks.demo_names`)
+        world["benchmarks"] = [{"name": n, "gnd": f"{r}/gnd_{n}.pkl"} for n, r in zip(names, rels)]
+        world["files"]["landmarks"] = world["benchmarks"][0]["gnd"]
+    write_preview(root, root / "preview.png", world["files"]["landmarks"])
+    atomic.write_json(root / "world.json", world)
+    return world
+
+
+def _check_options(options: DemoOptions) -> None:
+    if options.preset not in PRESETS:
+        raise UserError(f"unknown preset '{options.preset}' (choose from {', '.join(PRESETS)})")
+    if options.seed < 0:
+        raise UserError("--seed must be a non-negative integer")
+    if not 1 <= options.benchmarks <= MAX_CITIES:
+        raise UserError(f"--benchmarks must be 1 to {MAX_CITIES}")
+
+
+_TRUTH = ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view", "copy_of")
+_INDEX = ("photo_id", "server", "farm", "secret", "secret_original", "extension", "photo_hash")
+
+
+@dataclass
+class _Candidates:
+    """The candidates as drawn: their metadata rows (in file order), render tasks, truth and
+    image index (one entry per candidate image), and how many rows of each other kind."""
+
+    images: int
+    nogeo: int
+    video: int
+    malformed: int
+    rows: list[str] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+    truth: dict[str, list[Any]] = field(default_factory=lambda: {c: [] for c in _TRUTH})
+    index: dict[str, list[Any]] = field(default_factory=lambda: {c: [] for c in _INDEX})
+
+    def add_image(self, task: Task, truth: tuple[Any, ...], rec: md.PhotoRecord) -> None:
+        self.tasks.append(task)
+        for c, v in zip(_TRUTH, truth):
+            self.truth[c].append(v)
+        for c, v in zip(_INDEX, (truth[0], rec.server, rec.farm, rec.secret, rec.secret_original, rec.extension,
+                                 yfcc_hash(md.download_url(rec)))):
+            self.index[c].append(v)
+
+
+def _draw_candidates(cfg: dict[str, int], seed: int, lms: list[Landmark], lm_label: dict[int, str]) -> _Candidates:
+    """The candidates' photo ids, kinds and row order (one seeded draw), then each row and
+    candidate image from its own seed."""
     mrng = _rng(seed, _TAG["meta"], 0)
     n_img = cfg["candidates"]
     n_nogeo = max(2, int(round(n_img * NO_GEOTAG_SHARE)))
     n_video = max(2, int(round(n_img * VIDEO_SHARE)))
-    n_malformed = max(5, int(round((n_img + n_nogeo + n_video) * 0.01)))
+    cand = _Candidates(n_img, n_nogeo, n_video, max(5, int(round((n_img + n_nogeo + n_video) * 0.01))))
     ids: set[int] = set()
-    while len(ids) < n_img + n_nogeo + n_video + n_malformed:
+    while len(ids) < n_img + n_nogeo + n_video + cand.malformed:
         ids.add(int(mrng.integers(1_000_000, 12_000_000_000)))
     photo_ids = [int(i) for i in mrng.permutation(sorted(ids))]
     kinds = mrng.choice(["landmark", "hard_negative", "unrelated"], size=n_img,
                         p=[SHARES["landmark"], SHARES["hard_negative"], 1 - sum(SHARES.values())])
     forced = mrng.choice(n_img, size=min(n_img, len(lms)), replace=False)
     kinds[forced] = "landmark"  # every landmark has at least one image the review must catch
-    roles = (["image"] * n_img + ["nogeo"] * n_nogeo + ["video"] * n_video + ["malformed"] * n_malformed)
+    roles = (["image"] * n_img + ["nogeo"] * n_nogeo + ["video"] * n_video + ["malformed"] * cand.malformed)
     order = mrng.permutation(len(roles))
-    rows: list[str] = []
-    cand_tasks: list[Task] = []
-    truth: dict[str, list[Any]] = {c: [] for c in ("photo_id", "kind", "landmark", "family", "in_excluded_region", "place", "view",
-                                                   "copy_of")}
-    index_rows: dict[str, list[Any]] = {c: [] for c in ("photo_id", "server", "farm", "secret", "secret_original",
-                                                        "extension", "photo_hash")}
     img_i = malformed_i = 0
     lm_seen: set[int] = set()
     for line, k in enumerate(order):
@@ -343,45 +387,41 @@ def run_build(inputs: BuildInputs, out: str | os.PathLike[str], options: DemoOpt
         if role == "malformed":
             fields = md.malform(fields, *md.MALFORMED_KINDS[malformed_i % len(md.MALFORMED_KINDS)])
             malformed_i += 1
-        rows.append("\t".join(fields))
+        cand.rows.append("\t".join(fields))
         if role != "image":
             continue
         img_i += 1
-        if kind == "landmark":
-            lm = lms[len(lm_seen) % len(lms)] if len(lm_seen) < len(lms) else lms[int(rrng.integers(len(lms)))]
-            lm_seen.add(lm.index)
-            label = "easy" if rrng.random() < 0.6 else "hard"
-            task = Task(f"images/{pid}.jpg", "landmark", label, lm.index, lm.family, 1_000_000 + img_i)
-            lname, fam = lm_label[lm.index], lm.family
-        elif kind == "hard_negative":
-            fam = FAMILIES[int(rrng.integers(3))]
-            task = Task(f"images/{pid}.jpg", "facade", "easy", 100_000 + img_i, fam, 1_000_000 + img_i)
-            lname = None
-        else:
-            fam = theme
-            task = Task(f"images/{pid}.jpg", "scene", theme, 0, theme, 1_000_000 + img_i)
-            lname = None
-        task = Task(task.out, task.kind, task.label, task.subject, task.family, task.key, bool(rrng.random() < SMALL_SHARE))
-        cand_tasks.append(task)
-        truth["photo_id"].append(pid)
-        truth["kind"].append(kind)
-        truth["landmark"].append(lname)
-        truth["family"].append(fam)
-        truth["in_excluded_region"].append(bool(place is not None and place.excluded))
-        truth["place"].append(place.name if place else None)
-        truth["view"].append(task.label)
-        truth["copy_of"].append(None)
-        for c, v in (("photo_id", pid), ("server", rec.server), ("farm", rec.farm), ("secret", rec.secret),
-                     ("secret_original", rec.secret_original), ("extension", rec.extension),
-                     ("photo_hash", yfcc_hash(md.download_url(rec)))):
-            index_rows[c].append(v)
-    atomic.write_text(root / "metadata" / "yfcc100m_dataset", "\n".join(rows) + "\n")
-    # re-uploads copy the first city's landmark images
-    planted = _plant_near_duplicates(cand_tasks, truth, *built[0], seed, rels[0], f"{names[0]}/" if several else "")
-    # Sort candidate tasks by kind so façade caches hit inside each worker; copies after their sources.
-    cand_tasks.sort(key=lambda t: (t.kind, t.subject, t.out))
-    _map([t for t in cand_tasks if t.kind != "copy"], seed, root, workers, resume=resume, desc="candidates")
-    _map([t for t in cand_tasks if t.kind == "copy"], seed, root, 1, resume=resume, desc="near-copies")  # cheap: inline
+        task, lname, fam = _candidate_task(kind, theme, pid, img_i, rrng, lms, lm_seen, lm_label)
+        cand.add_image(task, (pid, kind, lname, fam, bool(place is not None and place.excluded),
+                              place.name if place else None, task.label, None), rec)
+    return cand
+
+
+def _candidate_task(kind: str, theme: str, pid: int, img_i: int, rrng: np.random.Generator, lms: list[Landmark],
+                    lm_seen: set[int], lm_label: dict[int, str]) -> tuple[Task, str | None, str]:
+    """A candidate image's render task, landmark label (None: none shown) and family; a
+    landmark image shows each landmark in turn before any at random."""
+    if kind == "landmark":
+        lm = lms[len(lm_seen) % len(lms)] if len(lm_seen) < len(lms) else lms[int(rrng.integers(len(lms)))]
+        lm_seen.add(lm.index)
+        label = "easy" if rrng.random() < 0.6 else "hard"
+        task = Task(f"images/{pid}.jpg", "landmark", label, lm.index, lm.family, 1_000_000 + img_i)
+        lname, fam = lm_label[lm.index], lm.family
+    elif kind == "hard_negative":
+        fam = FAMILIES[int(rrng.integers(3))]
+        task = Task(f"images/{pid}.jpg", "facade", "easy", 100_000 + img_i, fam, 1_000_000 + img_i)
+        lname = None
+    else:
+        fam = theme
+        task = Task(f"images/{pid}.jpg", "scene", theme, 0, theme, 1_000_000 + img_i)
+        lname = None
+    task = Task(task.out, task.kind, task.label, task.subject, task.family, task.key, bool(rrng.random() < SMALL_SHARE))
+    return task, lname, fam
+
+
+def _write_tables(root: Path, cand: _Candidates) -> None:
+    """ROOT/truth.parquet and ROOT/images/index.parquet, by photo id."""
+    truth = cand.truth
     truth_tab = pa.table({
         "photo_id": pa.array(truth["photo_id"], pa.int64()), "kind": pa.array(truth["kind"], pa.string()),
         "landmark": pa.array(truth["landmark"], pa.string()), "family": pa.array(truth["family"], pa.string()),
@@ -390,24 +430,30 @@ def run_build(inputs: BuildInputs, out: str | os.PathLike[str], options: DemoOpt
         "copy_of": pa.array(truth["copy_of"], pa.string()),
     }).sort_by("photo_id")
     atomic.write_parquet(root / "truth.parquet", truth_tab, compression="zstd")
-    idx_tab = pa.table({"photo_id": pa.array(index_rows["photo_id"], pa.int64()),
-                        "server": pa.array(index_rows["server"], pa.int32()),
-                        "farm": pa.array(index_rows["farm"], pa.int32()),
-                        "secret": index_rows["secret"], "secret_original": index_rows["secret_original"],
-                        "extension": index_rows["extension"],
-                        "photo_hash": pa.array(index_rows["photo_hash"], pa.string())}).sort_by("photo_id")
+    index = cand.index
+    idx_tab = pa.table({"photo_id": pa.array(index["photo_id"], pa.int64()),
+                        "server": pa.array(index["server"], pa.int32()),
+                        "farm": pa.array(index["farm"], pa.int32()),
+                        "secret": index["secret"], "secret_original": index["secret_original"],
+                        "extension": index["extension"],
+                        "photo_hash": pa.array(index["photo_hash"], pa.string())}).sort_by("photo_id")
     atomic.write_parquet(root / "images" / "index.parquet", idx_tab, compression="zstd")
 
-    kinds_count = {k: int(sum(1 for x in truth["kind"] if x == k)) for k in ("unrelated", "hard_negative", "landmark")}
-    world = {
-        "version": 1, "preset": preset, "seed": seed,
+
+def _world(options: DemoOptions, built: list[tuple[list[str], list[dict], list[str], list[Landmark]]],
+           lms: list[Landmark], lm_label: dict[int, str], cand: _Candidates, planted: dict[str, int]) -> dict[str, Any]:
+    """world.json's content (a several-city world adds its benchmarks)."""
+    kinds_count = {k: int(sum(1 for x in cand.truth["kind"] if x == k))
+                   for k in ("unrelated", "hard_negative", "landmark")}
+    return {
+        "version": 1, "preset": options.preset, "seed": options.seed,
         "image_size": [VIEW_W, VIEW_H], "min_size": 1024,
         "counts": {
             "landmarks": len(lms), "queries": sum(len(b[0]) for b in built), "database": sum(len(b[2]) for b in built),
-            "metadata_rows": len(rows), "malformed_rows": n_malformed, "photos_without_geotag": n_nogeo,
-            "videos": n_video, "candidate_images": n_img, "candidate_kinds": kinds_count,
-            "in_excluded_region": int(sum(truth["in_excluded_region"])),
-            "small_images": int(sum(t.small for t in cand_tasks)),
+            "metadata_rows": len(cand.rows), "malformed_rows": cand.malformed, "photos_without_geotag": cand.nogeo,
+            "videos": cand.video, "candidate_images": cand.images, "candidate_kinds": kinds_count,
+            "in_excluded_region": int(sum(cand.truth["in_excluded_region"])),
+            "small_images": int(sum(t.small for t in cand.tasks)),
             "near_duplicates": planted,
         },
         "malformed_kinds": [defect for _, defect in md.MALFORMED_KINDS],
@@ -417,14 +463,6 @@ def run_build(inputs: BuildInputs, out: str | os.PathLike[str], options: DemoOpt
         "files": {"landmarks": "landmarks/gnd_demo.pkl", "metadata": "metadata/yfcc100m_dataset",
                   "images": "images", "truth": "truth.parquet", "preview": "preview.png"},
     }
-    from .preview import write_preview
-
-    if several:  # each city's landmark dataset (`mining.benchmarks.demo_names`)
-        world["benchmarks"] = [{"name": n, "gnd": f"{r}/gnd_{n}.pkl"} for n, r in zip(names, rels)]
-        world["files"]["landmarks"] = world["benchmarks"][0]["gnd"]
-    write_preview(root, root / "preview.png", world["files"]["landmarks"])
-    atomic.write_json(root / "world.json", world)
-    return world
 
 
 def as_download_folder(world: str | os.PathLike[str], images: str | os.PathLike[str]) -> None:

@@ -85,7 +85,8 @@ def parse_param(text: str) -> tuple[str | None, str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.describe.stage import Inputs, per_method_paths, run, split_params
+    from mining.cluster import Cluster
+    from mining.stages.describe.stage import run, split_params
     from mining.methods import method_class
 
     if args.workers < 0:
@@ -116,11 +117,10 @@ def run(args: argparse.Namespace) -> int:
         method_class(name).check_params(settings)  # type and range of every value, before any work
         if not scheduler and not slurm:  # the workers run here: e.g. is the GPU asked for here?
             method_class(name).check_here(settings)
-    models = per_method_paths(args.model, names, "--model") if args.model is not None else []
-    infos = run(Inputs(args.images, args.image_set, dict(zip(names, models))),
-                dict(zip(names, per_method_paths(args.out, names, "--out"))),
-                replace(d, params=dict(zip(names, per_method))), workers=args.workers, scheduler=scheduler,
-                slurm=slurm, fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
+    infos = run(images=args.images, image_set=args.image_set, methods=names, out=args.out, models=args.model,
+                options=replace(d, params=dict(zip(names, per_method))),
+                cluster=Cluster(scheduler=scheduler, slurm=slurm, workers=args.workers),
+                fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)
     for info in infos.values():
         print(json.dumps({k: info[k] for k in ("method", "set", "count", "failed", "dim", "shards")}))
     return 0

@@ -4,7 +4,7 @@ Image sets: `queries` (landmark query images cropped to their bbox; only the cro
 described), `database` (the landmark imlist), `candidates` (a download folder; the usable
 images are those whose latest status row is `ok`). Methods that learn (whitening,
 codebooks) learn on a seeded sample of *candidates* only and keep the state in the
-candidates store (`model.npz`); landmark sets reuse it (`Inputs.models`), so nothing is ever
+candidates store (`model.npz`); landmark sets reuse it (`run`'s `models`), so nothing is ever
 learned on the benchmark's own images.
 
 Shards are independent Dask tasks (`mining.cluster.run_tasks`); a shard is done when its
@@ -23,28 +23,27 @@ vectors moved with the worker count.)
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mining import atomic, descriptors, imageindex
-from mining.cluster import available_cpus, connect, run_tasks
+from mining.cluster import Cluster, available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.landmarks import load_landmarks
-from mining.methods.base import GLOBAL, Method, get_method, method_class
+from mining.methods.base import Method, get_method
 from mining.options import DescribeOptions
+from mining.stages.describe.stores import (PLAN_FILE, RESUME_KEYS, Plan, check_resumable, failure_table, file_sha,
+                                            finish, plan, sha)
 from mining.tables import read_file
 from mining.threads import in_order
 from threadpoolctl import threadpool_limits
@@ -54,9 +53,6 @@ from mining.progress import bar as progress_bar
 log = logging.getLogger(__name__)
 
 SETS = ("queries", "database", "candidates")
-MODEL_FILE = descriptors.MODEL_FILE
-PLAN_FILE = "describe.json"  # the settings of a store being written; a resume must match them
-RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
 PREFETCH = 4  # images decoded ahead of those being described (decode overlaps compute)
 FIT_CHUNK = 50  # images per learning task (at most a shard)
 
@@ -231,7 +227,7 @@ def describe_shard(outs: list[str], shard: str, items: list[ImageItem], specs: l
         out = os.path.join(base, out)
         shards = Path(out) / "shards"
         shards.mkdir(parents=True, exist_ok=True)
-        atomic.write_parquet(shards / f"{shard}.failures.parquet", _failure_table(m_failures))
+        atomic.write_parquet(shards / f"{shard}.failures.parquet", failure_table(m_failures))
         descriptors.write_shard(method, out, shard, m_ids, m_payloads)
     return len(items)
 
@@ -245,174 +241,124 @@ def fit_features_chunk(items: list[ImageItem], specs: list[str], base: str = "")
             for _, results in iter_described(_from(base, items), methods, fns, _task_threads(specs[0]))]
 
 
-def _failure_table(rows: list[dict[str, str]]) -> pa.Table:
-    cols = ("id", "path", "error")
-    return pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in cols})
-
-
 # ---- the stage -------------------------------------------------------------------------
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def _file_sha(path: Path) -> str:
-    return _sha(path.read_bytes())
-
-
-@dataclass
-class _Plan:
-    """One method's part of a describe run: its store, settings and learned state."""
-
-    name: str
-    out: Path
-    method: Method
-    params: dict[str, Any]
-    info: dict[str, Any]
-    state_path: Path | None
-    model_info: dict[str, Any] | None
-    learn: bool  # learns on this run's candidates (no --model)
-
-
-def _plan(method_name: str, images: str | Path, image_set: str, out: Path, params: dict[str, Any] | None,
-          model: str | Path | None, shard_size: int, fit_images: int, seed: int) -> _Plan:
-    """A method's settings, checked against its --model store (not yet against the store
-    being resumed: that needs the image list's hash)."""
-    params = {k: v for k, v in (params or {}).items() if v is not None}
-    state_path: Path | None = None
-    model_info: dict[str, Any] | None = None
-    if model is not None:
-        mstore = descriptors.open_store(model)
-        if mstore.method != method_name:
-            raise UserError(f"--model {model} is a {mstore.method!r} store, not {method_name!r}")
-        base = dict(mstore.info.get("params", {}))
-        clash = {k: v for k, v in params.items() if k in base and base[k] != v}
-        if clash:
-            raise UserError(f"options {sorted(clash)} differ from the --model store's; landmark sets must be "
-                            "described with the candidates' settings")
-        params = {**params, **base}  # a setting newer than the store (e.g. cnn-gem backend) can be given
-        if (Path(model) / MODEL_FILE).is_file():
-            state_path = (Path(model) / MODEL_FILE).resolve()
-            model_info = {"store": str(Path(model).resolve()), "sha256": _file_sha(state_path)}
-    for key in method_class(method_name).missing(params):
-        raise UserError(f"method {method_name}: the setting {key} must be given (--param {method_name}:{key}=... "
-                        "or the manifest's describe: params)")
-    method = get_method(method_name, params, query=image_set == "queries")
-    params = method.params  # defaults filled in: recorded, and reused by landmark sets
-    if method.learns and state_path is None:
-        if image_set != "candidates":
-            raise UserError(f"method {method_name} learns on candidates: describe the candidates first and pass "
-                            "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
-        state_path = (out / MODEL_FILE).resolve()
-    info: dict[str, Any] = {
-        "method": method_name, "kind": method.kind, "set": image_set, "params": params,
-        "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": None,
-        "fit_images": fit_images if method.learns and model is None else None, "seed": seed,
-    }
-    if image_set != "candidates":
-        info["landmarks_fingerprint"] = load_landmarks(images).fingerprint()
-    return _Plan(method_name, out, method, params, info, state_path, model_info, method.learns and model is None)
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What `mining describe` reads: one image set, and the stores whose learned state and
-    settings landmark sets reuse."""
-
-    images: str | Path  # a landmark dataset (gnd_*.pkl or its folder) or a download folder
-    image_set: str  # queries, database or candidates (SETS)
-    models: Mapping[str, str | Path] = field(default_factory=dict)  # method -> its candidates store
-
-
 FIT_IMAGES = 2000  # candidates sampled to learn a method's model (codebook, PCA)
 FIT_SEED = 0  # seed of that sample and of k-means
 
 
-def run(inputs: Inputs, out: Mapping[str, str | Path], options: DescribeOptions, *, workers: int = 0,
-        scheduler: str | None = None, slurm: str | None = None, fit_images: int = FIT_IMAGES, seed: int = FIT_SEED,
-        progress: bool = True) -> dict[str, dict[str, Any]]:
-    """Describe an image set with the methods of `out` (method -> its store folder, in that
-    order) in one pass, into one store each; `options.params[method]`: a method's settings
-    (its defaults for those not given), `options.shard_size` images per shard.
+def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, options: DescribeOptions,
+        models: str | Path | None = None, cluster: Cluster = Cluster(workers=0), fit_images: int = FIT_IMAGES,
+        seed: int = FIT_SEED, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Describe an image set (`images`: a landmark dataset, gnd_*.pkl or its folder, or a
+    download folder; `image_set`: one of SETS) with `methods` in one pass, each into its own
+    store: `out` (with several methods, a path holding `{method}`, replaced by each one's name).
+    `models`: the candidates stores (`{method}` as in `out`) whose learned state and settings a
+    landmark set reuses. `options.params[method]`: a method's settings (its defaults for those
+    not given), `options.shard_size` images per shard. `cluster`: where the shards run (default
+    in this process); `fit_images`, `seed`: the learning sample of methods that learn.
 
     Each image is decoded once per (max_side, mode) and its features extracted once per
     shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
     learning and for describing; every store is the same bytes as that method's alone.
     Returns each method's store info (also its store.json), in method order."""
-    method_names = list(out)
-    images, image_set, shard_size = inputs.images, inputs.image_set, options.shard_size
-    outs = [out[m] for m in method_names]
-    params = [options.params.get(m) for m in method_names]
-    unknown = sorted(set(inputs.models) - set(method_names))
-    if unknown:
-        raise UserError(f"describe: a --model store for {', '.join(unknown)}, which is not described here")
-    models = [inputs.models.get(m) for m in method_names]
-    n = len(method_names)
-    if not n:
-        raise UserError("describe: no method given")
-    outs = [Path(o) for o in outs]
-    if len({o.resolve() for o in outs}) != n:
-        raise UserError("describe: each method needs its own --out store")
-    if shard_size < 1:
-        raise UserError("--shard-size must be at least 1")
-    plans = [_plan(m, images, image_set, o, p, mo, shard_size, fit_images, seed)
-             for m, o, p, mo in zip(method_names, outs, params, models)]
-    items = list_items(images, image_set)
-    if not items:
-        raise UserError(f"{images}: no images in set {image_set!r}")
-    ids_hash = _sha("\n".join(i.id for i in items).encode())
-    for p in plans:
-        p.info["ids_sha256"] = ids_hash
-        _check_resumable(p.out, p.info)
+    plans, items = _plans(images, image_set, methods, out, models, options, fit_images, seed)
     # images described at once per task (0: decided on the worker, whose machine we do not know);
     # it changes the speed, never the bytes (see pin_numeric_threads)
-    threads = 0 if (scheduler or slurm) else max(1, available_cpus() // max(1, workers))
+    threads = 0 if (cluster.scheduler or cluster.slurm) else max(1, available_cpus() // max(1, cluster.workers or 0))
     for p in plans:
         p.out.mkdir(parents=True, exist_ok=True)
         # the settings to resume with: not store.json, which a workflow manager deletes (as the
         # output of an interrupted job) before it reruns the job
         atomic.write_json(p.out / PLAN_FILE, {k: p.info[k] for k in RESUME_KEYS})
-    names = "+".join(method_names)
-
-    def spec(p: _Plan, state: Path | None) -> str:
-        return json.dumps({"method": p.name, "params": p.params, "query": image_set == "queries",
-                           "state": str(state) if state else None, "threads": threads})
-
-    with single_threaded_numerics(), connect(scheduler, workers, slurm) as client:
-        fitting = [p for p in plans if p.learn and not p.state_path.is_file()]
-        if fitting:
-            specs = [spec(p, None) for p in fitting]
-            rng = np.random.default_rng(seed)
-            sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
-            step = min(FIT_CHUNK, shard_size)
-            chunks = [(sample[i:i + step], specs, os.getcwd()) for i in range(0, len(sample), step)]
-            bar = progress_bar(total=len(sample), desc=f"{'+'.join(p.name for p in fitting)}: learning on candidates",
-                               unit="img", disable=not progress)
-            # task order, not completion order: the sample's order is part of what is learned
-            results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
-            bar.close()
-            for k, p in enumerate(fitting):
-                feats = [per_method[k] for chunk in results for per_method in chunk if per_method[k] is not None]
-                state = p.method.fit(feats, seed=seed)
-                with atomic.atomic_path(p.state_path) as tmp:
-                    with open(tmp, "wb") as f:
-                        np.savez(f, **state)
-            del results
+    specs = _Specs(image_set == "queries", threads)
+    with single_threaded_numerics(), connect(cluster.scheduler, cluster.workers, cluster.slurm,
+                                             processes=cluster.processes) as client:
+        _learn(client, [p for p in plans if p.learn and not p.state_path.is_file()], items, specs,
+               min(FIT_CHUNK, options.shard_size), fit_images, seed, progress)
         for p in plans:
             if p.state_path is not None:
-                p.model_info = p.model_info or {"store": str(p.out.resolve()), "sha256": _file_sha(p.state_path)}
-        shards = [(f"{i // shard_size:05d}", items[i:i + shard_size]) for i in range(0, len(items), shard_size)]
-        todo = []
-        for name, chunk in shards:  # a shard is redone for the stores that lack it, and only them
-            missing = [p for p in plans if not (p.out / "shards" / f"{name}.ids.parquet").is_file()]
-            if missing:
-                todo.append(([str(p.out) for p in missing], name, chunk, [spec(p, p.state_path) for p in missing],
-                             os.getcwd()))
-        bar = progress_bar(total=len(items), initial=len(items) - sum(len(t[2]) for t in todo),
-                           desc=f"{names}: describing {image_set}", unit="img", disable=not progress)
-        run_tasks(client, describe_shard, todo, on_done=bar.update)
-        bar.close()
+                p.model_info = p.model_info or {"store": str(p.out.resolve()), "sha256": file_sha(p.state_path)}
+        shards = [(f"{i // options.shard_size:05d}", items[i:i + options.shard_size])
+                  for i in range(0, len(items), options.shard_size)]
+        _describe(client, plans, shards, specs, f"{'+'.join(p.name for p in plans)}: describing {image_set}",
+                  progress)
+    return {p.name: finish(p, shards) for p in plans}
 
-    return {p.name: _finish(p, shards) for p in plans}
+
+def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, models: str | Path | None,
+           options: DescribeOptions, fit_images: int, seed: int) -> tuple[list[Plan], list[ImageItem]]:
+    """Each method's plan, checked against its --model store and the store being resumed, and
+    the set's images in store order."""
+    n = len(methods)
+    if not n:
+        raise UserError("describe: no method given")
+    model_paths = per_method_paths(models, methods, "--model")
+    outs = [Path(o) for o in per_method_paths(out, methods, "--out")]
+    if len({o.resolve() for o in outs}) != n:
+        raise UserError("describe: each method needs its own --out store")
+    if options.shard_size < 1:
+        raise UserError("--shard-size must be at least 1")
+    plans = [plan(m, images, image_set, o, options.params.get(m), mo, options.shard_size, fit_images, seed)
+             for m, o, mo in zip(methods, outs, model_paths)]
+    items = list_items(images, image_set)
+    if not items:
+        raise UserError(f"{images}: no images in set {image_set!r}")
+    ids_hash = sha("\n".join(i.id for i in items).encode())
+    for p in plans:
+        p.info["ids_sha256"] = ids_hash
+        check_resumable(p.out, p.info)
+    return plans, items
+
+
+@dataclass(frozen=True)
+class _Specs:
+    """What a worker needs to rebuild a method (`_cached_method`), as JSON."""
+
+    query: bool
+    threads: int
+
+    def of(self, p: Plan, state: Path | None) -> str:
+        return json.dumps({"method": p.name, "params": p.params, "query": self.query,
+                           "state": str(state) if state else None, "threads": self.threads})
+
+
+def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Specs, step: int, fit_images: int,
+           seed: int, progress: bool) -> None:
+    """Learn each method's state on one seeded sample of the candidates (features extracted on
+    the cluster, in task order) and write it to its model.npz."""
+    if not fitting:
+        return
+    rng = np.random.default_rng(seed)
+    sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
+    chunks = [(sample[i:i + step], [specs.of(p, None) for p in fitting], os.getcwd())
+              for i in range(0, len(sample), step)]
+    bar = progress_bar(total=len(sample), desc=f"{'+'.join(p.name for p in fitting)}: learning on candidates",
+                       unit="img", disable=not progress)
+    # task order, not completion order: the sample's order is part of what is learned
+    results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
+    bar.close()
+    for k, p in enumerate(fitting):
+        feats = [per_method[k] for chunk in results for per_method in chunk if per_method[k] is not None]
+        state = p.method.fit(feats, seed=seed)
+        with atomic.atomic_path(p.state_path) as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f, **state)
+
+
+def _describe(client: Any, plans: list[Plan], shards: list[tuple[str, list[ImageItem]]], specs: _Specs,
+              desc: str, progress: bool) -> None:
+    """Describe the shards each store lacks (a shard is redone for those stores only)."""
+    todo = []
+    for name, chunk in shards:
+        missing = [p for p in plans if not (p.out / "shards" / f"{name}.ids.parquet").is_file()]
+        if missing:
+            todo.append(([str(p.out) for p in missing], name, chunk, [specs.of(p, p.state_path) for p in missing],
+                         os.getcwd()))
+    total = sum(len(chunk) for _, chunk in shards)
+    bar = progress_bar(total=total, initial=total - sum(len(t[2]) for t in todo), desc=desc, unit="img",
+                       disable=not progress)
+    run_tasks(client, describe_shard, todo, on_done=bar.update)
+    bar.close()
 
 
 def shared_groups(method_names: Sequence[str], params: dict[str, dict[str, Any]] | None = None) -> list[list[str]]:
@@ -449,44 +395,10 @@ def split_params(method_names: Sequence[str], params: dict[str, Any]) -> list[di
     return [{k: v for k, v in params.items() if k in kn} for kn in known]
 
 
-def _finish(p: _Plan, shards: list[tuple[str, list[ImageItem]]]) -> dict[str, Any]:
-    """Gather a method's failures and write its store.json (the store is complete)."""
-    out, info, method = p.out, dict(p.info), p.method
-    failures = [read_file(out / "shards" / f"{name}.failures.parquet") for name, _ in shards]
-    failed = pa.concat_tables(failures) if failures else _failure_table([])
-    atomic.write_parquet(out / "failures.parquet", failed)
-    count = len(descriptors.Store(out, info).ids())
-    dim = method.dim()
-    if method.kind == GLOBAL and shards:
-        dim = int(np.load(out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
-    info.update({"model": p.model_info, "count": count, "failed": failed.num_rows, "dim": dim,
-                 "shards": len(shards), "complete": True})
-    descriptors.write_store_info(out, info)
-    if failed.num_rows:
-        log.warning("%d image(s) could not be described; see %s", failed.num_rows, out / "failures.parquet")
-    return info
-
-
-def _check_resumable(out: Path, info: dict[str, Any]) -> None:
-    """Refuse to resume into a store made with other settings (its shards would not match)."""
-    meta = next((m for m in (out / PLAN_FILE, out / "store.json") if m.is_file()), None)
-    if meta is None:
-        if (out / "shards").is_dir() and any((out / "shards").iterdir()):
-            raise UserError(f"{out}: has shards but no {PLAN_FILE}; delete it or choose another --out")
-        return
-    old = json.loads(meta.read_text())
-    diff = [k for k in RESUME_KEYS if json.dumps(old.get(k), sort_keys=True) != json.dumps(info.get(k), sort_keys=True)]
-    if diff:
-        was, now = old.get("params") or {}, info.get("params") or {}
-        keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k)) if "params" in diff else []
-        what = ", ".join(f"params ({', '.join(keys)})" if k == "params" and keys else k for k in diff)
-        raise UserError(f"{out}: existing store was made with different {what}; delete it or choose another --out")
-
-
 def read_failures(out: str | Path) -> list[dict[str, str]]:
     """Failure rows of a store (id, path, error)."""
     return read_file(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "Inputs", "SETS", "run", "describe_item", "describe_shard", "iter_described",
+__all__ = ["ImageItem", "SETS", "run", "describe_item", "describe_shard", "iter_described",
            "per_method_paths", "shared_groups", "split_params", "list_items", "load_image", "read_failures"]

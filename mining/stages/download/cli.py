@@ -60,8 +60,9 @@ def sources_from_args(args: argparse.Namespace, d: options.DownloadOptions) -> l
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    from mining.cluster import Cluster
     from mining.stages.download.logger import format_summary
-    from mining.stages.download.stage import Inputs, run
+    from mining.stages.download.stage import run
     from mining.errors import UserError
 
     d = options.from_args(args, "download")
@@ -71,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
     scheduler, slurm = cluster_of(args)
     if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar
         logging.getLogger("distributed").setLevel(logging.WARNING)
-    summary = run(Inputs(args.candidates, args.placeholder_sha256), args.out, d, sources=sources,
-                  scheduler=scheduler, workers=args.workers if not (scheduler or slurm) else None, slurm=slurm,
-                  progress=not args.no_progress)
+    summary = run(candidates=args.candidates, out=args.out, options=d, placeholders=args.placeholder_sha256,
+                  sources=sources, progress=not args.no_progress,
+                  cluster=Cluster(scheduler=scheduler, slurm=slurm,
+                                  workers=args.workers if not (scheduler or slurm) else None))
     print(format_summary(summary))
     return 0

@@ -194,6 +194,43 @@ def _done_with(resp: urllib3.BaseHTTPResponse, clean: bool) -> None:
     resp.release_conn()
 
 
+def _get(pools: Pools, url: str, cfg: FetchConfig, polite: Politeness, row: dict[str, Any],
+         throttled: float) -> tuple[str | None, bytes | None]:
+    """One attempt: GET the URL, following its redirects; (the attempt's status, None) or
+    (None, the body of a 200). A redirect to a placeholder, or too many: unavailable. A
+    throttle gives up once this photo's cooldown (`throttled` so far) would pass
+    max_throttle_wait. `row["http_code"]`: the last response's code."""
+    host = urlsplit(url).netloc
+    target, hops = url, 0
+    while True:
+        deadline = time.monotonic() + cfg.timeout
+        read_to = max(0.5, min(cfg.timeout, 10.0))
+        resp = pools.for_url(target).request(
+            "GET", target, preload_content=False, decode_content=False, redirect=False, retries=False,
+            timeout=urllib3.Timeout(connect=cfg.connect_timeout, read=read_to))
+        clean = False
+        try:
+            row["http_code"] = code = resp.status
+            if code in REDIRECTS:
+                loc = resp.headers.get("Location", "")
+                if not loc or is_placeholder_redirect(target, loc) or hops >= MAX_REDIRECTS:
+                    return "unavailable_placeholder", None
+                target, hops = urljoin(target, loc), hops + 1
+                continue
+            if code in FINAL_HTTP:
+                return FINAL_HTTP[code], None
+            if code in THROTTLE_HTTP:
+                left = polite.throttled(host, parse_retry_after(resp.headers.get("Retry-After")), row["attempts"])
+                return ("throttled_gave_up" if throttled + left > cfg.max_throttle_wait else "retry"), None
+            if code != 200:
+                return "retry_failure", None
+            body = _read_body(resp, deadline, cfg.max_bytes)
+            clean = True
+            return None, body
+        finally:
+            _done_with(resp, clean)
+
+
 def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Politeness) -> tuple[dict, bytes | None]:
     """Download and classify one photo; returns its status row and the bytes when `ok`."""
     t0 = time.monotonic()
@@ -210,40 +247,8 @@ def fetch(pools: Pools, photo_id: int, url: str, cfg: FetchConfig, polite: Polit
             throttled += waited
         row["attempts"] += 1
         row["http_code"] = None  # the code of the last attempt is what the status row reports
-        target, status, hops = url, None, 0
-        body: bytes | None = None
         try:
-            while True:
-                deadline = time.monotonic() + cfg.timeout
-                read_to = max(0.5, min(cfg.timeout, 10.0))
-                resp = pools.for_url(target).request(
-                    "GET", target, preload_content=False, decode_content=False, redirect=False, retries=False,
-                    timeout=urllib3.Timeout(connect=cfg.connect_timeout, read=read_to))
-                clean = False
-                try:
-                    row["http_code"] = code = resp.status
-                    if code in REDIRECTS:
-                        loc = resp.headers.get("Location", "")
-                        if not loc or is_placeholder_redirect(target, loc) or hops >= MAX_REDIRECTS:
-                            status = "unavailable_placeholder"
-                            break
-                        target, hops = urljoin(target, loc), hops + 1
-                        continue
-                    if code in FINAL_HTTP:
-                        status = FINAL_HTTP[code]
-                        break
-                    if code in THROTTLE_HTTP:
-                        left = polite.throttled(host, parse_retry_after(resp.headers.get("Retry-After")), row["attempts"])
-                        status = "throttled_gave_up" if throttled + left > cfg.max_throttle_wait else "retry"
-                        break
-                    if code != 200:
-                        status = "retry_failure"
-                        break
-                    body = _read_body(resp, deadline, cfg.max_bytes)
-                    clean = True
-                    break
-                finally:
-                    _done_with(resp, clean)
+            status, body = _get(pools, url, cfg, polite, row, throttled)
             if body is not None:  # verified after the connection went back to the pool
                 row["bytes"] = len(body)
                 row["sha256"] = hashlib.sha256(body).hexdigest()

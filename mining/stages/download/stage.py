@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mining import atomic, cluster
+from mining import atomic
+from mining.cluster import Cluster, connect, dashboard_link
 from mining.stages.download.downloader import FetchConfig
 from mining.stages.download.reader import build_jobs, check_out_dir, load_candidates, plan_fingerprint, plan_shards
 from mining.stages.download.sources import Source, resolve, section_entries
@@ -29,14 +29,6 @@ GIVE_UP_AFTER = 1000
 
 class _Hopeless(Exception):
     """Every photo this run tried so far failed: stop before the rest of the shards."""
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """The files `mining download` reads."""
-
-    candidates: str | Path  # geofilter's candidates: a Parquet file or folder
-    placeholders: str | Path | None = None  # known placeholder images' sha256 digests, one per line
 
 
 def fetch_config(options: DownloadOptions, placeholders: frozenset[str] = frozenset()) -> FetchConfig:
@@ -67,81 +59,101 @@ def _placeholders(path: str | Path | None) -> frozenset[str]:
     return frozenset(x.lower() for x in lines)
 
 
-def run(inputs: Inputs, out: str | Path, options: DownloadOptions, *, sources: Sequence[Source] | None = None,
-        scheduler: str | None = None, workers: int | None = None, slurm: str | None = None, processes: bool = True,
-        progress: bool = True, give_up_after: int = GIVE_UP_AFTER) -> dict:
-    """Download every candidate not yet settled; returns the run summary (also in DIR/summary.json)
-    and writes DIR/index.parquet (every photo: its image's path, source, status).
+def run(*, candidates: str | Path, out: str | Path, options: DownloadOptions, placeholders: str | Path | None = None,
+        sources: Sequence[Source] | None = None, cluster: Cluster = Cluster(), progress: bool = True,
+        give_up_after: int = GIVE_UP_AFTER) -> dict:
+    """Download every candidate (geofilter's candidates: a Parquet file or folder) not yet
+    settled into the folder OUT; returns the run summary (also in OUT/summary.json) and writes
+    OUT/index.parquet (every photo: its image's path, source, status).
 
+    `placeholders`: a file of known placeholder images' sha256 digests, one per line.
     `sources`: tried in order per photo (`mining.stages.download.sources`), resolved; default
-    the settings' (`sources_of`).
+    the settings' (`sources_of`). `cluster`: where the shards run (a LocalCluster of
+    min(4, CPUs) processes by default).
 
     Raises UserError (naming the host and the most common failure) when fewer than
     `options.min_ok_fraction` of the photos are `ok`, or when the first `give_up_after` photos
     of this run all failed (then the remaining shards are not started); the statuses written so
     far stay, so a rerun resumes. `min_ok_fraction=0` turns both checks off.
     """
-    candidates, shard_size, tar, min_ok_fraction = inputs.candidates, options.shard_size, options.tar, \
-        options.min_ok_fraction
-    from mining.stages.download import distributor, logger
+    from mining.stages.download import logger
 
-    if not 0 <= min_ok_fraction <= 1:
-        raise UserError(f"--min-ok-fraction must be between 0 and 1, not {min_ok_fraction}")
-    cfg = fetch_config(options, _placeholders(inputs.placeholders))
+    if not 0 <= options.min_ok_fraction <= 1:
+        raise UserError(f"--min-ok-fraction must be between 0 and 1, not {options.min_ok_fraction}")
+    cfg = fetch_config(options, _placeholders(placeholders))
     srcs = tuple(sources) if sources else tuple(sources_of(options))
-    table = load_candidates(candidates)
-    ids, keys, urls = build_jobs(table, list(srcs))
+    ids, keys, urls = build_jobs(load_candidates(candidates), list(srcs))
     out = check_out_dir(out)
     variant = ",".join(s.size for s in srcs if s.kind == "flickr")
-    plan = {"shard_size": shard_size, "photos": len(ids), "fingerprint": plan_fingerprint(ids, keys, shard_size, variant),
-            "tar": tar}
-    plan_file = out / "download.json"
-    if plan_file.exists():
-        old = json.loads(plan_file.read_text())
-        if old != plan:
-            raise UserError(f"{out} holds a download with another plan (shard size {old.get('shard_size')}, "
-                            f"{old.get('photos')} photos, tar {old.get('tar')}; or one made before images were keyed "
-                            "by photo hash); use the same candidates and options, or a new --out")
-    else:
-        atomic.write_json(plan_file, plan)
+    _keep_plan(out, {"shard_size": options.shard_size, "photos": len(ids),
+                     "fingerprint": plan_fingerprint(ids, keys, options.shard_size, variant), "tar": options.tar})
     swept = sweep_debris(out)
     if swept:
         log.info("removed %d partial file(s) left by an interrupted run", swept)
-    shards, n_shards = plan_shards(out, ids, urls, shard_size, tar=tar, keys=keys)
+    shards, n_shards = plan_shards(out, ids, urls, options.shard_size, tar=options.tar, keys=keys)
     remaining = sum(len(s.photo_ids) for s in shards)
     log.info("%d photos in %d shards; %d shards (%d photos) to do", len(ids), n_shards, len(shards), remaining)
     t0 = time.monotonic()
-    results: list[dict] = []
-    dashboard = None
-    stopped = False
-    tally = {"tried": 0, "ok": 0}  # running totals: one shard's counts added per call, not all shards'
-
-    def on_shard(r: dict) -> None:
-        results.append(r)
-        tally["tried"] += sum(r["counts"].values())
-        tally["ok"] += r["counts"].get("ok", 0)
-        if min_ok_fraction > 0 and tally["tried"] >= give_up_after and not tally["ok"]:
-            raise _Hopeless()
-
-    if shards:
-        with cluster.connect(scheduler, workers or None, slurm, processes=processes) as client:
-            dashboard = cluster.dashboard_link(client)
-            if dashboard:
-                log.info("Dask dashboard: %s", dashboard)
-            bar: Any = logger.progress_bar(len(ids), len(ids) - remaining) if progress else None
-            try:
-                distributor.run_shards(client, shards, out, cfg, tar,
-                                       on_progress=(bar.update if bar else (lambda k: None)), on_shard=on_shard,
-                                       sources=srcs)
-            except _Hopeless:
-                stopped = True
-            finally:
-                if bar is not None:
-                    bar.close()
-    hosts = ", ".join(s.host or s.path or s.name for s in srcs)
-    logger.write_index(out, ids, keys, shard_size, tar)
-    summary = logger.summarize(out, results, time.monotonic() - t0, len(ids), dashboard, host=hosts,
-                               min_ok_fraction=min_ok_fraction, stopped_early=stopped, sources=srcs)
+    tally = _Tally(options.min_ok_fraction, give_up_after)
+    bar = (len(ids), len(ids) - remaining) if progress else None
+    dashboard = _download(shards, out, cfg, srcs, options.tar, cluster, tally, bar) if shards else None
+    logger.write_index(out, ids, keys, options.shard_size, options.tar)
+    summary = logger.summarize(out, tally.results, time.monotonic() - t0, len(ids), dashboard,
+                               host=", ".join(s.host or s.path or s.name for s in srcs),
+                               min_ok_fraction=options.min_ok_fraction, stopped_early=tally.stopped, sources=srcs)
     if summary["failure"]:
         raise UserError(summary["failure"])
     return summary
+
+
+def _keep_plan(out: Path, plan: dict[str, Any]) -> None:
+    """Write OUT/download.json, or refuse a folder that holds a download with another plan."""
+    plan_file = out / "download.json"
+    if not plan_file.exists():
+        atomic.write_json(plan_file, plan)
+        return
+    old = json.loads(plan_file.read_text())
+    if old != plan:
+        raise UserError(f"{out} holds a download with another plan (shard size {old.get('shard_size')}, "
+                        f"{old.get('photos')} photos, tar {old.get('tar')}; or one made before images were keyed "
+                        "by photo hash); use the same candidates and options, or a new --out")
+
+
+class _Tally:
+    """The shards' results as they come, and the running totals that stop a hopeless run."""
+
+    def __init__(self, min_ok_fraction: float, give_up_after: int):
+        self.min_ok_fraction, self.give_up_after = min_ok_fraction, give_up_after
+        self.results: list[dict] = []
+        self.tried = self.ok = 0  # one shard's counts added per call, not all shards'
+        self.stopped = False
+
+    def add(self, r: dict) -> None:
+        self.results.append(r)
+        self.tried += sum(r["counts"].values())
+        self.ok += r["counts"].get("ok", 0)
+        if self.min_ok_fraction > 0 and self.tried >= self.give_up_after and not self.ok:
+            raise _Hopeless()
+
+
+def _download(shards: list, out: Path, cfg: FetchConfig, sources: tuple[Source, ...], tar: bool, where: Cluster,
+              tally: _Tally, bar: tuple[int, int] | None) -> str | None:
+    """Run the shards on the cluster, each result into `tally` (a hopeless run stops early);
+    return the Dask dashboard's link. `bar`: (photos, photos already done) of the progress bar."""
+    from mining.stages.download import distributor, logger
+
+    with connect(where.scheduler, where.workers or None, where.slurm, processes=where.processes) as client:
+        dashboard = dashboard_link(client)
+        if dashboard:
+            log.info("Dask dashboard: %s", dashboard)
+        progress: Any = logger.progress_bar(*bar) if bar is not None else None
+        try:
+            distributor.run_shards(client, shards, out, cfg, tar,
+                                   on_progress=(progress.update if progress else (lambda k: None)),
+                                   on_shard=tally.add, sources=sources)
+        except _Hopeless:
+            tally.stopped = True
+        finally:
+            if progress is not None:
+                progress.close()
+    return dashboard

@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.geofilter.stage import Inputs, load, run
+    from mining.stages.geofilter.stage import load, run
 
-    stats = run(Inputs(args.metadata), args.out, load(args.manifest), progress=not args.no_progress)
+    stats = run(metadata=args.metadata, out=args.out, options=load(args.manifest), progress=not args.no_progress)
     print(json.dumps(stats, sort_keys=True))
     return 0

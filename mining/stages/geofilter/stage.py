@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +27,17 @@ def load(manifest: str | Path) -> Recipe:
     return load_recipe(manifest, known_codes=is_known_code)
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The files `mining geofilter` reads."""
-
-    metadata: str | os.PathLike[str]  # `mining ingest`'s Parquet folder (or one Parquet file)
-
-
-def run(inputs: Inputs, out: str | os.PathLike[str], options: Recipe, *, progress: bool = True) -> dict:
-    """Filter the metadata with the recipe; write OUT/candidates.parquet and OUT/stats.json.
+def run(*, metadata: str | os.PathLike[str], out: str | os.PathLike[str], options: Recipe,
+        progress: bool = True) -> dict:
+    """Filter the metadata (`mining ingest`'s Parquet folder, or one Parquet file) with the
+    recipe; write OUT/candidates.parquet and OUT/stats.json.
 
     One candidate per photo id (its first kept row), and none for a photo with any excluded
     row. Returns the stats dict (the funnel in photos): rows_in, photos_in, duplicate_ids
     {photos, rows, examples}, excluded {reason: photos} with all reasons present (zero when
     nothing was dropped for them, so funnels of different runs line up), photos_out and
     rows_out (the same number: rows in candidates.parquet)."""
-    files = metadata_files(inputs.metadata)
+    files = metadata_files(metadata)
     schema = writer_schema(files, options)
     with output_folder(out) as out_dir:  # a failed first run leaves nothing behind
         return write_candidates(files, schema, options, out_dir, progress)

@@ -16,5 +16,5 @@ about as many bytes), at most a few blocks are in flight (parsed on a worker thr
 previous one is written), and the places and hash files are merged in a sliding window. A
 line longer than `yfcc.MAX_LINE` is quarantined without being held whole (`streams.iter_capped`).
 
-`stage` is the stage (`run`, `Inputs`, `IngestOptions`); the parts are listed in docs/architecture.md.
+`stage` is the stage (`run`, `IngestOptions`); the parts are listed in docs/architecture.md.
 """

@@ -1,4 +1,4 @@
-"""CLI for `mining ingest`: parse arguments, call `mining.stages.ingest.ingest`, print a summary."""
+"""CLI for `mining ingest`: parse arguments, call `mining.stages.ingest.stage.run`, print a summary."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from mining.stages.ingest.stage import IngestOptions, Inputs, run
+    from mining.stages.ingest.stage import IngestOptions, run
 
-    stats = run(Inputs(args.paths, args.places, args.hash_file), args.out,
-                IngestOptions(args.rows_per_part, args.block_size_mb << 20, args.compression),
+    stats = run(paths=args.paths, out=args.out, places=args.places, hash_file=args.hash_file,
+                options=IngestOptions(rows_per_part=args.rows_per_part, block_size=args.block_size_mb << 20,
+                                      compression=args.compression),
                 force=args.force, progress=not args.no_progress, workers=args.workers)
     rejected = ", ".join(f"{k}={v}" for k, v in stats["rejected"].items() if v) or "none"
     print(f"ingest: {stats['rows_in']} rows in, {stats['rows_out']} out, "

@@ -41,6 +41,25 @@ _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _SQLITE_ROW_BYTES = 512  # about a YFCC row's TSV line: a block_size of rows is block_size / this
 
 
+@dataclass(frozen=True)
+class IngestOptions:
+    """The stage's settings (the CLI's defaults are these)."""
+
+    rows_per_part: int = 1_000_000  # rows per Parquet part file
+    block_size: int = 16 << 20  # bytes parsed at a time (bounds memory; the output does not depend on it)
+    compression: str = "snappy"  # Parquet compression: snappy, zstd, lz4, gzip or none
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The input files, checked readable; `sources`: the SQLite ones, their table inspected."""
+
+    files: list[Path]
+    sources: dict[Path, sqlite.Source]
+    places: Path | None
+    hashes: Path | None
+
+
 def output_schema(with_places: bool) -> pa.Schema:
     """The Parquet schema `ingest` writes (place columns only with `--places`)."""
     return pa.schema(list(SCHEMA) + ([pa.field(n, t) for n, t in PLACE_FIELDS] if with_places else []))
@@ -83,19 +102,18 @@ def _check_input(path: Path, what: str) -> None:
         raise UserError(f"{what} cannot be read (plain): {path}: {exc}") from None
 
 
-def _fingerprint(paths: list[Path], places: Path | None, hashes: Path | None, rows_per_part: int,
-                 compression: str) -> dict[str, Any]:
+def _fingerprint(inputs: _Inputs, options: IngestOptions) -> dict[str, Any]:
     """What the output depends on: a rerun with the same fingerprint has nothing to do."""
     def one(p: Path) -> dict[str, Any]:
         st = p.stat()
         return {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
     return {
-        "inputs": [one(p) for p in paths],
-        "places": one(places) if places else None,
-        "hash": one(hashes) if hashes else None,
-        "rows_per_part": rows_per_part,
-        "compression": compression,
+        "inputs": [one(p) for p in inputs.files],
+        "places": one(inputs.places) if inputs.places else None,
+        "hash": one(inputs.hashes) if inputs.hashes else None,
+        "rows_per_part": options.rows_per_part,
+        "compression": options.compression,
         "version": __version__,
     }
 
@@ -116,43 +134,57 @@ def _publish(staging: Path, out: Path, stats: dict[str, Any]) -> None:
     staging.rmdir()
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The files `mining ingest` reads."""
+def run(*, paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
+        places: str | os.PathLike[str] | None = None, hash_file: str | os.PathLike[str] | None = None,
+        options: IngestOptions = IngestOptions(), force: bool = False, progress: bool = True,
+        workers: int | None = None) -> dict[str, Any]:
+    """Ingest YFCC100M dataset files `paths` (TSV: plain/.bz2/.gz, 25- or 23-field; or the
+    SQLite file) into the folder OUT; return the stats.
 
-    paths: Sequence[str | os.PathLike[str]]  # yfcc100m_dataset files: TSV (plain/.bz2/.gz, 25 or 23 fields) or SQLite
-    places: str | os.PathLike[str] | None = None  # the yfcc100m_places file: the same rows in the same order
-    hash_file: str | os.PathLike[str] | None = None  # the yfcc100m_hash file (photoid<TAB>hash), the same order
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """The stage's settings (the CLI's defaults are these)."""
-
-    rows_per_part: int = 1_000_000  # rows per Parquet part file
-    block_size: int = 16 << 20  # bytes parsed at a time (bounds memory; the output does not depend on it)
-    compression: str = "snappy"  # Parquet compression: snappy, zstd, lz4, gzip or none
-
-
-def run(inputs: Inputs, out: str | os.PathLike[str], options: IngestOptions = IngestOptions(), *, force: bool = False,
-        progress: bool = True, workers: int | None = None) -> dict[str, Any]:
-    """Ingest YFCC100M dataset files (TSV: plain/.bz2/.gz, 25- or 23-field; or the SQLite file)
-    into OUT; return the stats.
-
-    `inputs.places` fills place_country and place_locality; `inputs.hash_file` fills photo_hash
-    where the dataset file has none (23-field and SQLite inputs).
+    `places` (the yfcc100m_places file: the same rows in the same order) fills place_country
+    and place_locality; `hash_file` (the yfcc100m_hash file, photoid<TAB>hash, the same order)
+    fills photo_hash where the dataset file has none (23-field and SQLite inputs).
     `force`: rebuild even if OUT is complete for the same inputs.
     `workers`: parser threads, and decoder threads of a .bz2 input (default min(4, CPUs)).
     The output bytes do not depend on it, nor on `options.block_size`.
     """
-    paths, places, hash_file = inputs.paths, inputs.places, inputs.hash_file
-    rows_per_part, block_size, compression = options.rows_per_part, options.block_size, options.compression
+    inputs = _checked_inputs(paths, places, hash_file)
+    _check_options(options)
+    workers = _WORKERS if workers is None else workers
+    if workers < 1:
+        raise UserError(f"workers must be at least 1, got {workers}")
+    out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output is not a folder: {out_dir}")
+    fingerprint = _fingerprint(inputs, options)
+    previous = None if force else _complete(out_dir, fingerprint)
+    if previous is not None:
+        log.info("%s is already complete for these inputs; nothing to do (--force rebuilds)", out_dir)
+        return previous
+    with atomic.output_folder(out_dir):  # a failed first run leaves nothing behind
+        for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
+        try:
+            staging.mkdir()
+            stats = _ingest(inputs, staging, options, progress, workers)
+            stats["fingerprint"] = fingerprint
+            _publish(staging, out_dir, stats)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return stats
+
+
+def _checked_inputs(paths: Sequence[str | os.PathLike[str]], places: str | os.PathLike[str] | None,
+                    hash_file: str | os.PathLike[str] | None) -> _Inputs:
+    """The inputs, each checked readable before anything is written (SQLite files: their table
+    and columns too)."""
     files = [Path(p) for p in paths]
     if not files:
         raise UserError("no input files given")
     for f in files:
         _check_input(f, "input file")
-    # SQLite inputs are checked (table, columns) before anything is written
     sources = {f: sqlite.inspect(f) for f in files if sqlite.is_sqlite(f)}
     if any(sniff_compression(f) == "bz2" for f in files):
         log.info(".bz2 decoder: %s", bz2_decoder())  # a bad MINING_BZ2_DECODER fails here, before any work
@@ -162,42 +194,27 @@ def run(inputs: Inputs, out: str | os.PathLike[str], options: IngestOptions = In
     hash_path = Path(hash_file) if hash_file is not None else None
     if hash_path is not None:
         _check_input(hash_path, "hash file")
-    if rows_per_part < 1:
-        raise UserError(f"rows per part must be positive, got {rows_per_part}")
-    if block_size < 1:  # a block of 0 bytes read nothing: an empty dataset, exit 0
-        raise UserError(f"the block size must be positive (--block-size-mb at least 1), got {block_size} bytes")
-    workers = _WORKERS if workers is None else workers
-    if workers < 1:
-        raise UserError(f"workers must be at least 1, got {workers}")
+    return _Inputs(files, sources, places_path, hash_path)
 
-    out_dir = Path(out)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"output is not a folder: {out_dir}")
-    fingerprint = _fingerprint(files, places_path, hash_path, rows_per_part, compression)
+
+def _check_options(options: IngestOptions) -> None:
+    if options.rows_per_part < 1:
+        raise UserError(f"rows per part must be positive, got {options.rows_per_part}")
+    if options.block_size < 1:  # a block of 0 bytes read nothing: an empty dataset, exit 0
+        raise UserError("the block size must be positive (--block-size-mb at least 1), "
+                        f"got {options.block_size} bytes")
+
+
+def _complete(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+    """The stats of OUT when it is already complete for this fingerprint, else None."""
     stats_path = out_dir / "stats.json"
-    if stats_path.exists() and not force:
-        try:
-            previous = json.loads(stats_path.read_text())
-        except ValueError:
-            previous = {}
-        if previous.get("fingerprint") == fingerprint:
-            log.info("%s is already complete for these inputs; nothing to do (--force rebuilds)", out_dir)
-            return previous
-
-    with atomic.output_folder(out_dir):  # a failed first run leaves nothing behind
-        for stale in out_dir.glob(_STAGING_PREFIX + "*"):  # left by a crashed run
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = out_dir / f"{_STAGING_PREFIX}{os.getpid()}"
-        try:
-            staging.mkdir()
-            stats = _run(files, sources, staging, places_path, hash_path, rows_per_part, block_size,
-                         compression, progress, workers)
-            stats["fingerprint"] = fingerprint
-            _publish(staging, out_dir, stats)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return stats
+    if not stats_path.exists():
+        return None
+    try:
+        previous = json.loads(stats_path.read_text())
+    except ValueError:
+        return None
+    return previous if previous.get("fingerprint") == fingerprint else None
 
 
 class _Sink:
@@ -369,37 +386,25 @@ def _damaged(path: Path, kind: str, counted: int, exc: BaseException) -> str:
     return f"{path}: the {kind} stream is truncated or corrupt after line {line_reached(path, kind, counted)} ({exc})"
 
 
-def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, places_path: Path | None,
-         hash_path: Path | None, rows_per_part: int, block_size: int, compression: str, progress: bool,
-         workers: int) -> dict[str, Any]:
+def _ingest(inputs: _Inputs, staging: Path, options: IngestOptions, progress: bool,
+            workers: int) -> dict[str, Any]:
+    """Write the parts and the quarantine into `staging`; return the stats."""
     t0 = time.perf_counter()
-    schema = output_schema(places_path is not None)
-    writer = PartWriter(staging, schema, rows_per_part, compression)
-    places = PlacesJoin(places_path) if places_path is not None else None
-    hashes = HashJoin(hash_path) if hash_path is not None else None
-    per_file: list[dict[str, Any]] = []
+    schema = output_schema(inputs.places is not None)
+    writer = PartWriter(staging, schema, options.rows_per_part, options.compression)
+    places = PlacesJoin(inputs.places) if inputs.places is not None else None
+    hashes = HashJoin(inputs.hashes) if inputs.hashes is not None else None
     # the bar counts rows when every input is SQLite (by rowid), else input bytes
-    by_rows = len(sources) == len(files)
-    total = sum(_span(sources[f]) if by_rows else f.stat().st_size for f in files)
+    by_rows = len(inputs.sources) == len(inputs.files)
+    total = sum(_span(inputs.sources[f]) if by_rows else f.stat().st_size for f in inputs.files)
     bar = progress_bar(total=total, unit="row" if by_rows else "B", unit_scale=True,
                        desc="ingest", disable=not progress)
     try:
         with open(staging / "quarantine.tsv", "wb") as quarantine, ThreadPoolExecutor(workers) as pool:
             quarantine.write(QUARANTINE_HEADER)
             sink = _Sink(writer, quarantine, places, hashes)
-            for f in files:
-                if f in sources:
-                    source = sources[f]
-                    unit = 1.0 if by_rows else f.stat().st_size / max(1, _span(source))
-                    fstats = _ingest_sqlite(source, pool, sink, block_size, bar, workers, unit)
-                else:
-                    fstats = _ingest_file(f, pool, sink, block_size, bar, workers)
-                assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
-                if fstats["rows_in"] == 0:
-                    log.warning("%s has no rows (an empty input adds nothing to the dataset)", f)
-                elif fstats["rows_out"] == 0:
-                    raise UserError(_all_rejected(fstats, sink.field_counts, sink.first_reject))
-                per_file.append(fstats)
+            per_file = [_ingest_one(f, inputs, pool, sink, options.block_size, bar, workers, by_rows)
+                        for f in inputs.files]
         parts = writer.finish()
     finally:
         bar.close()
@@ -407,33 +412,56 @@ def _run(files: list[Path], sources: dict[Path, sqlite.Source], staging: Path, p
         for joiner in (places, hashes):
             if joiner is not None:
                 joiner.close()
+    stats = _totals(per_file)
+    stats.update({"parts": [p.name for p in parts], "columns": schema.names,
+                  # each kept row's photo_hash against flickr.yfcc_hash(download_url) (hashes.compare)
+                  "photo_hash": dict(sink.hash_counts), "elapsed_s": round(time.perf_counter() - t0, 3)})
+    for key, join, path in (("places", places, inputs.places), ("hash", hashes, inputs.hashes)):
+        if join is not None:
+            stats[key] = {"path": str(path), "rows_matched": join.matched, "lines_skipped": join.skipped}
+            _warn_join(key, join, path, stats)
+    return stats
 
+
+def _ingest_one(f: Path, inputs: _Inputs, pool: ThreadPoolExecutor, sink: _Sink, block_size: int, bar: Any,
+                workers: int, by_rows: bool) -> dict[str, Any]:
+    """One input file into the sink; its stats (a file whose every row is rejected stops the run)."""
+    if f in inputs.sources:
+        source = inputs.sources[f]
+        unit = 1.0 if by_rows else f.stat().st_size / max(1, _span(source))
+        fstats = _ingest_sqlite(source, pool, sink, block_size, bar, workers, unit)
+    else:
+        fstats = _ingest_file(f, pool, sink, block_size, bar, workers)
+    assert fstats["rows_in"] == fstats["rows_out"] + fstats["rows_rejected"]
+    if fstats["rows_in"] == 0:
+        log.warning("%s has no rows (an empty input adds nothing to the dataset)", f)
+    elif fstats["rows_out"] == 0:
+        raise UserError(_all_rejected(fstats, sink.field_counts, sink.first_reject))
+    return fstats
+
+
+def _totals(per_file: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows of every file summed, and the files' own stats."""
     total_rejected = _empty_counts()
     for fstats in per_file:
         for reason, n in fstats["rejected"].items():
             total_rejected[reason] += n
-    stats: dict[str, Any] = {
+    return {
         "rows_in": sum(s["rows_in"] for s in per_file),
         "rows_out": sum(s["rows_out"] for s in per_file),
         "rows_rejected": sum(s["rows_rejected"] for s in per_file),
         "rejected": total_rejected,
         "files": per_file,
-        "parts": [p.name for p in parts],
-        "columns": schema.names,
-        # each kept row's photo_hash against flickr.yfcc_hash(download_url) (hashes.compare)
-        "photo_hash": dict(sink.hash_counts),
-        "elapsed_s": round(time.perf_counter() - t0, 3),
     }
-    for key, join, path, what in (("places", places, places_path, "places"), ("hash", hashes, hash_path, "hash")):
-        if join is None:
-            continue
-        stats[key] = {"path": str(path), "rows_matched": join.matched, "lines_skipped": join.skipped}
-        skipped = (f"; {join.skipped} of its {join.lines} lines were skipped (not photoid<TAB>{what}"
-                   f"{' of 1-64 hex digits' if key == 'hash' else ''})" if join.skipped else "")
-        if stats["rows_out"] and not join.matched:
-            log.warning("no row matched the %s file %s (not the same rows?)%s", what, path, skipped)
-        elif key == "hash" and stats["photo_hash"]["missing"]:
-            log.warning("%d kept rows have no hash: the hash file %s has no line for their photo ids near their "
-                        "place in the dataset's order (within %d lines)%s", stats["photo_hash"]["missing"],
-                        path, join.slack, skipped)
-    return stats
+
+
+def _warn_join(key: str, join: Any, path: Path, stats: dict[str, Any]) -> None:
+    """A warning when the places or hash file matched no row, or left kept rows without a hash."""
+    skipped = (f"; {join.skipped} of its {join.lines} lines were skipped (not photoid<TAB>{key}"
+               f"{' of 1-64 hex digits' if key == 'hash' else ''})" if join.skipped else "")
+    if stats["rows_out"] and not join.matched:
+        log.warning("no row matched the %s file %s (not the same rows?)%s", key, path, skipped)
+    elif key == "hash" and stats["photo_hash"]["missing"]:
+        log.warning("%d kept rows have no hash: the hash file %s has no line for their photo ids near their "
+                    "place in the dataset's order (within %d lines)%s", stats["photo_hash"]["missing"],
+                    path, join.slack, skipped)

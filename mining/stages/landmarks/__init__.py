@@ -1,1 +1,2 @@
-"""`mining landmarks check`: validates a landmark dataset (the shared `mining.landmarks` reads it)."""
+"""`mining landmarks check` validates a landmark dataset and `mining landmarks build` makes one
+(`stage.py`, over the shared `mining.landmarks` and `mining.landmarkbuild`)."""

@@ -60,41 +60,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from mining.landmarks import check_dataset
+    from mining.stages.landmarks.stage import run_check
 
-    if len(args.gnd) > 1:
-        return check_several(args)
-    gnd = Path(args.gnd[0])
-    report = check_dataset(gnd, images=not args.no_images)
-    print(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) if args.json else report.text(gnd))
-    report.raise_errors(gnd)
+    checked = run_check(gnd=args.gnd, images=not args.no_images)
+    print(json.dumps(checked.doc, indent=1, ensure_ascii=False) if args.json else checked.text)
+    checked.raise_errors()
     return 0
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from mining.landmarkbuild import build_landmarks
+    from mining.stages.landmarks.stage import run_build
 
-    gnd, report = build_landmarks(args.table, args.out, args.name, args.images)
+    gnd, report = run_build(table=args.table, out=args.out, name=args.name, images=args.images)
     print(report.text(gnd))
     report.raise_errors(gnd)
-    return 0
-
-
-def check_several(args: argparse.Namespace) -> int:
-    """Several benchmarks: each one's report (its landmarks and problems named
-    `<benchmark>/...`), then the union's own checks; exit 2 on the first error."""
-    from mining.benchmarks import as_list, load_all, qualify
-    from mining.landmarks import check_dataset
-
-    benchmarks = as_list(args.gnd)  # distinct names
-    reports = [check_dataset(b.gnd, images=not args.no_images) for b in benchmarks]
-    doc = {"benchmarks": [{"name": b.name, "gnd": b.gnd, **r.as_dict()} for b, r in zip(benchmarks, reports)],
-           "landmarks": [{"name": qualify(b.name, lm["name"], True), "queries": [qualify(b.name, q, True) for q in lm["queries"]]}
-                         for b, r in zip(benchmarks, reports) for lm in r.landmarks],
-           "queries": sum(r.queries for r in reports), "database": sum(r.database for r in reports)}
-    print(json.dumps(doc, indent=1, ensure_ascii=False) if args.json else
-          "\n".join(f"[{b.name}] {r.text(b.gnd)}" for b, r in zip(benchmarks, reports)))
-    for b, r in zip(benchmarks, reports):
-        r.raise_errors(Path(b.gnd))
-    load_all(benchmarks)  # the same ground truth under two names is refused
     return 0

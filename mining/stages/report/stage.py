@@ -4,7 +4,6 @@ finds a run's files through `RunLayout`."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,7 +15,7 @@ from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.stages.report.common import Inputs, log, read_json
 from mining.stages.report.geometry import geometric_evidence
-from mining.stages.report.headline import headline, provenance, title
+from mining.stages.report.headline import headline, provenance, title as headline_title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
                                            settings)
@@ -94,16 +93,10 @@ p.lead{font-size:1.25em;margin:.3em 0}nav.toc{columns:3;font-size:13px;margin:.5
 section#result{background:#f3f8f1;border-left:5px solid #228833;padding:.2em 1em}"""
 
 
-@dataclass(frozen=True)
-class ReportOptions:
-    """The stage's settings."""
-
-    title: str | None = None  # the page's title (default: from the run, `headline.title`)
-
-
-def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> dict[str, Any]:
-    """Write the HTML; return {"missing": the names of the sections that were not available}."""
-    inp = inputs
+def run(*, inputs: Inputs, out: Path, title: str | None = None) -> dict[str, Any]:
+    """Write the HTML file `out` from the files `inputs` names (`inputs_from_run` finds a run's);
+    `title`: the page's (default: from the run, `headline.title`). Returns {"missing": the names
+    of the sections that were not available}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +104,7 @@ def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> 
     toc = "".join(f'<a href="#{anchor}">{html.escape(name)}</a>' for anchor, name, _ in SECTIONS)
     for anchor, name, fn in SECTIONS:
         try:
-            content = fn(inp)
+            content = fn(inputs)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken input must not lose the whole report
@@ -122,7 +115,7 @@ def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> 
         body.append(f'<section id="{anchor}"><h2>{html.escape(name)}</h2>{content}</section>')
         if anchor == "result":  # the table of contents right under the result
             body.append(f'<nav class="toc"><b>Contents</b>{toc}</nav>')
-    doc_title = options.title or title(inp)
+    doc_title = title or headline_title(inputs)
     doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(doc_title)}</title>"
            f"<style>{_STYLE}</style></head><body><h1>{html.escape(doc_title)}</h1>{''.join(body)}</body></html>\n")
     atomic.write_text(out, doc)

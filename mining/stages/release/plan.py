@@ -38,15 +38,14 @@ class Plan:
 def work(sel: Selection, images: Path, out: Path, options: ReleaseOptions, margin: float) -> Plan:
     """The rows to check and their images' stamps, found before any work (a missing image is
     refused), and the staging folder: a stopped run's with the same settings, or a new one."""
-    frame = sel.frame
-    codes = [licence_code(n, u) for n, u in zip(frame.license_name, frame.license_url)]
-    allowed = [sel.policy.allows(n, u, c) for n, u, c in zip(frame.license_name, frame.license_url, codes)]
-    todo = [i for i, ok in enumerate(allowed) if ok]
+    codes = [licence_code(n, u) for n, u in zip(sel.frame.license_name, sel.frame.license_url)]
+    todo = [i for i, (n, u, c) in enumerate(zip(sel.frame.license_name, sel.frame.license_url, codes))
+            if sel.policy.allows(n, u, c)]
     sources = {}
     for i in todo:
-        stamp = _source_stamp(images / frame.path[i])
+        stamp = _source_stamp(images / sel.frame.path[i])
         if stamp is None:
-            raise UserError(f"image of photo {frame.photo_id[i]} not found: {images / frame.path[i]} "
+            raise UserError(f"image of photo {sel.frame.photo_id[i]} not found: {images / sel.frame.path[i]} "
                             "(is --images the download root of this selection?)")
         sources[i] = stamp
     staging = out.parent / f".{out.name}.partial"
@@ -54,7 +53,7 @@ def work(sel: Selection, images: Path, out: Path, options: ReleaseOptions, margi
                 "images": str(images.resolve()), "licenses": list(sel.policy.spec), "blur": bool(options.blur_faces),
                 "threshold": options.face_threshold, "min_face": int(options.min_face_px), "margin": margin,
                 "code": code_version()}
-    done = resume(staging, settings, sources, {i: str(frame.path[i]) for i in todo})
+    done = resume(staging, settings, sources, {i: str(sel.frame.path[i]) for i in todo})
     return Plan(codes, todo, sources, staging, done)
 
 

@@ -37,28 +37,26 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
     """RELEASE/ from the staging folder (`inputs`: the stage's `Inputs`); its stats.json."""
     released = outcome.released(plan.todo)
     _refuse_nothing(sel, outcome.status, released)
-    frame, staging = sel.frame, plan.staging
-    rel = _attribution(staging, frame.iloc[released].reset_index(drop=True), inputs.candidates,
-                       sum(outcome.blurred))
-    table = _table(frame, plan.codes, outcome)
-    atomic.write_parquet(staging / "release.parquet", pa.Table.from_pandas(table, preserve_index=False))
+    n_blurred = sum(outcome.blurred)
+    rel = _attribution(plan.staging, sel.frame.iloc[released].reset_index(drop=True), inputs.candidates, n_blurred)
+    table = _table(sel.frame, plan.codes, outcome)
+    atomic.write_parquet(plan.staging / "release.parquet", pa.Table.from_pandas(table, preserve_index=False))
     kit_stats = None
     if options.kit:  # the evaluation kit (mining.kit): the selection's descriptors, as the run evaluated them
-        shutil.rmtree(staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
-        kit_stats = write_kit(staging / "kit", inputs.descriptors, frame[["rank", "photo_id", "path"]].assign(
+        shutil.rmtree(plan.staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
+        kit_stats = write_kit(plan.staging / "kit", inputs.descriptors, sel.frame[["rank", "photo_id", "path"]].assign(
             released=[st == "released" for st in outcome.status]), sel.evaluation)
-    shards = write_webdataset(staging, rel, table, options.shard_size) if options.tar else []
+    shards = write_webdataset(plan.staging, rel, table, options.shard_size) if options.tar else []
     by_licence, unknown = _licence_counts(table)
     excluded = Counter(s for s in outcome.status if s != "released")
-    faces, blurred, n_blurred = outcome.faces, outcome.blurred, sum(outcome.blurred)
     stats = {
-        "selected": int(len(frame)),
+        "selected": int(len(sel.frame)),
         "released": int(len(released)),
         "excluded": dict(sorted(excluded.items())),
         "checked_for_faces": int(len(plan.todo)) if options.blur_faces else 0,
-        "with_faces": int(sum(1 for i in plan.todo if faces[i])),
+        "with_faces": int(sum(1 for i in plan.todo if outcome.faces[i])),
         "blurred": int(n_blurred),
-        "faces_blurred": int(sum(len(faces[i]) for i in released if blurred[i])),
+        "faces_blurred": int(sum(len(outcome.faces[i]) for i in released if outcome.blurred[i])),
         "byte_copies": int(len(released) - n_blurred),
         "licences": {"policy": sel.policy.label, "spec": list(sel.policy.spec),
                      "per_licence": dict(sorted(by_licence.items())), "unknown": int(sum(unknown.values())),
@@ -69,15 +67,16 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
         "webdataset_shards": shards,
         "audit": sel.audit,
         "kit": kit_stats,
-        "sources": card.sources(frame, released, inputs.images),
+        "sources": card.sources(sel.frame, released, inputs.images),
         "code": code_version(),
         "manifest": ({"path": str(inputs.manifest), "sha256": hashlib.sha256(inputs.manifest.read_bytes()).hexdigest()}
                      if inputs.manifest is not None else None),
     }
-    atomic.write_json(staging / "stats.json", stats)
-    atomic.write_text(staging / "README.md", card.dataset_card(stats, sel.candidates_stats, sel.evaluation))
-    atomic.write_text(staging / "SHA256SUMS", sha256sums(staging, {frame.path[i]: outcome.sha[i] for i in released}))
-    atomic.swap_in_folder(staging, out)
+    atomic.write_json(plan.staging / "stats.json", stats)
+    atomic.write_text(plan.staging / "README.md", card.dataset_card(stats, sel.candidates_stats, sel.evaluation))
+    atomic.write_text(plan.staging / "SHA256SUMS",
+                      sha256sums(plan.staging, {sel.frame.path[i]: outcome.sha[i] for i in released}))
+    atomic.swap_in_folder(plan.staging, out)
     return stats
 
 

@@ -77,13 +77,13 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     lines += ["", "## Leak rate (audit)", "", sentence(audit) if audit else
               "This set was **not audited** (`mining release` was given no `--audit`): its share of images that "
               "show a landmark has not been measured."]
-    lines += _licences_md(stats["licences"]) + _faces_md(stats) + _hardness_md(evaluation) + _files_md(stats)
+    lines += _licences_md(stats["licences"]) + _faces_md(stats["faces"], stats)
+    lines += _hardness_md(evaluation) + _files_md(stats)
     return "\n".join(lines + _CITE)
 
 
 def _provenance_md(stats: dict) -> list[str]:
     """The card's title, what the set is and where it came from (the run's manifest, the code)."""
-    code = stats["code"]
     lines = [
         "# Distractor set (R1M-style) — dataset card", "",
         f"{stats['released']} Flickr photographs from YFCC100M, mined as *hard distractors* for instance-level "
@@ -96,10 +96,14 @@ def _provenance_md(stats: dict) -> list[str]:
     if stats.get("manifest"):
         lines.append(f"- Run manifest: `{_cell(Path(stats['manifest']['path']).name)}` "
                      f"(sha256 `{stats['manifest']['sha256']}`).")
-    lines.append(f"- Code: {_cell(code['package'])}"
-                 + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
-                                                          else "") if code.get("commit") else "") + ".")
-    return lines
+    return lines + [_code_md(stats["code"])]
+
+
+def _code_md(code: dict) -> str:
+    """The provenance line of the code that made the release (`mining.publish.code_version`)."""
+    return (f"- Code: {_cell(code['package'])}"
+            + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
+                                                     else "") if code.get("commit") else "") + ".")
 
 
 def _funnel_md(stats: dict, cand_stats: dict | None) -> list[str]:
@@ -144,9 +148,9 @@ def _licences_md(lic: dict) -> list[str]:
     return lines
 
 
-def _faces_md(stats: dict) -> list[str]:
-    """The card's faces: how they were looked for and blurred, and how many."""
-    fc = stats["faces"]
+def _faces_md(fc: dict, stats: dict) -> list[str]:
+    """The card's faces: how they were looked for and blurred (`fc`: stats.json's `faces`), and
+    how many."""
     if not fc["blur"]:
         return ["", "## Faces", "", "Faces were **not** blurred in this release (`--no-blur`)."]
     return ["", "## Faces", "",

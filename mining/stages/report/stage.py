@@ -7,13 +7,13 @@ import html
 from pathlib import Path
 from typing import Any, Callable
 
-from mining import atomic, manifest as manifests
+from mining import atomic
 from mining.benchmarks import run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
 from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
-from mining.stages.report.common import Inputs, log, read_json
+from mining.stages.report.common import Inputs, load_manifest, log, read_json
 from mining.stages.report.geometry import geometric_evidence
 from mining.stages.report.headline import headline, provenance, title as headline_title
 from mining.stages.report.maps import geotags
@@ -41,9 +41,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
         world = read_json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
         several = [(b["name"], Path(lay.world) / b["gnd"]) for b in (world or {}).get("benchmarks", [])]
     manifest = overrides.get("manifest")
-    m = None
     if manifest is not None:
-        m = manifests.load(manifest)  # the one validated reading (defaults filled)
+        m = load_manifest(Path(manifest))  # the one validated reading (defaults filled)
         several = run_benchmarks(m, RunLayout(str(run)) if run is not None else None)
         if several:  # several benchmarks: each one's ground truth (landmark names <benchmark>/<name>)
             found["landmarks"] = None
@@ -54,14 +53,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     for k, v in overrides.items():
         if v is not None:
             found[k] = Path(v)
-    inp = Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
-    if several:
-        inp.extra["benchmarks"] = several
-    if m is not None:
-        inp.extra["manifest_obj"] = m
-    if run is not None:
-        inp.extra["run"] = Path(run)
-    return inp
+    return Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()},
+                  ground_truths=tuple(several), run=Path(run) if run is not None else None)
 
 
 # (anchor, heading, section): the result, where it came from and whether the images live come first

@@ -148,6 +148,7 @@ class Outcome:
                                                                        record["blurred"], record["sha256"])
 
     def released(self, rows: list[int]) -> list[int]:
+        """The rows of `rows` that were released."""
         return [i for i in rows if self.status[i] == "released"]
 
 

@@ -166,7 +166,7 @@ def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | No
     return result
 
 
-@dataclass
+@dataclass(frozen=True)
 class Chosen:
     """The rows of a ranking that select keeps, best first, and the download index they were
     checked against."""
@@ -189,21 +189,19 @@ def choose(r: Ranked, n: int, images_root: Path | None, require_full_res: bool) 
     index = imageindex.read(images_root, ["photo_id", "photo_hash", "status", "source", "low_res", "path"]
                             ).to_pandas().set_index("photo_id")
     index = index[index.status == "ok"]
-    kept = Chosen(np.zeros(0, np.int64), index, require_full_res)
-    picked = []
+    picked, missing, low_res = [], 0, 0
     for i in r.order:
         p = int(r.pid[i])
         rel = index.path.get(p)
         if rel is None or not (images_root / rel).is_file():
-            kept.missing_images += 1
+            missing += 1
         elif require_full_res and bool(index.low_res.get(p)):
-            kept.low_res_skipped += 1
+            low_res += 1
         else:
             picked.append(i)
             if len(picked) == n:
                 break
-    kept.order = np.array(picked, np.int64)
-    return kept
+    return Chosen(np.array(picked, np.int64), index, require_full_res, missing, low_res)
 
 
 def frame(scores: Any, chosen: Chosen, n: int, candidates: Path, host: str) -> tuple[Any, list, list]:

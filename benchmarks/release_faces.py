@@ -41,7 +41,7 @@ from PIL import Image
 
 
 from mining.options import defaults
-from mining.stages.release.stage import DEFAULT_MARGIN, FaceDetector, process_image
+from mining.stages.release.blur import DEFAULT_MARGIN, FaceDetector, process_image
 from fixtures.faces import face_patches, iou, lfw_faces, plant  # run as `python -m benchmarks.release_faces`
 
 SIZES = (24, 32, 48, 64, 96, 128)

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         setup_s = time.perf_counter() - t0
         out = root / "report.html"
         t0 = time.perf_counter()
-        missing = report.run(report.inputs_from_run(run), out)["missing"]
+        missing = report.run(inputs=report.inputs_from_run(run), out=out)["missing"]
         build_s = time.perf_counter() - t0
         doc = out.read_text()
         res = {"rows": args.rows, "html_bytes": out.stat().st_size, "build_s": round(build_s, 2),

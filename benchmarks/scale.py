@@ -238,8 +238,9 @@ def _select(run: str, n: int) -> dict[str, Any]:
 
     r = Path(run)
     out = r / f"selected-{n}"
-    st = select(Inputs(r / "scores", r / "review" / "decisions.parquet", r / "candidates" / "candidates.parquet"), out,
-                replace(defaults("select"), n=n))
+    inputs = Inputs(scores=r / "scores", decisions=r / "review" / "decisions.parquet",
+                    candidates=r / "candidates" / "candidates.parquet")
+    st = select(inputs=inputs, out=out, options=replace(defaults("select"), n=n))
     return {"n_selected": st["n_selected"], "disk_bytes": du(out), "attribution_md_bytes": (out / "ATTRIBUTION.md").stat().st_size}
 
 
@@ -338,7 +339,7 @@ def _report(run: str, landmarks: str, n: int, evaluation: str | None) -> dict[st
                  selected=r / f"selected-{n}", images=r / "images", landmarks=Path(landmarks),
                  evaluation=Path(evaluation) if evaluation else None)
     t0 = time.perf_counter()
-    missing = report.run(inp, out)["missing"]
+    missing = report.run(inputs=inp, out=out)["missing"]
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     HTMLParser().feed(out.read_text())

@@ -13,12 +13,12 @@ from mining.options import SelectOptions
 from mining.stages.select.stage import Inputs, ranked, run
 
 
-def select(inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[Path],
-           setups: list[str]) -> dict:
+def select(*, inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[Path], setups: list[str],
+           url_host: str | None = None) -> dict:
     """`mining select`: with `n: auto`, N is the curve's (measured with every method's
     `descriptors`, on `setups`; OUT/auto_n.json), then the selection of that N."""
     if options.n != "auto":
-        return run(inputs, out, options)
+        return run(inputs=inputs, out=out, options=options, url_host=url_host)
     if not inputs.landmarks:
         raise UserError("--n auto needs --landmarks and --descriptors")
     if len(inputs.landmarks) > 1:
@@ -27,4 +27,4 @@ def select(inputs: Inputs, out: Path, options: SelectOptions, descriptors: list[
     r = ranked(inputs, options)
     n = run_choose_n(landmarks=Path(inputs.landmarks[0]), descriptors=descriptors, ranked_ids=r.pid[r.order], out=out,
                      tolerance=options.auto_tolerance, setups=setups)["n"]
-    return run(inputs, out, replace(options, n=n), ranking=r)
+    return run(inputs=inputs, out=out, options=replace(options, n=n), url_host=url_host, ranking=r)

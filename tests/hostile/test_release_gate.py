@@ -16,7 +16,7 @@ from auditing import answer, audited_with_leaks, draw, estimate, selection
 
 from mining.cli import main
 from mining.errors import UserError
-from releasing import run_release
+from releasing import OVER_TARGET_ALLOWED, run_release
 
 UNKNOWN = ("All Rights Reserved", "")
 
@@ -57,7 +57,7 @@ def test_the_honest_audit_told_to_go_on_states_the_recomputed_bound(over_target,
     forged = dict(honest, passes=True, upper=0.004, released_upper=0.001)  # (an edited draw target: refused)
     (tmp_path / "audit.json").write_text(json.dumps(forged))
     stats = run_release(audit, root / "images", tmp_path / "rel", blur=False, audit=tmp_path / "audit.json",
-                        allow_over_target=True)
+                        target=OVER_TARGET_ALLOWED)
     card = (tmp_path / "rel" / "README.md").read_text()
     assert f"at most **{100 * honest['released_upper']:.2f} %**" in card
     assert "target 1.00 %: NOT met" in card and ": met" not in card

@@ -21,7 +21,7 @@ from mining import leakbound
 from mining.cli import main
 from mining.errors import UserError
 from mining.layout import image_relpath
-from releasing import run_release
+from releasing import OVER_TARGET_ALLOWED, run_release
 from mining.stages.review import db
 from mining.stages.review.app import create_app
 
@@ -164,10 +164,10 @@ def test_release_refuses_a_set_whose_bound_is_above_the_target(tmp_path):
         run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json")
     with pytest.raises(UserError, match="not the set the audit left"):  # the selection before the audit
         run_release(sel, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json",
-                    allow_over_target=True)
+                    target=OVER_TARGET_ALLOWED)
     with pytest.raises(UserError, match="image of photo .* not found"):  # told otherwise: past the gate
         run_release(audit, tmp_path / "images", tmp_path / "rel", blur=False, audit=audit / "audit.json",
-                    allow_over_target=True)
+                    target=OVER_TARGET_ALLOWED)
     words = leakbound.sentence(result)  # what the card and the report say
     assert f"at most **{100 * result['released_upper']:.2f} %** in the released set" in words and "NOT met" in words
 

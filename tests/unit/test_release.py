@@ -24,8 +24,9 @@ from scenes import scene
 from mining.cli import main
 from mining.errors import UserError
 from mining.layout import image_relpath
+from mining.licences import Policy, licence_code
 from mining.options import defaults
-from mining.stages.release.stage import FaceDetector, Policy, licence_code
+from mining.stages.release.blur import FaceDetector
 from releasing import run_release
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")

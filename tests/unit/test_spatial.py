@@ -247,14 +247,14 @@ def test_the_matches_drawing_escapes_names():
 
 
 def test_leak_risk_flags_the_planted_photos_by_their_inliers(city, tmp_path):
-    from mining.stages.leakrisk.stage import Inputs, run
+    from mining.stages.leakrisk.stage import run
 
     c, root, _, _ = city
     with pytest.raises(UserError, match="keep no keypoints"):
-        run(Inputs(str(c["gnd"]), root / "DESC" / "rsift-vlad", root / "scores", geometry=root / "DESC" / "rsift-vlad"),
-            tmp_path / "x")
-    st = run(Inputs(str(c["gnd"]), root / "DESC" / "rsift-vlad", root / "scores", geometry=root / "DESC" / "rsift-asmk"),
-             tmp_path / "lr")
+        run(landmarks=str(c["gnd"]), descriptors=root / "DESC" / "rsift-vlad", scores=root / "scores",
+            geometry=root / "DESC" / "rsift-vlad", out=tmp_path / "x")
+    st = run(landmarks=str(c["gnd"]), descriptors=root / "DESC" / "rsift-vlad", scores=root / "scores",
+             geometry=root / "DESC" / "rsift-asmk", out=tmp_path / "lr")
     import pyarrow.parquet as pq
 
     lr = pq.read_table(tmp_path / "lr" / "leakrisk.parquet").to_pandas().set_index("photo_id")

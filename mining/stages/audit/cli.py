@@ -42,18 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_draw(args: argparse.Namespace) -> int:
-    from mining.stages.audit.stage import DrawInputs, run_draw
+    from mining.stages.audit.stage import run_draw
 
-    plan = run_draw(DrawInputs(args.selected), args.out, options.from_args(args, "audit"))
+    plan = run_draw(selected=args.selected, out=args.out, options=options.from_args(args, "audit"))
     print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
           f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
     return 0
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    from mining.stages.audit.stage import EstimateInputs, run_estimate
+    from mining.stages.audit.stage import run_estimate
 
-    r = run_estimate(EstimateInputs(args.selected, args.decisions, args.audit, args.near_duplicates),
-                     args.out)
+    r = run_estimate(selected=args.selected, decisions=args.decisions, audit=args.audit, out=args.out,
+                     near_duplicates=args.near_duplicates)
     print(json.dumps({k: r[k] for k in ("sampled", "leaks", "estimate", "upper", "method", "removed", "released_upper", "passes")}))
     return 0

@@ -1,7 +1,6 @@
 """`mining audit`: a measured leak rate of the final selection, with a confidence bound.
 
-Two steps around a review (docs/stages.md, docs/protocols.md), one entry point each with every
-stage's shape, `run_<step>(inputs, out, options)`:
+Two steps around a review (docs/stages.md, docs/protocols.md), one entry point each:
 
 - `run_draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.leakbound:
   the hardest 5 % of the set, then to 20 %, 50 %, the rest; more of the hard ones than their share),
@@ -21,7 +20,6 @@ stage's shape, `run_<step>(inputs, out, options)`:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,23 +61,16 @@ def _selection(selected: Path) -> Any:
     return frame.sort_values("rank", kind="stable").reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class DrawInputs:
-    """The files `mining audit draw` reads."""
-
-    selected: Path  # `mining select`'s folder (or its distractors.parquet)
-
-
-def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, Any]:
-    """AUDIT/audit_queue.parquet + AUDIT/plan.json (see the module docstring)."""
-    selected, max_leak_rate, confidence, seed = inputs.selected, options.max_leak_rate, options.confidence, options.seed
-    if not 0 < max_leak_rate < 1 or not 0 < confidence < 1:
+def run_draw(*, selected: Path, out: Path, options: AuditOptions) -> dict[str, Any]:
+    """AUDIT/audit_queue.parquet + AUDIT/plan.json (see the module docstring). `selected`: `mining
+    select`'s folder (or its distractors.parquet)."""
+    if not 0 < options.max_leak_rate < 1 or not 0 < options.confidence < 1:
         raise UserError("--max-leak-rate and --confidence must be between 0 and 1 (exclusive)")
     frame = _selection(selected)
     if frame.empty:
         raise UserError(f"{selected}: the selection is empty; nothing to audit")
-    design = leakbound.plan(len(frame), max_leak_rate, confidence)
-    positions = leakbound.draw(len(frame), design["strata"], design["sample"], seed)
+    design = leakbound.plan(len(frame), options.max_leak_rate, options.confidence)
+    positions = leakbound.draw(len(frame), design["strata"], design["sample"], options.seed)
     rows = []
     for h, pos in enumerate(positions):
         weight = design["strata"][h] / design["sample"][h]
@@ -89,7 +80,7 @@ def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, 
                          "photo_id": int(frame.photo_id[p]), "set_rank": int(frame["rank"][p]),
                          "score": float(frame.score[p]) if "score" in frame else None,
                          "stratum": h, "weight": float(weight)})
-    order = np.random.default_rng(seed + 1).permutation(len(rows))  # reviewers see no stratum order
+    order = np.random.default_rng(options.seed + 1).permutation(len(rows))  # reviewers see no stratum order
     rows = [rows[i] for i in order]
     for i, r in enumerate(rows):
         r["rank"] = i + 1
@@ -100,7 +91,7 @@ def run_draw(inputs: DrawInputs, out: Path, options: AuditOptions) -> dict[str, 
                         ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),
                         ("weight", pa.float64())], metadata=label.metadata())
     atomic.write_parquet(out / "audit_queue.parquet", pa.Table.from_pylist(rows, schema=schema))
-    result = {**design, "max_leak_rate": max_leak_rate, "confidence": confidence, "seed": seed,
+    result = {**design, "max_leak_rate": options.max_leak_rate, "confidence": options.confidence, "seed": options.seed,
               "selection_digest": label.selection, "sample_digest": label.digest, "bands": list(leakbound.STRATA),
               "sampled_ids": sampled_ids}
     atomic.write_json(out / "plan.json", result)
@@ -118,22 +109,14 @@ def near_duplicates_of(leaks: set[int], neardup: Path | None, in_set: set[int]) 
     return sorted(int(i) for i in ids[hit] if int(i) in in_set and int(i) not in leaks)
 
 
-@dataclass(frozen=True)
-class EstimateInputs:
-    """The files `mining audit estimate` reads."""
-
-    selected: Path  # the selection the sample was drawn from
-    decisions: Path  # the audit review's decisions.parquet
-    audit: Path  # the draw's AUDIT folder (plan.json)
-    neardup: Path | None = None  # NEARDUP/neardup.parquet: near-copies of a found leak leave the set too
-
-
-def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None = None) -> dict[str, Any]:
-    """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring). `options` is
-    not read: the target and confidence are the draw's (plan.json), so that the estimate is the
-    design's whatever the manifest says now."""
-    selected, decisions, audit_dir, neardup = inputs.selected, inputs.decisions, inputs.audit, inputs.neardup
-    plan = read_json(audit_dir / "plan.json", "audit plan", hint="make it with `mining audit draw`")
+def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
+                 near_duplicates: Path | None = None) -> dict[str, Any]:
+    """AUDIT/audit.json + AUDIT/distractors.parquet/.txt (see the module docstring). `selected`: the
+    selection the sample was drawn from; `decisions`: the audit review's decisions.parquet;
+    `audit`: the draw's AUDIT folder (plan.json), whose target and confidence are the estimate's,
+    whatever the manifest says now; `near_duplicates`: NEARDUP/neardup.parquet (near-copies of a
+    found leak leave the set too)."""
+    plan = read_json(audit / "plan.json", "audit plan", hint="make it with `mining audit draw`")
     source = selected / "distractors.parquet" if selected.is_dir() else selected
     if (Path(out) / "distractors.parquet").resolve() == source.resolve():
         raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "
@@ -160,7 +143,7 @@ def run_estimate(inputs: EstimateInputs, out: Path, options: AuditOptions | None
     result = leakbound.estimate(plan["strata"], [len(ids) for ids in sampled], leaks_h, plan["confidence"])
     found = sorted({p for ids in sampled for p in ids if p in leaky})
     in_set = set(frame.photo_id.astype(np.int64).tolist())
-    dups = near_duplicates_of(set(found), neardup, in_set)
+    dups = near_duplicates_of(set(found), near_duplicates, in_set)
     kept = frame[~frame.photo_id.isin(set(found) | set(dups))].reset_index(drop=True)
     result.update({
         "max_leak_rate": plan["max_leak_rate"], "seed": plan["seed"], "bands": plan["bands"],

@@ -38,9 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.leakrisk.stage import Inputs, LeakriskOptions, run
+    from mining.stages.leakrisk.stage import run
 
-    st = run(Inputs(args.landmarks, args.descriptors, args.scores, args.candidates, args.geometry), args.out, LeakriskOptions())
+    st = run(landmarks=args.landmarks, descriptors=args.descriptors, scores=args.scores, out=args.out,
+             candidates=args.candidates, geometry=args.geometry)
     print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
           f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
     return 0

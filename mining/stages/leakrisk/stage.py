@@ -56,40 +56,83 @@ def thresholds(vectors: np.ndarray, owners: np.ndarray, is_positive: np.ndarray)
     return out
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The files `mining leakrisk` reads."""
-
-    landmarks: Any  # [NAME=]GND: one ground truth or several benchmarks (`mining.benchmarks.as_list`)
-    descriptors: Path  # a global method's DESC/<method> folder (queries/, database/, candidates/)
-    scores: Path  # `mining score`'s folder (review_queue.parquet)
-    candidates: Path | None = None  # candidates Parquet (date_taken): landmarks' `since` dates (mining/since.py)
-    geometry: Path | None = None  # DESC/<method> keeping keypoints: inliers as evidence (mining/evidence.py)
-
-
 GEOMETRY_TOP = 1000  # the riskiest candidates verified against their nearest landmark
 
 
-@dataclass(frozen=True)
-class LeakriskOptions:
-    """The stage's settings: none yet (the thresholds are measured per landmark); the type keeps
-    `run`'s shape the same as every stage's."""
-
-
-def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions()) -> dict[str, Any]:
+def run(*, landmarks: Any, descriptors: Path, scores: Path, out: Path, candidates: Path | None = None,
+        geometry: Path | None = None) -> dict[str, Any]:
     """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
-    With several benchmarks, landmark and image names are `<benchmark>/<name>`. With
-    `inputs.candidates` (their date_taken), a candidate taken before a landmark's `since` day is
-    not compared with that landmark's images (mining/since.py); risk is -1 when that leaves no
-    landmark."""
-    landmarks, descriptors, candidates = inputs.landmarks, inputs.descriptors, inputs.candidates
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    with several, landmark and image names are `<benchmark>/<name>`. `descriptors`: a global
+    method's DESC/<method> folder (queries/, database/, candidates/); `scores`: `mining score`'s
+    folder (review_queue.parquet). With `candidates` (their date_taken), a candidate taken before
+    a landmark's `since` day is not compared with that landmark's images (mining/since.py); risk
+    is -1 when that leaves no landmark. `geometry`: a DESC/<method> keeping keypoints, whose
+    inliers are evidence too (mining/evidence.py)."""
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
     stores = open_method(Path(descriptors), global_for="the leak risk needs",  # the candidates (any benchmark's view)
                          benchmark=benchmarks[0].name if several else None)
-    queue = read_table(Path(inputs.scores) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
+    queue = read_table(Path(scores) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
+    lm = _landmark_images(descriptors, benchmarks, datasets)
+    tau = thresholds(lm.vectors, lm.owners, lm.is_positive)
+    since = of_benchmarks(benchmarks, datasets) if candidates else {}
+    pid, risk, best = _nearest(stores.candidates, lm, since, candidates, descriptors)
+    taken_all = days_taken(candidates, pid) if since else None
+    late = _late_as_scored(since, taken_all, Path(scores)) if since else []
+    lm_of = lm.owners[best] if best.size else np.zeros(0, object)
+    tau_of = np.array([tau[x] for x in lm_of], dtype=np.float64)
+    high = risk >= tau_of
+    evidence = _geometry(geometry, benchmarks, datasets, pid, lm_of, risk)
+    if evidence is not None:
+        high |= evidence[0].inliers >= evidence[1]
+    queued = np.isin(pid, queue["photo_id"].to_numpy(np.int64))
+    rank = np.empty(pid.size, np.int64)  # 1 = the riskiest candidate
+    rank[np.lexsort((pid, -risk))] = np.arange(1, pid.size + 1)
+    table = pa.table({
+        "photo_id": pa.array(pid, pa.int64()), "risk": pa.array(risk, pa.float64()),
+        "risk_rank": pa.array(rank, pa.int64()),
+        "landmark": pa.array(lm_of.tolist(), pa.string()), "nearest": pa.array([lm.names[b] for b in best], pa.string()),
+        "threshold": pa.array(tau_of, pa.float64()), "high": pa.array(high, pa.bool_()),
+        "in_queue": pa.array(queued, pa.bool_()),
+    })
+    if evidence is not None:
+        for name, col in list(columns(evidence[0]).items())[:2]:  # inliers, inlier_image
+            table = table.append_column(name, col)
+    outside = high & ~queued
+    examples = np.flatnonzero(outside)[np.argsort(-risk[outside], kind="stable")][:10]
+    stats = {
+        "method": stores.name, "candidates": int(pid.size),
+        "thresholds": {x: round(t, 6) for x, t in tau.items()},
+        "high_risk": int(high.sum()), "high_risk_in_queue": int((high & queued).sum()),
+        "high_risk_outside_queue": int(outside.sum()),
+        "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
+                                    "nearest": lm.names[best[i]], "risk_rank": int(rank[i])} for i in examples],
+        **({"since": exempt_counts(taken_all, since, late)} if since else {}),
+        **({"geometry": _geometry_stats(evidence, risk >= tau_of, queued)} if evidence is not None else {}),
+        "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
+    }
+    atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
+    atomic.write_json(Path(out) / "stats.json", stats)
+    return stats
+
+
+@dataclass(frozen=True)
+class LandmarkImages:
+    """Every landmark image with a descriptor: its unit vector, landmark, name and whether it
+    is a positive (a database image) rather than a query crop."""
+
+    vectors: np.ndarray
+    owners: np.ndarray
+    names: list[str]
+    is_positive: np.ndarray
+
+
+def _landmark_images(descriptors: Path, benchmarks: Any, datasets: Any) -> LandmarkImages:
+    """The queries and positives of every benchmark's landmarks that `descriptors` describes."""
+    several = len(benchmarks) > 1
     vec: dict[tuple[str, str], np.ndarray] = {}
     items = []
     for b, dataset in zip(benchmarks, datasets):
@@ -102,15 +145,18 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
     items = [(s, n, lm) for s, n, lm in items if (s, n) in vec]
     if not items:
         raise UserError(f"{descriptors}: no landmark image has a descriptor")
-    lm_vecs = np.stack([vec[(s, n)] for s, n, _ in items])
-    owners = np.array([lm for _, _, lm in items], dtype=object)
-    names = [n for _, n, _ in items]
-    tau = thresholds(lm_vecs, owners, np.array([s == "database" for s, _, _ in items]))
-    since = of_benchmarks(benchmarks, datasets) if candidates else {}
-    dated = [(owners == lm, day) for lm, day in since.items()]
+    return LandmarkImages(np.stack([vec[(s, n)] for s, n, _ in items]), np.array([lm for _, _, lm in items], dtype=object),
+                          [n for _, n, _ in items], np.array([s == "database" for s, _, _ in items]))
+
+
+def _nearest(store: Any, lm: LandmarkImages, since: dict[str, np.datetime64], candidates: Path | None,
+             descriptors: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(photo ids, risk, index of the nearest landmark image) of every candidate in `store`, by
+    photo id: a candidate taken before a landmark's `since` day is not compared with its images."""
+    dated = [(lm.owners == name, day) for name, day in since.items()]
     pid_parts, risk_parts, best_parts = [], [], []
-    for ids, payload in stores.candidates.iter_blocks():
-        sims = unit_rows(payload) @ lm_vecs.T
+    for ids, payload in store.iter_blocks():
+        sims = unit_rows(payload) @ lm.vectors.T
         block_ids = parse_ids(ids, f"{descriptors}/candidates")
         if dated:  # taken before a landmark existed: no risk for it
             taken = days_taken(candidates, block_ids)
@@ -124,44 +170,7 @@ def run(inputs: Inputs, out: Path, options: LeakriskOptions = LeakriskOptions())
     risk = np.concatenate(risk_parts) if risk_parts else np.zeros(0)
     best = np.concatenate(best_parts) if best_parts else np.zeros(0, np.int64)
     order = np.argsort(pid, kind="stable")
-    pid, risk, best = pid[order], risk[order], best[order]
-    taken_all = days_taken(candidates, pid) if since else None
-    late = _late_as_scored(since, taken_all, Path(inputs.scores)) if since else []
-    lm_of = owners[best] if best.size else np.zeros(0, object)
-    tau_of = np.array([tau[lm] for lm in lm_of], dtype=np.float64)
-    high = risk >= tau_of
-    geometry = _geometry(inputs.geometry, benchmarks, datasets, pid, lm_of, risk)
-    if geometry is not None:
-        high |= geometry[0].inliers >= geometry[1]
-    queued = np.isin(pid, queue["photo_id"].to_numpy(np.int64))
-    rank = np.empty(pid.size, np.int64)  # 1 = the riskiest candidate
-    rank[np.lexsort((pid, -risk))] = np.arange(1, pid.size + 1)
-    table = pa.table({
-        "photo_id": pa.array(pid, pa.int64()), "risk": pa.array(risk, pa.float64()),
-        "risk_rank": pa.array(rank, pa.int64()),
-        "landmark": pa.array(lm_of.tolist(), pa.string()), "nearest": pa.array([names[b] for b in best], pa.string()),
-        "threshold": pa.array(tau_of, pa.float64()), "high": pa.array(high, pa.bool_()),
-        "in_queue": pa.array(queued, pa.bool_()),
-    })
-    if geometry is not None:
-        for name, col in list(columns(geometry[0]).items())[:2]:  # inliers, inlier_image
-            table = table.append_column(name, col)
-    outside = high & ~queued
-    examples = np.flatnonzero(outside)[np.argsort(-risk[outside], kind="stable")][:10]
-    stats = {
-        "method": stores.name, "candidates": int(pid.size),
-        "thresholds": {lm: round(t, 6) for lm, t in tau.items()},
-        "high_risk": int(high.sum()), "high_risk_in_queue": int((high & queued).sum()),
-        "high_risk_outside_queue": int(outside.sum()),
-        "outside_queue_examples": [{"photo_id": int(pid[i]), "risk": round(float(risk[i]), 4), "landmark": str(lm_of[i]),
-                                    "nearest": names[best[i]], "risk_rank": int(rank[i])} for i in examples],
-        **({"since": exempt_counts(taken_all, since, late)} if since else {}),
-        **({"geometry": _geometry_stats(geometry, risk >= tau_of, queued)} if geometry is not None else {}),
-        "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
-    }
-    atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
-    atomic.write_json(Path(out) / "stats.json", stats)
-    return stats
+    return pid[order], risk[order], best[order]
 
 
 def _late_as_scored(since: dict[str, np.datetime64], taken: np.ndarray, scores: Path) -> list[str]:

@@ -72,9 +72,18 @@ def _kit_md(kit: dict | None) -> list[str]:
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:
     """RELEASE/README.md: what the set is, how it was made, its licences, faces, hardness,
     checksums, how to cite and evaluate. Every value from metadata is Markdown-escaped."""
-    code = stats["code"]
-    lic = stats["licences"]
-    fc = stats["faces"]
+    audit = stats.get("audit")
+    lines = _provenance_md(stats) + _funnel_md(stats, cand_stats) + _sources_md(stats.get("sources"))
+    lines += ["", "## Leak rate (audit)", "", sentence(audit) if audit else
+              "This set was **not audited** (`mining release` was given no `--audit`): its share of images that "
+              "show a landmark has not been measured."]
+    lines += _licences_md(stats["licences"]) + _faces_md(stats["faces"], stats)
+    lines += _hardness_md(evaluation) + _files_md(stats)
+    return "\n".join(lines + _CITE)
+
+
+def _provenance_md(stats: dict) -> list[str]:
+    """The card's title, what the set is and where it came from (the run's manifest, the code)."""
     lines = [
         "# Distractor set (R1M-style) — dataset card", "",
         f"{stats['released']} Flickr photographs from YFCC100M, mined as *hard distractors* for instance-level "
@@ -87,10 +96,19 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     if stats.get("manifest"):
         lines.append(f"- Run manifest: `{_cell(Path(stats['manifest']['path']).name)}` "
                      f"(sha256 `{stats['manifest']['sha256']}`).")
-    lines.append(f"- Code: {_cell(code['package'])}"
-                 + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
-                                                          else "") if code.get("commit") else "") + ".")
-    lines += ["", "## How it was made (the funnel)", "", "| step | photos |", "|---|---|"]
+    return lines + [_code_md(stats["code"])]
+
+
+def _code_md(code: dict) -> str:
+    """The provenance line of the code that made the release (`mining.publish.code_version`)."""
+    return (f"- Code: {_cell(code['package'])}"
+            + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
+                                                     else "") if code.get("commit") else "") + ".")
+
+
+def _funnel_md(stats: dict, cand_stats: dict | None) -> list[str]:
+    """The card's funnel: geofilter's counts, the selection, what the audit and the release left out."""
+    lines = ["", "## How it was made (the funnel)", "", "| step | photos |", "|---|---|"]
     if cand_stats:
         if "photos_in" in cand_stats:
             lines.append(f"| YFCC100M metadata rows / photos read | {cand_stats.get('rows_in', '–')} / "
@@ -108,54 +126,64 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
     for reason, count in stats["excluded"].items():
         lines.append(f"| left out by the release: {_cell(reason)} | {count} |")
     lines.append(f"| **released** | **{stats['released']}** |")
-    lines += _sources_md(stats.get("sources"))
-    lines += ["", "## Leak rate (audit)", "", sentence(audit) if audit else
-              "This set was **not audited** (`mining release` was given no `--audit`): its share of images that "
-              "show a landmark has not been measured."]
-    lines += ["", "## Licences", "",
-              f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
-              "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "
-              "keeps every recognised open licence; a licence is recognised only when its URL is exactly one of "
-              "YFCC100M's licence URLs and its name agrees, and images under an unknown licence are never released. "
-              "**NoDerivs images (BY-ND, BY-NC-ND) are never modified: those where a face was found are left out "
-              "of this release; those without a face are released unmodified.**", "",
-              "| licence | selected | released | with faces | blurred |", "|---|---|---|---|---|"]
+    return lines
+
+
+def _licences_md(lic: dict) -> list[str]:
+    """The card's licences: the policy, the counts per licence, the unknown ones as found."""
+    lines = ["", "## Licences", "",
+             f"Policy: **{_cell(lic['policy'])}**. `commercial` keeps licences that allow commercial use (CC BY, "
+             "BY-SA, BY-ND, CC0, Public Domain Mark, no known copyright restrictions, US Government Work); `all` "
+             "keeps every recognised open licence; a licence is recognised only when its URL is exactly one of "
+             "YFCC100M's licence URLs and its name agrees, and images under an unknown licence are never released. "
+             "**NoDerivs images (BY-ND, BY-NC-ND) are never modified: those where a face was found are left out "
+             "of this release; those without a face are released unmodified.**", "",
+             "| licence | selected | released | with faces | blurred |", "|---|---|---|---|---|"]
     for name, d in lic["per_licence"].items():
         lines.append(f"| {_cell(name)} | {d['selected']} | {d['released']} | {d['with_faces']} | {d['blurred']} |")
     if lic.get("unknown"):
         lines += ["", f"{lic['unknown']} selected photo(s) have an unknown licence (a name and URL that are not "
                   "exactly one of YFCC100M's licences) and were left out. As found (name, URL: photos):", ""]
         lines += [f"- {_cell(seen)}: {n}" for seen, n in lic.get("unknown_seen", {}).items()]
-    lines += ["", "## Faces", ""]
-    if fc["blur"]:
-        lines.append(f"Every image was checked for faces with {fc['detector']} (faces of at least "
-                     f"{fc['min_face_px']} px, confidence ≥ {fc['threshold']}); each face box, grown by "
-                     f"{int(fc['margin'] * 100)} % on every side, was Gaussian-blurred (sigma {fc['blur_sigma_of_box']} "
-                     "× the box's longer side) and the image re-encoded with its own JPEG quantization tables "
-                     f"(same size and quality). {stats['with_faces']} of {stats['checked_for_faces']} checked "
-                     f"images had faces; {stats['blurred']} were blurred ({stats['faces_blurred']} faces); "
-                     f"{stats['byte_copies']} released images are byte-identical to the downloaded ones. "
-                     "Face boxes are in `release.parquet`. A detector misses some faces (small, profile, occluded): "
-                     "report any you find.")
-    else:
-        lines.append("Faces were **not** blurred in this release (`--no-blur`).")
-    lines += ["", "## How hard it is", ""]
+    return lines
+
+
+def _faces_md(fc: dict, stats: dict) -> list[str]:
+    """The card's faces: how they were looked for and blurred (`fc`: stats.json's `faces`), and
+    how many."""
+    if not fc["blur"]:
+        return ["", "## Faces", "", "Faces were **not** blurred in this release (`--no-blur`)."]
+    return ["", "## Faces", "",
+            f"Every image was checked for faces with {fc['detector']} (faces of at least "
+            f"{fc['min_face_px']} px, confidence ≥ {fc['threshold']}); each face box, grown by "
+            f"{int(fc['margin'] * 100)} % on every side, was Gaussian-blurred (sigma {fc['blur_sigma_of_box']} "
+            "× the box's longer side) and the image re-encoded with its own JPEG quantization tables "
+            f"(same size and quality). {stats['with_faces']} of {stats['checked_for_faces']} checked "
+            f"images had faces; {stats['blurred']} were blurred ({stats['faces_blurred']} faces); "
+            f"{stats['byte_copies']} released images are byte-identical to the downloaded ones. "
+            "Face boxes are in `release.parquet`. A detector misses some faces (small, profile, occluded): "
+            "report any you find."]
+
+
+def _hardness_md(evaluation: dict | None) -> list[str]:
+    """The card's mAP table (one per benchmark with several) from the run's evaluation.json."""
+    lines = ["", "## How hard it is", ""]
     share = ((evaluation or {}).get("score_share") or {}).get("selected")
     if share:  # several benchmarks: one set, evaluated on each
         lines += ["One set for " + ", ".join(_cell(k) for k in share) + "; share of its score each contributes (%): "
                   + ", ".join(f"{_cell(k)} {_pct(v)}" for k, v in share.items()) + ".", ""]
     reports = list(evaluation["per_benchmark"].values()) if share else [evaluation] if evaluation else []
-    for evaluation in reports:
-        lm = evaluation.get("landmarks") or {}
-        n, pool = evaluation.get("n"), evaluation.get("pool")
+    for report in reports:
+        lm = report.get("landmarks") or {}
+        n, pool = report.get("n"), report.get("pool")
         lines += [f"mAP (%) on {_cell(lm.get('name', 'the landmark dataset'))} with no distractors, {n} random "
-                  f"candidates (mean ± std over seeds {evaluation.get('seeds')}), the {n} mined ones and all {pool} "
+                  f"candidates (mean ± std over seeds {report.get('seeds')}), the {n} mined ones and all {pool} "
                   "candidates, as computed by `mining evaluate` before the release's licence and face rules "
                   "(`evaluation.json` of the run).", "",
                   f"| method | setup | none | random {n} | mined {n} | all {pool} |", "|---|---|---|---|---|---|"]
-        for m in evaluation.get("methods", []):
-            for s in evaluation.get("setups", []):
-                r = evaluation["results"][m][s]
+        for m in report.get("methods", []):
+            for s in report.get("setups", []):
+                r = report["results"][m][s]
                 rnd = r.get("random")
                 rtxt = "–" if not rnd else _pct(rnd.get("mAP")) + (f" ± {_pct(rnd['mAP_std'])}" if "mAP_std" in rnd
                                                                    else "")
@@ -164,7 +192,12 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
         lines += [""] if share else []
     if not reports:
         lines.append("No evaluation was given to `mining release` (`--evaluation evaluation.json`).")
-    lines += [
+    return lines
+
+
+def _files_md(stats: dict) -> list[str]:
+    """The card's "How to evaluate with it" and the release's files."""
+    lines = [
         "", "## How to evaluate with it", "",
         "Use it as R1M is used with Revisited Oxford and Paris (Radenović et al. 2018): add the images listed in "
         "`distractors.txt` to the landmark dataset's database, rank them with your method, and compute revisitop's "
@@ -180,20 +213,20 @@ def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) 
         lines.append(f"- `webdataset/release-NNNNNN.tar` ({len(stats['webdataset_shards'])} shard(s)): WebDataset "
                      "(`<key>.jpg` + `<key>.json`), loadable with `datasets.load_dataset(\"webdataset\", "
                      "data_files=\"webdataset/*.tar\")`.")
-    lines += _kit_md(stats.get("kit"))
-    lines += [
-        "- `SHA256SUMS`: check with `sha256sum -c SHA256SUMS` in this folder.", "",
-        "## How to cite", "",
-        "Cite the images' authors as `ATTRIBUTION.md` says (the licences require it), YFCC100M and the R1M protocol:",
-        "", "```bibtex",
-        "@article{thomee2016yfcc100m, title={{YFCC100M}: The New Data in Multimedia Research}, author={Thomee, "
-        "Bart and Shamma, David A. and Friedland, Gerald and Elizalde, Benjamin and Ni, Karl and Poland, Douglas "
-        "and Borth, Damian and Li, Li-Jia}, journal={Communications of the ACM}, volume={59}, number={2}, "
-        "pages={64--73}, year={2016}}",
-        "@inproceedings{radenovic2018revisiting, title={Revisiting {Oxford} and {Paris}: Large-Scale Image "
-        "Retrieval Benchmarking}, author={Radenovi{\\'c}, Filip and Iscen, Ahmet and Tolias, Giorgos and "
-        "Avrithis, Yannis and Chum, Ond{\\v{r}}ej}, booktitle={CVPR}, year={2018}}",
-        "```", "",
-    ]
-    return "\n".join(lines)
+    return lines + _kit_md(stats.get("kit")) + ["- `SHA256SUMS`: check with `sha256sum -c SHA256SUMS` in this folder."]
+
+
+_CITE = [
+    "", "## How to cite", "",
+    "Cite the images' authors as `ATTRIBUTION.md` says (the licences require it), YFCC100M and the R1M protocol:",
+    "", "```bibtex",
+    "@article{thomee2016yfcc100m, title={{YFCC100M}: The New Data in Multimedia Research}, author={Thomee, "
+    "Bart and Shamma, David A. and Friedland, Gerald and Elizalde, Benjamin and Ni, Karl and Poland, Douglas "
+    "and Borth, Damian and Li, Li-Jia}, journal={Communications of the ACM}, volume={59}, number={2}, "
+    "pages={64--73}, year={2016}}",
+    "@inproceedings{radenovic2018revisiting, title={Revisiting {Oxford} and {Paris}: Large-Scale Image "
+    "Retrieval Benchmarking}, author={Radenovi{\\'c}, Filip and Iscen, Ahmet and Tolias, Giorgos and "
+    "Avrithis, Yannis and Chum, Ond{\\v{r}}ej}, booktitle={CVPR}, year={2018}}",
+    "```", "",
+]
 

@@ -14,7 +14,7 @@ STEP = 13  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mining.stages.release.stage import DEFAULT_MARGIN
+    from mining.stages.release.blur import DEFAULT_MARGIN
 
     p = sub.add_parser(
         "release",
@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     settings = options.from_args(args, "release")
     if args.licenses:  # names and URLs too, not only the manifest's codes
         settings = replace(settings, licenses=args.licenses)
-    inputs = Inputs(args.selected, args.images, args.candidates, args.candidates_stats,
-                    args.evaluation, args.manifest, args.audit, tuple(args.descriptors))
-    target = options.from_args(args, "audit")  # the bound the audit's counts must meet
-    stats = run(inputs, args.out, settings, workers=args.workers, margin=args.margin, progress=not args.no_progress,
-                allow_over_target=target.over_target == "allow", target=target)
+    inputs = Inputs(selected=args.selected, images=args.images, candidates=args.candidates,
+                    candidates_stats=args.candidates_stats, evaluation=args.evaluation, manifest=args.manifest,
+                    audit=args.audit, descriptors=tuple(args.descriptors))
+    stats = run(inputs=inputs, out=args.out, options=settings, target=options.from_args(args, "audit"),
+                workers=args.workers, margin=args.margin, progress=not args.no_progress)
     print(json.dumps({k: stats[k] for k in ("selected", "released", "blurred", "excluded")}))
     return 0

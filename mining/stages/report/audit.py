@@ -9,7 +9,7 @@ from mining import options
 from mining.errors import UserError
 from mining.leakbound import recompute, sentence
 from mining.tables import read_table
-from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, read_json, table
+from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, read_json, run_manifest, table
 
 SHOWN = 24  # leaks found shown as thumbnails
 
@@ -17,7 +17,7 @@ SHOWN = 24  # leaks found shown as thumbnails
 def checked(audit: dict, inp: Inputs) -> dict:
     """audit.json recomputed (mining.leakbound.recompute) for the set it left (AUDIT/distractors.parquet),
     at the manifest's audit target and confidence (their defaults without one)."""
-    m = inp.extra.get("manifest_obj")
+    m = run_manifest(inp)
     target = options.of(m, "audit") if m is not None else options.defaults("audit")
     ids = read_table(inp.audit / "distractors.parquet", ("photo_id",), "audited set").column("photo_id").to_numpy()
     return recompute(audit, ids, target.max_leak_rate, target.confidence)

@@ -41,9 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.report.stage import ReportOptions, inputs_from_run, run
+    from mining.stages.report.stage import inputs_from_run, run
 
-    inp = inputs_from_run(args.run, manifest=args.manifest, **{k: getattr(args, k) for k in _INPUTS})
-    missing = run(inp, args.out, ReportOptions())["missing"]
+    inputs = inputs_from_run(args.run, manifest=args.manifest, **{k: getattr(args, k) for k in _INPUTS})
+    missing = run(inputs=inputs, out=args.out)["missing"]
     print(f"wrote {args.out}" + (f" (not available: {', '.join(missing)})" if missing else ""))
     return 0

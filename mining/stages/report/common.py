@@ -8,11 +8,11 @@ import html
 import io
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining import imageindex
+from mining import imageindex, manifest as manifests
 from mining.benchmarks import prefixed_datasets
 from mining.errors import UserError
 from mining.imagedecode import open_upright
@@ -24,7 +24,7 @@ SCATTER_SAMPLE = 20000
 NA = '<p class="na">not available</p>'
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Inputs:
     """Where each stage's output is; None = not given and not found."""
 
@@ -42,12 +42,34 @@ class Inputs:
     neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
     leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
     audit: Path | None = None  # AUDIT folder (audit.json)
-    extra: dict[str, Any] = field(default_factory=dict)  # benchmarks: [(name, gnd)]; manifest_obj; run
+    ground_truths: tuple[tuple[str, Path], ...] = ()  # several benchmarks: each one's (name, gnd_<name>.pkl)
+    run: Path | None = None  # the run folder (without a manifest `name`, its name is the run's)
 
 
 def landmark_sets(inp: Inputs) -> list[tuple[str, Any]]:
     """(name prefix, LandmarkDataset) of each benchmark (mining.benchmarks.prefixed_datasets)."""
-    return prefixed_datasets(inp.extra.get("benchmarks") or [], inp.landmarks)
+    return prefixed_datasets(inp.ground_truths, inp.landmarks)
+
+
+def run_manifest(inp: Inputs) -> Any:
+    """The run's manifest, validated and with its defaults filled (`mining.manifest.load`); None
+    without one."""
+    return load_manifest(inp.manifest) if inp.manifest is not None else None
+
+
+def load_manifest(path: Path) -> Any:
+    """`mining.manifest.load`, once per file as it is now: the run's inputs and several sections
+    read it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return manifests.load(path)  # its one line for a missing file
+    return _load_manifest(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_manifest(path: Path, mtime_ns: int, size: int) -> Any:
+    return manifests.load(path)
 
 
 def read_json(path: Path | None) -> dict[str, Any] | None:

@@ -10,22 +10,21 @@ from typing import Any
 
 from mining.publish import code_version, fmt_interval, fmt_p
 from mining.result import mined_minus_random, per_benchmark, sentence
-from mining.stages.report.common import NA, Inputs, esc, read_json, table
+from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
 
 
 def run_name(inp: Inputs) -> str | None:
-    m = inp.extra.get("manifest_obj")
+    m = run_manifest(inp)
     if m is not None and m.get("name"):
         return str(m["name"])
-    run = inp.extra.get("run")
-    return Path(run).name if run else None
+    return inp.run.name if inp.run else None
 
 
 def title(inp: Inputs) -> str:
     """'distractor-mining: <run> (<benchmark names>)': what a browser tab and a mail should say."""
     names = list(per_benchmark(read_json(inp.evaluation)))
     if not names:
-        names = [n for n, _ in inp.extra.get("benchmarks") or []]
+        names = [n for n, _ in inp.ground_truths]
     run = run_name(inp)
     what = f"run {run}" if run else "run report"
     return f"distractor-mining {what}" + (f": distractors for {', '.join(names)}" if names else "")

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from mining.exclusion import BBoxArea, CircleArea, GeoJSONArea
-from mining.stages.report.common import NA, SCATTER_SAMPLE, Inputs, log, png
+from mining.stages.report.common import NA, SCATTER_SAMPLE, Inputs, log, png, run_manifest
 
 SIMPLIFY_DEG = 0.05  # outlines only: 1:10m coastlines simplified to ~5 km keep the PNG small and fast
 
@@ -29,7 +29,7 @@ def _excluded_shapes(inp: Inputs) -> list[tuple[str, Any]]:
     """(label, lon/lat geometry) of each country and area the manifest's geofilter excludes."""
     import shapely
 
-    m = inp.extra.get("manifest_obj")
+    m = run_manifest(inp)
     recipe = getattr(m, "geofilter", None)
     if recipe is None:
         return []

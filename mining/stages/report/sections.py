@@ -57,7 +57,7 @@ def _selection(inp: Inputs) -> Any:
 
 def hardest(inp: Inputs, per_landmark: int = 8) -> str:
     """Per landmark: every query's crop, then its hardest selected distractors with their rank and score."""
-    if not (inp.landmarks or inp.extra.get("benchmarks")) or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
+    if not (inp.landmarks or inp.ground_truths) or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
         return NA
     sel = _selection(inp)
     if "closest_landmark" not in sel.columns:

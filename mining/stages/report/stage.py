@@ -4,19 +4,18 @@ finds a run's files through `RunLayout`."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mining import atomic, manifest as manifests
+from mining import atomic
 from mining.benchmarks import run_benchmarks
 from mining.errors import UserError
 from mining.layout import RunLayout
 from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
-from mining.stages.report.common import Inputs, log, read_json
+from mining.stages.report.common import Inputs, load_manifest, log, read_json
 from mining.stages.report.geometry import geometric_evidence
-from mining.stages.report.headline import headline, provenance, title
+from mining.stages.report.headline import headline, provenance, title as headline_title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,
                                            settings)
@@ -42,9 +41,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
         world = read_json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None
         several = [(b["name"], Path(lay.world) / b["gnd"]) for b in (world or {}).get("benchmarks", [])]
     manifest = overrides.get("manifest")
-    m = None
     if manifest is not None:
-        m = manifests.load(manifest)  # the one validated reading (defaults filled)
+        m = load_manifest(Path(manifest))  # the one validated reading (defaults filled)
         several = run_benchmarks(m, RunLayout(str(run)) if run is not None else None)
         if several:  # several benchmarks: each one's ground truth (landmark names <benchmark>/<name>)
             found["landmarks"] = None
@@ -55,14 +53,8 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
     for k, v in overrides.items():
         if v is not None:
             found[k] = Path(v)
-    inp = Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()})
-    if several:
-        inp.extra["benchmarks"] = several
-    if m is not None:
-        inp.extra["manifest_obj"] = m
-    if run is not None:
-        inp.extra["run"] = Path(run)
-    return inp
+    return Inputs(**{k: (v if v is not None and Path(v).exists() else None) for k, v in found.items()},
+                  ground_truths=tuple(several), run=Path(run) if run is not None else None)
 
 
 # (anchor, heading, section): the result, where it came from and whether the images live come first
@@ -94,16 +86,10 @@ p.lead{font-size:1.25em;margin:.3em 0}nav.toc{columns:3;font-size:13px;margin:.5
 section#result{background:#f3f8f1;border-left:5px solid #228833;padding:.2em 1em}"""
 
 
-@dataclass(frozen=True)
-class ReportOptions:
-    """The stage's settings."""
-
-    title: str | None = None  # the page's title (default: from the run, `headline.title`)
-
-
-def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> dict[str, Any]:
-    """Write the HTML; return {"missing": the names of the sections that were not available}."""
-    inp = inputs
+def run(*, inputs: Inputs, out: Path, title: str | None = None) -> dict[str, Any]:
+    """Write the HTML file `out` from the files `inputs` names (`inputs_from_run` finds a run's);
+    `title`: the page's (default: from the run, `headline.title`). Returns {"missing": the names
+    of the sections that were not available}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +97,7 @@ def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> 
     toc = "".join(f'<a href="#{anchor}">{html.escape(name)}</a>' for anchor, name, _ in SECTIONS)
     for anchor, name, fn in SECTIONS:
         try:
-            content = fn(inp)
+            content = fn(inputs)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken input must not lose the whole report
@@ -122,7 +108,7 @@ def run(inputs: Inputs, out: Path, options: ReportOptions = ReportOptions()) -> 
         body.append(f'<section id="{anchor}"><h2>{html.escape(name)}</h2>{content}</section>')
         if anchor == "result":  # the table of contents right under the result
             body.append(f'<nav class="toc"><b>Contents</b>{toc}</nav>')
-    doc_title = options.title or title(inp)
+    doc_title = title or headline_title(inputs)
     doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(doc_title)}</title>"
            f"<style>{_STYLE}</style></head><body><h1>{html.escape(doc_title)}</h1>{''.join(body)}</body></html>\n")
     atomic.write_text(out, doc)

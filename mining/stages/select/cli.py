@@ -52,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from mining.joins import select
     from mining.stages.select.stage import Inputs
 
-    inputs = Inputs(args.scores, args.decisions, args.candidates, args.landmarks, args.images_root,
-                    args.near_duplicates, args.leak_risk, args.url_host)
-    stats = select(inputs, args.out, options.from_args(args, "select"), args.descriptors,
-                   options.from_args(args, "evaluate").setups)
+    inputs = Inputs(scores=args.scores, decisions=args.decisions, candidates=args.candidates,
+                    landmarks=args.landmarks, images_root=args.images_root, near_duplicates=args.near_duplicates,
+                    leak_risk=args.leak_risk)
+    stats = select(inputs=inputs, out=args.out, options=options.from_args(args, "select"),
+                   descriptors=args.descriptors, setups=options.from_args(args, "evaluate").setups,
+                   url_host=args.url_host)
     print(json.dumps({k: stats[k] for k in ("n_selected", "dropped", "warning")}))
     return 0

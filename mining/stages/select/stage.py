@@ -38,7 +38,7 @@ from mining.tables import load_decisions
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Inputs:
     """What `mining select` reads: the files of the stages before it."""
 
@@ -49,7 +49,6 @@ class Inputs:
     images_root: Path | None = None  # the download folder (its index.parquet)
     near_duplicates: Path | None = None  # neardup.parquet
     leak_risk: Path | None = None  # leakrisk.parquet
-    url_host: str | None = None  # image host of the URLs (default live.staticflickr.com)
 
 
 def load_scores(scores_dir: Path) -> tuple[Any, dict]:
@@ -139,9 +138,11 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
 
 
-def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | None = None) -> dict:
+def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | None = None,
+        ranking: Ranked | None = None) -> dict:
     """`mining select`: see the module docstring and docs/formats.md ("Selection"). `options.n`
-    is a count here (`n: auto` is chosen first, by `mining.joins.select`).
+    is a count here (`n: auto` is chosen first, by `mining.joins.select`). `url_host`: the
+    image host of the URLs (default live.staticflickr.com).
 
     `ranking`: `ranked(inputs, options)`, when the caller has it already (`n: auto` measures
     its curve on it first), so that it is not computed twice. `inputs.images_root`: the
@@ -149,57 +150,73 @@ def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | Non
     `require_full_res`, not only from a `low_res` source) are selected, and the set's paths,
     photo hashes and sources are the index's (without it, `require_full_res` has no index to
     ask and selects as if off)."""
+    if not isinstance(options.n, int) or options.n < 1:
+        raise UserError(f"--n must be a positive integer, not {options.n!r}")
+    r = ranking if ranking is not None else ranked(inputs, options)
+    chosen = choose(r, options.n, inputs.images_root, options.require_full_res)
+    warning = None
+    if options.n > len(chosen.order):
+        warning = (f"asked for {options.n} distractors but only {len(chosen.order)} candidates are left; "
+                   "keeping all of them")
+        log.warning(warning)
+    table, titles, pages = frame(r.scores, chosen, options.n, inputs.candidates, url_host or DEFAULT_HOST)
+    write(out, table, titles, pages)
+    result = summary(inputs.scores, r, chosen, table, options, warning)
+    atomic.write_json(out / "stats.json", result)
+    return result
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The rows of a ranking that select keeps, best first, and the download index they were
+    checked against."""
+
+    order: np.ndarray  # indexes the ranking's `pid`/`scores`
+    index: Any = None  # the download's `ok` images by photo id (path, photo_hash, source); None: no --images-root
+    require_full_res: bool = False  # low-resolution images were left out
+    missing_images: int = 0
+    low_res_skipped: int = 0
+
+
+def choose(r: Ranked, n: int, images_root: Path | None, require_full_res: bool) -> Chosen:
+    """The ranking's first `n` whose image the download holds (`ok` in its index.parquet and on
+    disk; with `require_full_res`, not only from a `low_res` source); without `images_root`, the
+    whole ranking."""
+    if images_root is None:
+        return Chosen(r.order)
+    if not images_root.is_dir():
+        raise UserError(f"--images-root {images_root} is not a folder")
+    index = imageindex.read(images_root, ["photo_id", "photo_hash", "status", "source", "low_res", "path"]
+                            ).to_pandas().set_index("photo_id")
+    index = index[index.status == "ok"]
+    picked, missing, low_res = [], 0, 0
+    for i in r.order:
+        p = int(r.pid[i])
+        rel = index.path.get(p)
+        if rel is None or not (images_root / rel).is_file():
+            missing += 1
+        elif require_full_res and bool(index.low_res.get(p)):
+            low_res += 1
+        else:
+            picked.append(i)
+            if len(picked) == n:
+                break
+    return Chosen(np.array(picked, np.int64), index, require_full_res, missing, low_res)
+
+
+def frame(scores: Any, chosen: Chosen, n: int, candidates: Path, host: str) -> tuple[Any, list, list]:
+    """(distractors.parquet's rows, the photos' titles, their pages) of the first `n` chosen."""
     import pandas as pd
 
-    n = options.n
-    if not isinstance(n, int) or n < 1:
-        raise UserError(f"--n must be a positive integer, not {n!r}")
-    images_root, require_full_res = inputs.images_root, options.require_full_res and inputs.images_root is not None
-    r = ranking if ranking is not None else ranked(inputs, options)
-    scores, decisions, fingerprint, pid, order = r.scores, r.decisions, r.fingerprint, r.pid, r.order
-    confirmed, unclear, drop, nd_stats, risk_stats = r.confirmed, r.unclear, r.drop, r.near_duplicates, r.leak_risk
-    missing_images = low_res_skipped = 0
-    index = None
-    if images_root is not None:
-        if not images_root.is_dir():
-            raise UserError(f"--images-root {images_root} is not a folder")
-        index = imageindex.read(images_root, ["photo_id", "photo_hash", "status", "source", "low_res", "path"]
-                                ).to_pandas().set_index("photo_id")
-        index = index[index.status == "ok"]
-        chosen = []
-        for i in order:
-            p = int(pid[i])
-            rel = index.path.get(p)
-            if rel is None or not (images_root / rel).is_file():
-                missing_images += 1
-            elif require_full_res and bool(index.low_res.get(p)):
-                low_res_skipped += 1
-            else:
-                chosen.append(i)
-                if len(chosen) == n:
-                    break
-        order = np.array(chosen, np.int64)
-    available = len(order)
-    warning = None
-    if n > available:
-        warning = f"asked for {n} distractors but only {available} candidates are left; keeping all of them"
-        log.warning(warning)
-    sel = scores.iloc[order[:n]].reset_index(drop=True)
+    sel = scores.iloc[chosen.order[:n]].reset_index(drop=True)
     sel_ids = sel.photo_id.to_numpy(np.int64)
-    meta = load_candidate_meta(inputs.candidates, sel_ids)
-    host = inputs.url_host or DEFAULT_HOST
-    if index is not None:
-        picked = index.loc[sel_ids]
-        paths, hashes, sources = list(picked.path), list(picked.photo_hash), list(picked.source)
-    else:  # where `mining download` puts them (its key rule), without knowing whether it did
-        named = [named_download_url(int(p), sec, url) for p, sec, url in zip(sel_ids, meta.secret, meta.download_url)]
-        paths = [image_relpath(int(p), url) for p, url in zip(sel_ids, named)]
-        hashes, sources = [image_key(int(p), url) for p, url in zip(sel_ids, named)], [None] * len(paths)
+    meta = load_candidate_meta(candidates, sel_ids)
+    paths, hashes, sources = _locations(sel_ids, meta, chosen.index)
     urls = [photo_url(host, "b", int(srv), int(p), sec, None, None)
             for p, srv, sec in zip(sel_ids, meta.server_id, meta.secret)]
     method_cols = [c for c in scores.columns if c.startswith("score_")]
     method_cols += [c for c in scores.columns if is_score_column(c)]  # each benchmark's part (several)
-    frame = pd.DataFrame({
+    table = pd.DataFrame({
         "rank": np.arange(1, len(sel) + 1, dtype=np.int64),
         "photo_id": sel_ids,
         "photo_hash": hashes,
@@ -215,34 +232,53 @@ def run(inputs: Inputs, out: Path, options: SelectOptions, ranking: Ranked | Non
         **({"closest_landmark": sel.closest_landmark.to_numpy()} if "closest_landmark" in sel else {}),
     })
     titles, pages = credit_fields(meta, sel_ids)
+    return table, titles, pages
 
-    atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in paths))
-    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(frame, preserve_index=False))
-    atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(frame, titles, pages))
-    atomic.write_text(out / "ATTRIBUTION.md", attribution_md(frame, titles, pages))
 
-    licences = pd.Series([licence_label(n, u) for n, u in zip(frame.license_name, frame.license_url)],
+def _locations(ids: np.ndarray, meta: Any, index: Any) -> tuple[list, list, list]:
+    """(paths, photo hashes, sources) of the photos: the download index's, or without one where
+    `mining download` puts them (its key rule), without knowing whether it did."""
+    if index is not None:
+        picked = index.loc[ids]
+        return list(picked.path), list(picked.photo_hash), list(picked.source)
+    named = [named_download_url(int(p), sec, url) for p, sec, url in zip(ids, meta.secret, meta.download_url)]
+    paths = [image_relpath(int(p), url) for p, url in zip(ids, named)]
+    return paths, [image_key(int(p), url) for p, url in zip(ids, named)], [None] * len(paths)
+
+
+def write(out: Path, table: Any, titles: list, pages: list) -> None:
+    """OUT/distractors.txt, distractors.parquet, ATTRIBUTION.csv and ATTRIBUTION.md."""
+    atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in table.path))
+    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(table, preserve_index=False))
+    atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(table, titles, pages))
+    atomic.write_text(out / "ATTRIBUTION.md", attribution_md(table, titles, pages))
+
+
+def summary(scores_dir: Path, r: Ranked, chosen: Chosen, table: Any, options: SelectOptions,
+            warning: str | None) -> dict[str, Any]:
+    """stats.json: what was dropped, skipped and kept, and the kept set's scores and licences."""
+    import pandas as pd
+
+    licences = pd.Series([licence_label(n, u) for n, u in zip(table.license_name, table.license_url)],
                          dtype=object).value_counts().sort_index()
-    result = {
-        "scores_dir": str(inputs.scores),
-        "landmarks_fingerprint": fingerprint,
-        "candidates_scored": int(len(pid)),
-        "decisions": int(len(decisions)),
-        "confirmed_landmark": int(confirmed.size),
-        "unclear": int(unclear.size),
-        "dropped": int(np.isin(pid, drop).sum()),
+    return {
+        "scores_dir": str(scores_dir),
+        "landmarks_fingerprint": r.fingerprint,
+        "candidates_scored": int(len(r.pid)),
+        "decisions": int(len(r.decisions)),
+        "confirmed_landmark": int(r.confirmed.size),
+        "unclear": int(r.unclear.size),
+        "dropped": int(np.isin(r.pid, r.drop).sum()),
         "drop_unclear": bool(options.drop_unclear),
-        "missing_images": int(missing_images),
-        "low_res_skipped": int(low_res_skipped),
-        "require_full_res": bool(require_full_res),
-        "n_requested": int(n),
-        "n_selected": int(len(frame)),
+        "missing_images": int(chosen.missing_images),
+        "low_res_skipped": int(chosen.low_res_skipped),
+        "require_full_res": bool(chosen.require_full_res),
+        "n_requested": int(options.n),
+        "n_selected": int(len(table)),
         "warning": warning,
-        "score_min": float(frame.score.min()) if len(frame) else None,
-        "score_max": float(frame.score.max()) if len(frame) else None,
+        "score_min": float(table.score.min()) if len(table) else None,
+        "score_max": float(table.score.max()) if len(table) else None,
         "licences": {str(k): int(v) for k, v in licences.items()},
-        "near_duplicates": nd_stats,
-        "leak_risk": risk_stats,
+        "near_duplicates": r.near_duplicates,
+        "leak_risk": r.leak_risk,
     }
-    atomic.write_json(out / "stats.json", result)
-    return result

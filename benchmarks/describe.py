@@ -307,13 +307,13 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
                      options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
         describe.run(images=world / "landmarks", image_set="database", methods=[name], out=d / "database",
                      options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
-        q, db = open_store(d / "queries"), open_store(d / "database")
+        q, db = open_store(d / "queries", get_method), open_store(d / "database", get_method)
         assert q.ids() == list(ds.qimlist) and db.ids() == list(ds.imlist)
         sim = np.concatenate([s for _, s in iter_similarities(q, db)], axis=1)
         ranks = np.argsort(-sim, axis=1, kind="stable").T
         res = {s: round(float(compute_map(ranks, setup_gnd(ds.gnd, s))[0]), 4) for s in ("easy", "medium", "hard")}
         cand_ids, csims = [], []
-        for ids, s in iter_similarities(q, open_store(d / "candidates")):
+        for ids, s in iter_similarities(q, open_store(d / "candidates", get_method)):
             cand_ids += ids
             csims.append(s.max(0))
         order = np.argsort(np.array(cand_ids, dtype=np.int64))

@@ -26,6 +26,7 @@ import pandas as pd
 
 from mining.descriptors import open_store, write_global_shard, write_ids, write_store_info
 from mining.kit.write import write_kit
+from mining.methods import get_method
 from mining.methods.rsift_asmk import RSiftAsmk
 
 
@@ -71,11 +72,11 @@ def main() -> None:
                             "path": "jpg/000/x.jpg", "released": True})
         evaluation = {"landmarks": {"name": "bench", "fingerprint": "0"}, "n": args.n, "methods": []}
         t0 = time.perf_counter()
-        stats = write_kit(root / "kit", dirs, sel, evaluation)
+        stats = write_kit(root / "kit", dirs, sel, evaluation, method_of=get_method)
         seconds = time.perf_counter() - t0
         t0 = time.perf_counter()  # the reference: the same payload bytes, numpy alone
         for d in dirs:
-            for i, (_, payload) in enumerate(open_store(d / "candidates").iter_blocks()):
+            for i, (_, payload) in enumerate(open_store(d / "candidates", get_method).iter_blocks()):
                 if isinstance(payload, np.ndarray):
                     np.save(root / f"ref-{d.name}-{i}.npy", payload)
                 else:

@@ -32,6 +32,7 @@ from mining.descriptors import as_float32, iter_similarities, open_store
 from mining.kit.read import SIMS
 from mining.kit.write import write_kit
 from mining.landmarks import load_landmarks
+from mining.methods import get_method
 from mining.retrieval import parse_ids
 from mining.stages.evaluate.histograms import Ranking, load_method
 
@@ -60,14 +61,14 @@ def _evaluate(dirs: list[Path], dataset: object, selected: np.ndarray) -> float:
 def _kit(root: Path, dirs: list[Path], sel: pd.DataFrame, evaluation: dict) -> float:
     shutil.rmtree(root / "kit", ignore_errors=True)
     t0 = time.process_time()
-    write_kit(root / "kit", dirs, sel, evaluation)
+    write_kit(root / "kit", dirs, sel, evaluation, method_of=get_method)
     return time.process_time() - t0
 
 
 def _same_bits(kit: Path, dirs: list[Path], selected: np.ndarray) -> bool:
     """The kit's distractor similarities are those evaluate computes, bit for bit (kit order)."""
     for d in dirs:
-        q, c = open_store(d / "queries"), open_store(d / "candidates")
+        q, c = open_store(d / "queries", get_method), open_store(d / "candidates", get_method)
         cols = {}
         for ids, sims in iter_similarities(q, c):
             for j, pid in enumerate(parse_ids(ids, str(d))):

@@ -8,6 +8,11 @@ Layout of a store folder:
   shards/<NNNNN>.<other>     other kinds: whatever their method's payload is
 A shard is complete iff its `.ids.parquet` exists (written last, atomically).
 
+The store knows no method: a global store's rows are plain data (kind, dim), and a store of
+another kind reads, joins and compares its payloads with the method its opener hands it
+(`method_of`: a method's name -> an object with `load_payload`, `concat_payloads` and
+`similarity`, which the stages take from the method registry, `mining.methods.get_method`).
+
 Why one module: the store format is the contract between describe and its readers, and
 `iter_similarities` is the one place where "similarity of queries to a database" is
 computed, whatever the method (a GEMM for global descriptors, the method's own kernel for
@@ -28,9 +33,8 @@ import pyarrow.parquet as pq
 from mining import atomic
 from mining.errors import UserError
 from mining.tables import read_file
-from mining.methods import get_method
-from mining.methods.base import GLOBAL
 
+GLOBAL = "global"  # the store kind of global descriptors (a method of another kind names its own)
 MODEL_FILE = "model.npz"  # a learning method's state (whitening, codebook), in its candidates store
 
 
@@ -40,6 +44,7 @@ class Store:
 
     path: Path
     info: dict[str, Any]
+    method_of: Callable[[str], Any] | None = field(default=None, repr=False)
     _ids_cache: list[str] | None = field(default=None, repr=False)
 
     @property
@@ -49,6 +54,13 @@ class Store:
     @property
     def kind(self) -> str:
         return str(self.info.get("kind", GLOBAL))
+
+    def method_impl(self) -> Any:
+        """The method that reads this (non-global) store's payloads, as its opener handed it."""
+        if self.method_of is None:
+            raise ValueError(f"{self.path}: the payloads of a store of kind {self.kind!r} are read by its method; "
+                             "open it with method_of (mining.methods.get_method)")
+        return self.method_of(self.method)
 
     def shard_names(self) -> list[str]:
         """Complete shards, in order."""
@@ -69,7 +81,7 @@ class Store:
         if self.kind == GLOBAL:
             return np.load(self.path / "shards" / f"{shard}.npy")
 
-        return get_method(self.method).load_payload(self.path / "shards", shard, self.info)
+        return self.method_impl().load_payload(self.path / "shards", shard, self.info)
 
     def iter_blocks(self) -> Iterator[tuple[list[str], Any]]:
         """(ids, payload) per shard; memory stays at one shard."""
@@ -94,15 +106,16 @@ class Store:
             del blocks  # the shards' copies: one stacked matrix in memory at a time after this
             return ids, mat if as_stored else as_float32(mat)
 
-        return ids, get_method(self.method).concat_payloads(blocks, self.info)
+        return ids, self.method_impl().concat_payloads(blocks, self.info)
 
 
-def open_store(path: str | Path) -> Store:
+def open_store(path: str | Path, method_of: Callable[[str], Any] | None = None) -> Store:
+    """The store at `path`; `method_of` reads a non-global store's payloads (the class docstring)."""
     p = Path(path)
     meta = p / "store.json"
     if not meta.is_file():
         raise UserError(f"{p}: not a descriptor store (no store.json; run `mining describe` first)")
-    return Store(p, json.loads(meta.read_text()))
+    return Store(p, json.loads(meta.read_text()), method_of)
 
 
 def write_store_info(path: str | Path, info: dict[str, Any]) -> None:
@@ -136,6 +149,12 @@ def write_shard(method: Any, path: str | Path, shard: str, ids: list[str], paylo
 def write_ids(path: str | Path, shard: str, ids: list[str]) -> None:
     """The shard's completion marker; call after its payload is written."""
     atomic.write_parquet(Path(path) / "shards" / f"{shard}.ids.parquet", pa.table({"id": pa.array(ids, pa.string())}))
+
+
+def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Unit rows; zero rows stay zero (an image without features matches nothing)."""
+    n = np.linalg.norm(x, axis=axis, keepdims=True)
+    return x / np.maximum(n, 1e-12)
 
 
 def as_float32(block: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -175,7 +194,7 @@ def similarity_function(queries: Store, database: Store) -> Callable[[Any, Any],
     if queries.kind == GLOBAL:
         return lambda q, d: as_float32(q) @ as_float32(d).T
 
-    method = get_method(queries.method)
+    method = queries.method_impl()
     return lambda q, d: method.similarity(q, d, database.info)
 
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from mining.benchmarks import store_dir
-from mining.descriptors import GLOBAL, as_float32, iter_similarities, open_store
+from mining.descriptors import GLOBAL, as_float32, iter_similarities, l2_normalize, open_store
 from mining.errors import UserError
-from mining.methods.base import l2_normalize
 from mining.reranking import has_keypoints, store_settings, verified_candidates, verified_landmark
 
 PARTS = ("queries", "database", "candidates")
@@ -95,12 +94,13 @@ class MethodStores:
 
 
 def open_method(method_dir: str | Path, global_for: str | None = None, benchmark: str | None = None,
-                spatial: bool | None = False) -> MethodStores:
+                spatial: bool | None = False, method_of: Callable[[str], Any] | None = None) -> MethodStores:
     """Open DESC/<method>/{queries,database,candidates}; all three must be one method's.
     `global_for` (e.g. "near-duplicates need"): refuse a method without global descriptors.
     `benchmark`: one benchmark of a run that has several, whose queries and database are in
     DESC/<method>/benchmarks/<benchmark>/ (`mining.benchmarks.store_dir`). `spatial`: the
-    +SP similarities (`mining.reranking`; True: required, None: when the stores keep keypoints)."""
+    +SP similarities (`mining.reranking`; True: required, None: when the stores keep keypoints).
+    `method_of`: what reads a non-global method's payloads (`mining.descriptors.Store`)."""
     method_dir = Path(method_dir)
     stores = {}
     for part in PARTS:
@@ -109,7 +109,7 @@ def open_method(method_dir: str | Path, global_for: str | None = None, benchmark
             expected = ("DESC/<method>/{queries,database,candidates}" if benchmark is None else
                         f"DESC/<method>/candidates and DESC/<method>/benchmarks/{benchmark}/{{queries,database}}")
             raise UserError(f"{folder}: missing {part}/ descriptor store (expected {expected})")
-        stores[part] = open_store(folder / part)
+        stores[part] = open_store(folder / part, method_of)
     name = stores["candidates"].method
     for part, st in stores.items():
         if st.method != name:

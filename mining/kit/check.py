@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining.benchmarks import store_dir
+from mining.descriptors import GLOBAL
 from mining.errors import UserError
-from mining.methods.base import GLOBAL
 from mining.plainpaths import plain_name
 from mining.spatial import ROW_SUFFIX
 

@@ -7,7 +7,8 @@
     q_ids, q = kit.vectors("cnn-gem", "queries")     # landmark query names, in store order
     scores = q @ x.T                           # what the run's evaluation ranked by
     kit.model("cnn-gem")                       # {'pca_mean': ..., 'pca_proj': ...} (whitening)
-    kit.stores("rsift-asmk")                   # any method, as `mining.retrieval` opens a run's
+    kit.stores("cnn-gem")                      # a method's stores, as `mining.retrieval` opens a run's
+    open_kit("release/kit", method_of=mining.methods.get_method).stores("rsift-asmk")  # any method's
     kit.distractors()                          # rank, photo_id, path, released (pandas)
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -44,6 +45,7 @@ class Kit:
     """An opened kit folder (read-only)."""
     root: Path
     info: dict[str, Any]
+    method_of: Callable[[str], Any] | None = None  # reads a non-global method's payloads (mining.descriptors.Store)
 
     @property
     def methods(self) -> list[str]:
@@ -72,7 +74,8 @@ class Kit:
         if part not in PARTS:
             raise ValueError(f"part is one of {PARTS}, not {part!r}")
         base = self.method_dir(method)
-        return open_store(base / part if part == "distractors" else store_dir(base, self._bench(benchmark)) / part)
+        return open_store(base / part if part == "distractors" else store_dir(base, self._bench(benchmark)) / part,
+                          self.method_of)
 
     def stores(self, method: str, benchmark: str | None = None, queries: Any = None) -> Any:
         """The method's stores as `mining.retrieval.MethodStores` (its candidates are the
@@ -117,12 +120,13 @@ class Kit:
         return benchmark
 
 
-def open_kit(path: str | Path, verify: bool = True) -> Kit:
+def open_kit(path: str | Path, verify: bool = True, method_of: Callable[[str], Any] | None = None) -> Kit:
     """Open a kit folder; `verify` (default) checks every file against its SHA256SUMS first
     (a changed, missing or added file: one-line UserError). Whether or not, the folder holds
     no symbolic link and every file is what kit.json says (`mining.kit.check`: headers and
     sizes, nothing loaded), so a reader below never meets a pickle, an array of a size the file
-    chose, or a path outside the kit."""
+    chose, or a path outside the kit. `method_of` (`mining.methods.get_method`): what reads a
+    non-global method's stores (`mining.descriptors.Store`); a global method's need nothing."""
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"--kit {root}: not a folder (the kit is RELEASE/kit/ of `mining release --kit`)")
@@ -138,4 +142,4 @@ def open_kit(path: str | Path, verify: bool = True) -> Kit:
     if info.get("version") != VERSION:
         raise UserError(f"{root / INFO}: kit format version {info.get('version')!r}; this code reads version {VERSION}")
     check_kit(root, info)
-    return Kit(root, info)
+    return Kit(root, info, method_of)

@@ -12,7 +12,7 @@ import json
 import shutil
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,6 @@ from mining.descriptors import (
 )
 from mining.errors import UserError
 from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
-from mining.methods import get_method
 from mining.publish import code_version
 from mining.retrieval import open_method, parse_ids
 
@@ -85,7 +84,7 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int,
     selected row are read; a method of another kind scores each (query, image) pair on its own
     (ASMK sums a pair's word matches in the same order whatever else is in the block), so its
     are computed on the kept rows alone, from the kit's store."""
-    method = None if src.kind == GLOBAL else get_method(src.method)
+    method = None if src.kind == GLOBAL else src.method_impl()
     glob = {b: (q.load_all()[1], similarity_function(q, src)) for b, q in queries.items()} if method is None else {}
     cols: dict[str | None, list[np.ndarray]] = {b: [] for b in queries}
     ids: list[str] = []
@@ -133,7 +132,8 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int,
         shutil.copyfile(src.path / MODEL_FILE, dst / MODEL_FILE)
     write_store_info(dst, _store_info(src.info, kept, len(names)))
     if method is not None:
-        cols = {b: [sims for _, sims in iter_similarities(q, open_store(dst))] for b, q in queries.items()}
+        kept_store = open_store(dst, src.method_of)
+        cols = {b: [sims for _, sims in iter_similarities(q, kept_store)] for b, q in queries.items()}
     return kept, {b: np.concatenate(c, axis=1) if c else np.zeros((len(queries[b].ids()), 0), np.float32)
                   for b, c in cols.items()}
 
@@ -162,10 +162,11 @@ def _timeless(value: Any) -> Any:
 
 
 def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation: dict[str, Any] | None,
-              shard_rows: int = SHARD_ROWS) -> dict[str, Any]:
+              shard_rows: int = SHARD_ROWS, method_of: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Write the kit into `out` (a new folder). `selection`: rank, photo_id, path, released
     (every selected photo, released or not: the set the run evaluated); `evaluation`: the
-    run's evaluation.json. Returns what the dataset card says about the kit (sizes)."""
+    run's evaluation.json; `method_of`: what reads a non-global method's payloads
+    (`mining.descriptors.Store`). Returns what the dataset card says about the kit (sizes)."""
     if evaluation is None:
         raise UserError("--kit needs the run's evaluation (--evaluation evaluation.json): the kit reproduces its table")
     if not method_dirs:
@@ -175,7 +176,7 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
     wanted = np.unique(selection["photo_id"].to_numpy(np.int64))
     methods: dict[str, Any] = {}
     for d in method_dirs:
-        cand = open_store(Path(d) / "candidates")
+        cand = open_store(Path(d) / "candidates", method_of)
         name = cand.method
         if name in methods:
             raise UserError(f"method {name!r} given twice (--descriptors {d})")
@@ -183,7 +184,7 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
         for bench in benchmarks or [None]:
             for part in ("queries", "database"):
                 _copy_store(open_store(store_dir(d, bench) / part), store_dir(base, bench) / part)
-        run = {b: open_method(d, benchmark=b) for b in benchmarks or [None]}
+        run = {b: open_method(d, benchmark=b, method_of=method_of) for b in benchmarks or [None]}
         kept, sims = _subset_store(cand, base / "distractors", wanted, shard_rows, {b: r.queries for b, r in run.items()})
         for bench, stores in run.items():
             _write_sims(store_dir(base, bench) / SIMS, stores.queries, stores.database, sims[bench])

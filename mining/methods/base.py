@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mining.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
 
-GLOBAL = "global"  # the store kind a global descriptor writes (a local method names its own)
 
 # name -> "module:Class"; imported lazily so `mining --help` never loads torch or OpenCV.
 REGISTRY: dict[str, str] = {
@@ -264,12 +264,6 @@ def method_class(name: str) -> type[Method]:
     except (ImportError, AttributeError) as exc:
         raise UserError(f"cannot load method {name!r} from {target} ({exc})") from None
     return cls
-
-
-def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Unit rows; zero rows stay zero (an image without features matches nothing)."""
-    n = np.linalg.norm(x, axis=axis, keepdims=True)
-    return x / np.maximum(n, 1e-12)
 
 
 def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0) -> dict[str, np.ndarray]:

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Param, WhitenedGlobal, l2_normalize
+from mining.descriptors import GLOBAL, l2_normalize
+from mining.methods.base import Param, WhitenedGlobal
 from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, cached_sha256, file_sha256
 from mining.methods.lite0_onnx import backbone, ensure_model
 from mining.methods.onnx_run import gem, multiscale, providers, rescale, to_input

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mining.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
-from mining.methods.base import GLOBAL, Param, apply_pca_whitening, fit_pca_whitening_if_enough, l2_normalize
+from mining.methods.base import Param, apply_pca_whitening, fit_pca_whitening_if_enough
 from mining.methods.rootsift import RootSiftMethod
 
 

@@ -20,6 +20,7 @@ from mining.stages.describe import stage as describe
 from mining.stages.describe.stage import list_items, load_image, read_failures
 from mining.descriptors import iter_similarities, open_store
 from mining.errors import UserError
+from mining.methods import get_method
 from scenes import scene, transformed
 
 DESCRIBE = defaults("describe")  # the schema's settings (shard size, no method params)
@@ -96,7 +97,7 @@ def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, pa
     d = describe.run(images=lm, image_set="database", methods=[method], out=tmp_path / "d",
                      options=replace(DESCRIBE, shard_size=2), models=tmp_path / "c", progress=False)[method]
     assert q["count"] == 3 and d["count"] == 5 and q["model"]["sha256"] == cand["model"]["sha256"]
-    qs, ds = open_store(tmp_path / "q"), open_store(tmp_path / "d")
+    qs, ds = open_store(tmp_path / "q", get_method), open_store(tmp_path / "d", get_method)
     ids, sims = [], []
     for block_ids, s in iter_similarities(qs, ds):
         assert s.dtype == np.float32 and s.shape == (3, len(block_ids))
@@ -117,7 +118,7 @@ def test_resume_redoes_only_missing_shards(world, tmp_path):
     describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
                  options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)
     before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
-    ref = open_store(out).load_all()
+    ref = open_store(out, get_method).load_all()
     (out / "shards" / "00001.ids.parquet").unlink()  # as if killed before shard 1 finished
     (out / "shards" / "00001.npy").unlink()
     info = describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
@@ -126,7 +127,7 @@ def test_resume_redoes_only_missing_shards(world, tmp_path):
     after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
     changed = sorted(n for n in after if before.get(n) != after[n])
     assert changed == ["00001.failures.parquet", "00001.ids.parquet", "00001.npy"]
-    ids, mat = open_store(out).load_all()
+    ids, mat = open_store(out, get_method).load_all()
     assert ids == ref[0] and np.array_equal(mat, ref[1]) and info["count"] == 12
     with pytest.raises(UserError, match="different"):
         describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
@@ -140,7 +141,7 @@ LEARNED = [("rsift-vlad", VLAD), ("rsift-asmk", {"codebook_size": 32, "max_featu
 
 def _content(out: Path) -> tuple:
     """What a store holds, whatever its sharding: ids, payload bytes, model and failure files."""
-    ids, payload = open_store(out).load_all()
+    ids, payload = open_store(out, get_method).load_all()
     arrays = [payload] if isinstance(payload, np.ndarray) else list(payload)
     return ids, [a.tobytes() for a in arrays], (out / "model.npz").read_bytes(), (out / "failures.parquet").read_bytes()
 

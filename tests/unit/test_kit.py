@@ -17,6 +17,7 @@ from mining.errors import UserError
 from mining.stages.evaluate.stage import run_kit
 from mining.kit import open_kit
 from mining.kit.write import write_kit
+from mining.methods import get_method
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +138,11 @@ def test_kit_similarities_are_the_runs_bits_from_the_selected_rows_alone(tmp_pat
     chosen = np.sort(rng.choice(np.arange(5000, 5200), 45, replace=False))  # shards 4 and 5 hold none
     sel = pd.DataFrame({"rank": np.arange(1, 46), "photo_id": chosen, "path": "x.jpg", "released": True})
     write_kit(tmp_path / "kit", [tmp_path / "asmk", tmp_path / "gem"], sel,
-              {"landmarks": {"name": "b", "fingerprint": "0"}, "n": 45, "methods": []}, shard_rows=20)
+              {"landmarks": {"name": "b", "fingerprint": "0"}, "n": 45, "methods": []}, shard_rows=20,
+              method_of=get_method)
     for name, d in (("rsift-asmk", tmp_path / "asmk"), ("gem", tmp_path / "gem")):
         cols = {}
-        for ids, sims in iter_similarities(open_store(d / "queries"), open_store(d / "candidates")):
+        for ids, sims in iter_similarities(open_store(d / "queries", get_method), open_store(d / "candidates", get_method)):
             cols.update({int(i): sims[:, j] for j, i in enumerate(ids)})
         kit_ids = parse_ids(open_store(tmp_path / "kit/methods" / name / "distractors").ids(), name)
         assert kit_ids.tolist() == chosen.tolist()

@@ -127,9 +127,24 @@ def test_keypoints_are_kept_beside_an_unchanged_payload(stores):
     assert kp.geometry[:, 0].max() < 320 and kp.geometry[:, 1].max() < 240
 
 
+def test_a_store_reads_its_payloads_with_the_method_its_opener_hands_it(stores):
+    """The store knows no method: an ASMK store opened without `method_of` refuses to read its
+    payloads in one line naming the store; handed the registry's lookup, it reads them."""
+    dirs, _ = stores
+    bare = open_store(dirs["sp"] / "queries")
+    assert bare.kind == "asmk" and len(bare.ids()) == 2  # its data (kind, ids) needs no method
+    with pytest.raises(ValueError, match=r"queries: the payloads of a store of kind 'asmk' are read by its method"):
+        bare.load_all()
+    handed = open_store(dirs["sp"] / "queries", get_method)
+    ids, payload = handed.load_all()
+    sims = np.concatenate([s for _, s in iter_similarities(handed, open_store(dirs["sp"] / "database", get_method))],
+                          axis=1)
+    assert ids == bare.ids() and sims.shape == (2, 4) and np.isfinite(sims).all() and sims.max() > 0
+
+
 def test_rerank_puts_verified_images_first_by_inliers_ties_by_score(stores):
     dirs, _ = stores
-    q, d = open_store(dirs["sp"] / "queries"), open_store(dirs["sp"] / "database")
+    q, d = open_store(dirs["sp"] / "queries", get_method), open_store(dirs["sp"] / "database", get_method)
     q_ids, db_ids = q.ids(), d.ids()
     sims = np.array([[0.1, 0.5, 0.4, 0.3], [0.5, 0.05, 0.4, 0.3]], np.float32)  # each query's own image last
     out = verified_landmark(q, d, q_ids, db_ids, sims, SV)
@@ -148,7 +163,7 @@ def test_score_and_evaluate_read_the_verified_similarities(stores):
     with pytest.raises(UserError, match="spatial_verification"):
         open_method(dirs["plain"], spatial=True)
     assert open_method(dirs["plain"], spatial=None).spatial is None
-    sp = open_method(dirs["sp"], spatial=None)
+    sp = open_method(dirs["sp"], spatial=None, method_of=get_method)
     assert sp.spatial == SV
     got_ids, got = [], []
     for ids, s in sp.candidate_similarities():

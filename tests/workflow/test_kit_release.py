@@ -20,6 +20,7 @@ from oracle import compute_map_loop
 from mining.cli import main
 from mining.stages.evaluate.protocols.setups import setup_gnd
 from mining.kit import open_kit
+from mining.methods import get_method
 from mining.retrieval import open_method
 
 METRICS = ("mAP", "mP@1", "mP@5", "mP@10")
@@ -78,10 +79,10 @@ def test_kit_similarities_are_the_runs_bit_for_bit(demo_run):
     """The kit keeps the similarities the run's evaluation ranked by (same code, same shards: the
     same float32 bits) and the stores' own descriptor bytes, which give them again to rounding."""
     root = _root(demo_run)
-    kit = open_kit(root / "release/kit")
+    kit = open_kit(root / "release/kit", method_of=get_method)
     for m in kit.methods:
         ks = kit.stores(m)
-        run = open_method(root / "descriptors" / m)
+        run = open_method(root / "descriptors" / m, method_of=get_method)
         run_sims = {}
         for ids, block in run.candidate_similarities():
             for j, i in enumerate(ids):

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from mining.kernels import _jit
+from mining.methods import get_method
 from mining.progress import bar
 from mining.reranking import has_keypoints
 from mining.spatial import ROW_SUFFIX
@@ -224,7 +225,7 @@ def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], pro
     """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings
     (`benchmark`: that benchmark's queries and database, in a run with several; `spatial`: the
     +SP ranking (`mining.reranking`), named `<method>+SP`)."""
-    stores = open_method(method_dir, benchmark=benchmark, spatial=spatial)
+    stores = open_method(method_dir, benchmark=benchmark, spatial=spatial, method_of=get_method)
     name = stores.name + (ROW_SUFFIX if spatial else "")
     landmark = stores.landmark_similarities(dataset)
     cands = stores.candidate_similarities()

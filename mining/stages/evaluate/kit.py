@@ -29,6 +29,7 @@ from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
+from mining.methods import get_method
 from mining.publish import pct
 from mining.retrieval import LandmarkSims
 
@@ -45,7 +46,7 @@ def run_kit(*, kit: Path, landmarks: Sequence[str], out: Path | None = None, que
     [NAME=]GND, the landmark dataset(s) the kit was made for; `queries`: a user's own queries (a
     descriptor store or a .npy, global methods), described with the kit's `method` (default:
     its only global one)."""
-    opened = open_kit(kit)
+    opened = open_kit(kit, method_of=get_method)
     run = opened.evaluation()
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
@@ -176,7 +177,7 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
     """(method, query Store) from a user's store folder or .npy, checked against the kit's method."""
     path = Path(path)
     if path.is_dir():
-        store = open_store(path)
+        store = open_store(path, get_method)
         name = store.method
         if method is not None and method != name:
             raise UserError(f"--queries {path} holds {name!r} descriptors, not --method {method!r}")

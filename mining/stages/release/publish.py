@@ -22,6 +22,7 @@ from mining.checksums import sha256sums
 from mining.errors import UserError
 from mining.kit.write import write_kit
 from mining.licences import UNKNOWN, licence_label
+from mining.methods import get_method
 from mining.options import ReleaseOptions
 from mining.publish import code_version
 from mining.stages.release import card
@@ -45,7 +46,7 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
     if options.kit:  # the evaluation kit (mining.kit): the selection's descriptors, as the run evaluated them
         shutil.rmtree(plan.staging / "kit", ignore_errors=True)  # a stopped run's, made before the swap
         kit_stats = write_kit(plan.staging / "kit", inputs.descriptors, sel.frame[["rank", "photo_id", "path"]].assign(
-            released=[st == "released" for st in outcome.status]), sel.evaluation)
+            released=[st == "released" for st in outcome.status]), sel.evaluation, method_of=get_method)
     shards = write_webdataset(plan.staging, rel, table, options.shard_size) if options.tar else []
     by_licence, unknown = _licence_counts(table)
     excluded = Counter(s for s in outcome.status if s != "released")

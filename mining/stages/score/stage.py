@@ -13,6 +13,7 @@ from mining.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.descriptors import similarity_function
 from mining.errors import UserError
 from mining.evidence import geometry_of
+from mining.methods import get_method
 from mining.retrieval import open_method
 from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
@@ -27,7 +28,8 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
     With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
     its rows numbered from `query_offset` in the run's queries."""
-    stores = open_method(method_dir, benchmark=benchmark, spatial=None)  # +SP when the stores keep keypoints
+    # +SP when the stores keep keypoints
+    stores = open_method(method_dir, benchmark=benchmark, spatial=None, method_of=get_method)
     landmark = stores.landmark_similarities(dataset)
     positive_sims, positives_missing = landmark.positives(dataset)
     missing_queries = sorted(set(range(len(dataset.qimlist))) - set(landmark.query_index.tolist()))

@@ -18,6 +18,7 @@ were labelled, or made by hand) is refused with how to export it again, rather t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,19 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.leakbound import ids_digest
 
 KIND, DIGEST, FINGERPRINT, SELECTION = "queue_kind", "queue_digest", "landmarks_fingerprint", "selection_digest"
 KINDS = ("review", "audit")
 WHERE = {"review": "the review's database (REVIEW/review.sqlite)", "audit": "the audit's database (AUDIT/audit.sqlite)"}
 
 
+def ids_digest(ids: Any) -> str:
+    """A short digest of a set's photo ids in rank order (the audit names the set it measured)."""
+    return hashlib.sha256(np.asarray(ids, np.int64).tobytes()).hexdigest()[:16]
+
+
 def queue_digest(photo_ids: Any) -> str:
-    """The digest of the photos a queue asks about: its distinct photo ids, sorted (mining.leakbound.ids_digest)."""
+    """The digest of the photos a queue asks about: its distinct photo ids, sorted (ids_digest)."""
     ids = np.asarray(photo_ids, np.int64) if hasattr(photo_ids, "__array__") else np.fromiter(photo_ids, np.int64)
     return ids_digest(np.unique(ids))
 

@@ -21,12 +21,12 @@ by reviewers. From their answers:
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
 import numpy as np
 
+from mining.answers import ids_digest
 from mining.errors import UserError
 
 # Rank bands of the selection (shares of N, top first): the hardest 5 %, then to 20 %, 50 %, all.
@@ -144,11 +144,6 @@ def estimate(sizes: list[int], sampled: list[int], leaks: list[int], confidence:
         n_eff = kish
     return {**out, "upper": clopper_pearson_upper(p * n_eff, n_eff, confidence),
             "method": "korn-graubard", "n_eff": float(n_eff)}
-
-
-def ids_digest(ids: Any) -> str:
-    """A short digest of a set's photo ids in rank order (the audit names the set it measured)."""
-    return hashlib.sha256(np.asarray(ids, np.int64).tobytes()).hexdigest()[:16]
 
 
 def released_upper(audit: dict[str, Any]) -> float:

@@ -86,7 +86,7 @@ def run_draw(*, selected: Path, out: Path, options: AuditOptions) -> dict[str, A
         r["rank"] = i + 1
     sampled_ids = [[int(frame.photo_id[p]) for p in pos] for pos in positions]
     label = answers.Label("audit", sample_digest(sampled_ids), _fingerprint(selected),
-                          leakbound.ids_digest(frame.photo_id))
+                          answers.ids_digest(frame.photo_id))
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),
                         ("weight", pa.float64())], metadata=label.metadata())
@@ -122,7 +122,7 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
         raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "
                         "replace it: give --out another folder (the audit folder)")
     frame = _selection(selected)
-    if leakbound.ids_digest(frame.photo_id) != plan["selection_digest"]:
+    if answers.ids_digest(frame.photo_id) != plan["selection_digest"]:
         raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")
     sampled = [list(map(int, ids)) for ids in plan["sampled_ids"]]
     df, _ = load_decisions(decisions, kind="audit", digest=sample_digest(sampled))
@@ -152,7 +152,7 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
                    for s, ids, x in zip(plan["strata"], sampled, leaks_h)],
         "leaks_found": found, "near_duplicates_removed": dups,
         "removed": len(found) + len(dups), "released_set_size": int(len(kept)),
-        "released_digest": leakbound.ids_digest(kept.photo_id),
+        "released_digest": answers.ids_digest(kept.photo_id),
     })
     result["released_upper"] = leakbound.released_upper(result)
     result["passes"] = result["released_upper"] <= plan["max_leak_rate"]

@@ -8,7 +8,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-from mining import manifest as _manifest
+from mining.settings import manifest as _manifest
 from mining import stages as _stages
 from mining.errors import UserError
 

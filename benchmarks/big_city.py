@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from mining.manifest import load as load_manifest
+from mining.settings.manifest import load as load_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 

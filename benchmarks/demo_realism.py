@@ -22,7 +22,7 @@ import numpy as np
 
 
 from mining.stages.demo.realism import evaluate_setups, histogram_descriptor
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 
 def _cnn():
@@ -52,7 +52,7 @@ def main() -> None:
     if a.world:
         root = Path(a.world)
     else:
-        from mining.options import defaults
+        from mining.settings.options import defaults
         from mining.stages.demo.stage import run_build
 
         root = Path(tempfile.mkdtemp(prefix="demo_realism_"))

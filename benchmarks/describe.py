@@ -47,11 +47,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from mining import imageindex, layout
-from mining.cluster import Cluster
-from mining.descriptors import open_store
+from mining.photos import imageindex
+from mining.settings import layout
+from mining.compute.cluster import Cluster
+from mining.retrieval.descriptors import open_store
 from mining.methods import get_method
-from mining.options import defaults
+from mining.settings.options import defaults
 from mining.stages.describe import stage as describe
 from fixtures.flickr_sizes import photo  # shared with the other benchmarks: run as `python -m benchmarks.describe`
 from mining.stages.describe.stage import list_items, load_image, pin_numeric_threads, single_threaded_numerics
@@ -286,10 +287,10 @@ def demo_folder(world: Path, root: Path, limit: int | None = None) -> Path:
 def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: int | None = None) -> dict[str, object]:
     from scipy.stats import spearmanr
 
-    from mining.descriptors import iter_similarities, open_store
-    from mining.metrics import compute_map
+    from mining.retrieval.descriptors import iter_similarities, open_store
+    from mining.retrieval.metrics import compute_map
     from mining.stages.evaluate.protocols.setups import setup_gnd
-    from mining.landmarks import load_landmarks
+    from mining.datasets.landmarks import load_landmarks
 
     ds = load_landmarks(world / "landmarks")
     images = demo_folder(world, work / "download", limit)

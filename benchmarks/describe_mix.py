@@ -32,7 +32,8 @@ from pathlib import Path
 import cv2
 
 from fixtures.flickr_sizes import describe_mix, photo, sizes
-from mining import imageindex, layout
+from mining.photos import imageindex
+from mining.settings import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 

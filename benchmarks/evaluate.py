@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from mining.cluster import available_cpus
-from mining.metrics import compute_map
+from mining.compute.cluster import available_cpus
+from mining.retrieval.metrics import compute_map
 from fixtures.oracle import compute_map_loop  # the tests' oracle: run as `python -m benchmarks.evaluate`
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mining.descriptors import open_store, write_global_shard, write_ids, write_store_info
+from mining.retrieval.descriptors import open_store, write_global_shard, write_ids, write_store_info
 from mining.kit.write import write_kit
 from mining.methods import get_method
 from mining.methods.rsift_asmk import RSiftAsmk

@@ -28,12 +28,12 @@ import numpy as np
 import pandas as pd
 from benchmarks.kit_size import _stores
 
-from mining.descriptors import as_float32, iter_similarities, open_store
+from mining.retrieval.descriptors import as_float32, iter_similarities, open_store
 from mining.kit.read import SIMS
 from mining.kit.write import write_kit
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 from mining.methods import get_method
-from mining.retrieval import parse_ids
+from mining.retrieval.methodstores import parse_ids
 from mining.stages.evaluate.histograms import Ranking, load_method
 
 

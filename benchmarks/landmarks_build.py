@@ -76,7 +76,7 @@ def make_duplicates(root: Path, rows: int) -> Path:
 def one(case: str, rows: int) -> dict[str, Any]:
     """Make the table, then build it (timed, in this process); the figures of that build."""
     from mining.errors import UserError
-    from mining.landmarkbuild import build_landmarks
+    from mining.datasets.landmarkbuild import build_landmarks
 
     with tempfile.TemporaryDirectory(prefix="lmbuild-") as tmp:
         root = Path(tmp)

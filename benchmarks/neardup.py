@@ -18,20 +18,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining import options
-from mining.cluster import Cluster
-from mining.retrieval import unit_rows
+from mining.settings import options
+from mining.compute.cluster import Cluster
+from mining.retrieval.methodstores import unit_rows
 from mining.stages.demo.world import as_download_folder
 from mining.stages.neardup import stage as neardup
 
 
 def main() -> None:
-    from mining.options import defaults
+    from mining.settings.options import defaults
     from mining.stages.describe import stage as describe
 
     DESCRIBE = defaults("describe")
-    from mining.descriptors import open_store
-    from mining.landmarks import load_landmarks
+    from mining.retrieval.descriptors import open_store
+    from mining.datasets.landmarks import load_landmarks
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=Path, required=True)

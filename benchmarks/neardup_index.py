@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from mining import options
-from mining.options import NeardupOptions
+from mining.settings import options
+from mining.settings.options import NeardupOptions
 from mining.stages.neardup import stage as neardup
 
 SIZES = {"r1m": 4_100_000, "ilias_100m": 100_000_000}
@@ -80,7 +80,7 @@ def make(n: int, seed: int, flat: float = 0.01, block: int = 200_000) -> tuple[n
 
 def truth(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, groups: list[np.ndarray], n: int,
           th: NeardupOptions) -> set[tuple[int, int]]:
-    from mining.retrieval import unit_rows
+    from mining.retrieval.methodstores import unit_rows
 
     out = set()
     for g in groups:
@@ -115,7 +115,7 @@ def timed(fn: Any, *args: Any, **kw: Any) -> tuple[Any, float, float, float]:
 def hash_cost(images: int) -> float:
     """CPU seconds per 1024 × 768 JPEG of neardup's dHash (one thread)."""
     from benchmarks.describe import make_folder
-    from mining.imageindex import image_paths
+    from mining.photos.imageindex import image_paths
 
     with tempfile.TemporaryDirectory() as tmp:
         make_folder(Path(tmp) / "images", images)  # photo ids 1..images
@@ -128,7 +128,7 @@ def hash_cost(images: int) -> float:
 
 def landmark_cost(vec: np.ndarray, hashes: np.ndarray, ok: np.ndarray, images: int, n: int, th: NeardupOptions) -> float:
     """CPU seconds per candidate of the landmark-copy check against `images` landmark images."""
-    from mining.retrieval import unit_rows
+    from mining.retrieval.methodstores import unit_rows
 
     rng = np.random.default_rng(3)
     lm = unit_rows(rng.standard_normal((images, DIM), dtype=np.float32))

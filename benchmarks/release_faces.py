@@ -40,7 +40,7 @@ import numpy as np
 from PIL import Image
 
 
-from mining.options import defaults
+from mining.settings.options import defaults
 from mining.stages.release.blur import DEFAULT_MARGIN, FaceDetector, process_image
 from fixtures.faces import face_patches, iou, lfw_faces, plant  # run as `python -m benchmarks.release_faces`
 

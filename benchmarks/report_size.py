@@ -61,8 +61,8 @@ def _evaluation(n: int) -> dict:
 
 def build_run(root: Path, n: int) -> Path:
     """The run folder (RUN/metadata, RUN/candidates, RUN/selected, ...) with N selected rows."""
-    from mining import imageindex
-    from mining.layout import image_relpath
+    from mining.photos import imageindex
+    from mining.settings.layout import image_relpath
 
     rng = np.random.default_rng(0)
     run = root / "run"

@@ -28,7 +28,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from mining import imageindex, layout
+from mining.photos import imageindex
+from mining.settings import layout
 from mining.methods.rootsift import _sift, rootsift
 from mining.stages.describe.stage import list_items, load_image, pin_numeric_threads, single_threaded_numerics
 from benchmarks.describe import _timed, bench_shared

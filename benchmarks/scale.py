@@ -156,8 +156,8 @@ def make_run(root: Path, pool: int, landmarks_dir: Path, seed: int = 0) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mining.answers import Label, queue_digest
-    from mining.landmarks import load_landmarks
+    from mining.files.answers import Label, queue_digest
+    from mining.datasets.landmarks import load_landmarks
 
     run = root / f"run-{pool}"
     if (run / "ready").is_file():
@@ -233,7 +233,7 @@ def _plain_read(src: str) -> dict[str, Any]:
 def _select(run: str, n: int) -> dict[str, Any]:
     from dataclasses import replace
 
-    from mining.options import defaults
+    from mining.settings.options import defaults
     from mining.stages.select.stage import Inputs, run as select
 
     r = Path(run)
@@ -251,11 +251,11 @@ def _evaluate(run: str, landmarks: str, n: int, queries: int) -> dict[str, Any]:
     Writes RUN/evaluation-N-qQ.json for the report."""
     import pyarrow.parquet as pq
 
-    from mining.descriptors import as_float32
+    from mining.retrieval.descriptors import as_float32
     from mining.stages.evaluate.experiment import build_sets, experiment_report, rankings_of
     from mining.stages.evaluate.histograms import reduce_method
-    from mining.landmarks import load_landmarks
-    from mining.retrieval import LandmarkSims
+    from mining.datasets.landmarks import load_landmarks
+    from mining.retrieval.methodstores import LandmarkSims
 
     r = Path(run)
     ds = load_landmarks(landmarks)
@@ -619,7 +619,7 @@ def main() -> None:
             from PIL import Image
             import pyarrow.parquet as pq
 
-            from mining.layout import image_relpath
+            from mining.settings.layout import image_relpath
 
             res["report"] = []
             for n in cfg["selected"]:

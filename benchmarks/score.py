@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 
-from mining.descriptors import as_float32
+from mining.retrieval.descriptors import as_float32
 from mining.stages.score import CandidateVectors, MethodInput, Problem, score_candidates
 
 

@@ -8,7 +8,7 @@ matches and half unrelated. RootSIFT at the default 1,000 keypoints, an ASMK cod
   asmk_us_per_pair:  the ASMK kernel (`asmk_similarity`) of every query against every
                      database image, per (query, image) pair: what score pays per candidate
                      and query.
-  sp_ms_per_pair:    `mining.spatial.verify` (tentative matches + RANSAC) per pair; split in
+  sp_ms_per_pair:    `mining.retrieval.spatial.verify` (tentative matches + RANSAC) per pair; split in
                      matching and RANSAC, and by true / unrelated pair.
   sp_s_per_query:    top_k (100) pairs: the +SP cost of one query's shortlist (twice per run
                      of score or evaluate: the database's top k and the candidates' top k).
@@ -33,8 +33,8 @@ import cv2
 import numpy as np
 
 from fixtures.flickr_sizes import describe_mix, photo, sizes
-from mining import spatial
-from mining.evidence import MAX_IMAGES
+from mining.retrieval import spatial
+from mining.evidence.geometry import MAX_IMAGES
 from mining.methods import get_method
 from mining.methods.rootsift import rootsift_features
 from mining.methods.rsift_asmk import AsmkPayload, asmk_similarity, concat

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mining.errors import UserError
 from mining.stages.evaluate.choose_n import check_args, run_choose_n
-from mining.options import SelectOptions
+from mining.settings.options import SelectOptions
 from mining.stages.select.stage import Inputs, ranked, run
 
 

@@ -16,7 +16,8 @@ import os
 import re
 import sys
 
-from mining import __version__, options, stages
+from mining import __version__, stages
+from mining.settings import options
 from mining.errors import UserError
 
 
@@ -51,7 +52,7 @@ def add_progress_flag(p: argparse.ArgumentParser) -> None:
 
 def add_landmarks_flag(p: argparse._ActionsContainer, *, required: bool = True, then: str = "") -> None:
     """`--landmarks [NAME=]GND ...`, the same for every verb that reads the landmark datasets
-    (parsed by `mining.benchmarks.as_list`); `then` adds what this verb does with them."""
+    (parsed by `mining.datasets.benchmarks.as_list`); `then` adds what this verb does with them."""
     p.add_argument("--landmarks", required=required, nargs="+", metavar="[NAME=]GND",
                    help="gnd_<name>.pkl or the folder holding it; several benchmarks: one each, as every stage of the "
                         "run is given them (NAME defaults to the file's <name>; landmarks are then named "

@@ -11,7 +11,7 @@ loader for anyone else. docs/formats.md ("Evaluation kit") is the format's refer
   KIT/evaluation.json       the run's evaluation (`mining evaluate`), the table the kit reproduces
   KIT/distractors.parquet   the selected set in rank order: rank, photo_id, path, released
   KIT/methods/<method>/{queries,database,distractors}/   descriptor stores in
-                            `mining.descriptors`' format (store.json + shards/); distractors/ holds
+                            `mining.retrieval.descriptors`' format (store.json + shards/); distractors/ holds
                             the selected set's descriptors and the method's model.npz (whitening,
                             codebook) when it learns one; with several benchmarks the landmark
                             stores are in methods/<method>/benchmarks/<name>/{queries,database}/

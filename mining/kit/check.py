@@ -3,7 +3,7 @@ docs/formats.md): a kit is a stranger's folder, and SHA256SUMS proves only that 
 the ones listed, not that the list was made by `mining release --kit`.
 
 - the tree: regular files and folders only (no symbolic link, to a file or a folder), plain
-  names (`mining.plainpaths.check_tree`);
+  names (`mining.files.plainpaths.check_tree`);
 - kit.json: its methods and benchmarks are plain names (a name is a folder of the kit, never
   a path), each method's kind and dimension are what the reader expects;
 - every store the kit says it has: store.json (method, kind, count, shards), exactly the
@@ -28,13 +28,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining.benchmarks import store_dir
-from mining.descriptors import GLOBAL
+from mining.datasets.benchmarks import store_dir
+from mining.retrieval.descriptors import GLOBAL
 from mining.errors import UserError
-from mining.plainpaths import plain_name
-from mining.spatial import ROW_SUFFIX
+from mining.files.plainpaths import plain_name
+from mining.retrieval.spatial import ROW_SUFFIX
 
-GLOBAL_ROWS = np.dtype(np.float16)  # a global store's rows (mining.descriptors)
+GLOBAL_ROWS = np.dtype(np.float16)  # a global store's rows (mining.retrieval.descriptors)
 SIMILARITY = np.dtype(np.float32)
 TABLE_COLUMNS = ("rank", "photo_id", "path", "released")
 _SETUPS = ("easy", "medium", "hard")

@@ -22,13 +22,13 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining import checksums
-from mining.benchmarks import store_dir
-from mining.descriptors import GLOBAL, MODEL_FILE, open_store
+from mining.files import checksums
+from mining.datasets.benchmarks import store_dir
+from mining.retrieval.descriptors import GLOBAL, MODEL_FILE, open_store
 from mining.errors import UserError
 from mining.kit.check import check_kit
-from mining.plainpaths import check_tree
-from mining.retrieval import MethodStores
+from mining.files.plainpaths import check_tree
+from mining.retrieval.methodstores import MethodStores
 
 FORMAT = "distractor-mining evaluation kit"
 VERSION = 1
@@ -45,7 +45,7 @@ class Kit:
     """An opened kit folder (read-only)."""
     root: Path
     info: dict[str, Any]
-    method_of: Callable[[str], Any] | None = None  # reads a non-global method's payloads (mining.descriptors.Store)
+    method_of: Callable[[str], Any] | None = None  # reads a non-global method's payloads (mining.retrieval.descriptors.Store)
 
     @property
     def methods(self) -> list[str]:
@@ -70,7 +70,7 @@ class Kit:
         return self.root / METHODS / method
 
     def store(self, method: str, part: str, benchmark: str | None = None) -> Any:
-        """One descriptor store (`mining.descriptors.Store`): part = queries, database or distractors."""
+        """One descriptor store (`mining.retrieval.descriptors.Store`): part = queries, database or distractors."""
         if part not in PARTS:
             raise ValueError(f"part is one of {PARTS}, not {part!r}")
         base = self.method_dir(method)
@@ -78,7 +78,7 @@ class Kit:
                           self.method_of)
 
     def stores(self, method: str, benchmark: str | None = None, queries: Any = None) -> Any:
-        """The method's stores as `mining.retrieval.MethodStores` (its candidates are the
+        """The method's stores as `mining.retrieval.methodstores.MethodStores` (its candidates are the
         distractors), so score's and evaluate's readers take them as they are. `queries`: a
         Store to use instead of the kit's queries (a user's own)."""
         q = queries if queries is not None else self.store(method, "queries", benchmark)
@@ -126,7 +126,7 @@ def open_kit(path: str | Path, verify: bool = True, method_of: Callable[[str], A
     no symbolic link and every file is what kit.json says (`mining.kit.check`: headers and
     sizes, nothing loaded), so a reader below never meets a pickle, an array of a size the file
     chose, or a path outside the kit. `method_of` (`mining.methods.get_method`): what reads a
-    non-global method's stores (`mining.descriptors.Store`); a global method's need nothing."""
+    non-global method's stores (`mining.retrieval.descriptors.Store`); a global method's need nothing."""
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"--kit {root}: not a folder (the kit is RELEASE/kit/ of `mining release --kit`)")

@@ -17,9 +17,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from mining import atomic, checksums
-from mining.benchmarks import store_dir
-from mining.descriptors import (
+from mining.files import atomic, checksums
+from mining.datasets.benchmarks import store_dir
+from mining.retrieval.descriptors import (
     GLOBAL,
     MODEL_FILE,
     iter_similarities,
@@ -31,8 +31,8 @@ from mining.descriptors import (
 )
 from mining.errors import UserError
 from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
-from mining.publish import code_version
-from mining.retrieval import open_method, parse_ids
+from mining.publishing.text import code_version
+from mining.retrieval.methodstores import open_method, parse_ids
 
 SHARD_ROWS = 10_000  # distractors per shard of a kit's store
 # the libraries a method's descriptors depend on (those installed are recorded in kit.json)
@@ -166,7 +166,7 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
     """Write the kit into `out` (a new folder). `selection`: rank, photo_id, path, released
     (every selected photo, released or not: the set the run evaluated); `evaluation`: the
     run's evaluation.json; `method_of`: what reads a non-global method's payloads
-    (`mining.descriptors.Store`). Returns what the dataset card says about the kit (sizes)."""
+    (`mining.retrieval.descriptors.Store`). Returns what the dataset card says about the kit (sizes)."""
     if evaluation is None:
         raise UserError("--kit needs the run's evaluation (--evaluation evaluation.json): the kit reproduces its table")
     if not method_dirs:

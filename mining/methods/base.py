@@ -5,7 +5,7 @@ sample of candidate images first (`fit_features` + `fit`, state kept as named nu
 so it is stored without pickle), and scores query payloads against one database shard
 (`similarity`). Global methods return one L2-normalised vector per image and get the
 store's float16 `.npy` shards and a GEMM for free; other kinds write their own shard files
-and bring their own kernel, which `mining.descriptors` calls through `load_payload` /
+and bring their own kernel, which `mining.retrieval.descriptors` calls through `load_payload` /
 `concat_payloads` / `similarity`.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mining.descriptors import GLOBAL, l2_normalize
+from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
 
 
@@ -46,7 +46,7 @@ class Param:
     """The type and domain of one method setting: `int`, `float` (ints accepted), `bool`,
     `str`, `floats` (a non-empty list of floats), `device` (auto, cpu, cuda, cuda:N),
     `choice` (one of `choices`) or `spatial` (a mapping of `top_k` and `min_inliers`, each an
-    integer >= 1, as `mining.spatial` reads it); numbers within [low, high] (`open_low`: low itself
+    integer >= 1, as `mining.retrieval.spatial` reads it); numbers within [low, high] (`open_low`: low itself
     excluded); `none`: null allowed."""
 
     type: str
@@ -196,7 +196,7 @@ class Method:
         """Dimension of a global descriptor (0 for other kinds)."""
         return 0
 
-    # ---- store I/O for non-global kinds (global ones use mining.descriptors) ----------
+    # ---- store I/O for non-global kinds (global ones use mining.retrieval.descriptors) ----------
     def write_extras(self, shards_dir: Path, shard: str, payloads: list[Any]) -> list[Any]:
         """Write what a shard keeps beside its payloads (e.g. keypoints) and return the payloads
         proper; called before the payloads and the ids are written (`descriptors.write_shard`)."""

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.descriptors import GLOBAL, l2_normalize
+from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.methods.base import Param, WhitenedGlobal
 from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, cached_sha256, file_sha256
 from mining.methods.lite0_onnx import backbone, ensure_model

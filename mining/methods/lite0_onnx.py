@@ -36,7 +36,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
 from mining.methods.lite0 import build_lite0, cached_sha256, lite0_weights_path
 from mining.methods.onnx_run import session

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.descriptors import GLOBAL
+from mining.retrieval.descriptors import GLOBAL
 from mining.methods.base import Param, WhitenedGlobal
 from mining.methods.lite0 import cached_sha256
 from mining.methods.onnx_run import OUTPUT_RANK, OUTPUTS, multiscale, pool, providers, rescale, resize, session, to_input

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from mining.errors import UserError
-from mining.descriptors import l2_normalize
+from mining.retrieval.descriptors import l2_normalize
 
 OUTPUTS = ("descriptor", "feature_map", "cls_token", "mean_tokens")
 OUTPUT_RANK = {"descriptor": 2, "feature_map": 4, "cls_token": 3, "mean_tokens": 3}

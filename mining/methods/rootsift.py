@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mining import spatial
+from mining.retrieval import spatial
 from mining.errors import UserError
 from mining.methods.base import Method, Param
 
@@ -66,7 +66,7 @@ def sample_rows(features: list[np.ndarray], max_rows: int, seed: int) -> np.ndar
 
 
 class Described(NamedTuple):
-    """A payload and, when the method keeps geometry, the image's keypoints (`mining.spatial`)."""
+    """A payload and, when the method keeps geometry, the image's keypoints (`mining.retrieval.spatial`)."""
 
     payload: Any
     keypoints: Any
@@ -111,7 +111,7 @@ class RootSiftMethod(Method):
         raise NotImplementedError
 
     def write_extras(self, shards_dir: Path, shard: str, payloads: list[Any]) -> list[Any]:
-        """The keypoints (`mining.spatial`), when kept; the payloads proper."""
+        """The keypoints (`mining.retrieval.spatial`), when kept; the payloads proper."""
         if self.params.get("spatial_verification") is None:
             return payloads
         spatial.write_shard(shards_dir, shard, [p.keypoints for p in payloads])

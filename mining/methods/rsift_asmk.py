@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
 from mining.methods.base import Param
 from mining.methods.rootsift import RootSiftMethod
@@ -101,7 +101,7 @@ class RSiftAsmk(RootSiftMethod):
         "query_assignment": 5,
         "alpha": 3.0,
         "tau": 0.0,
-        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.spatial)
+        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.retrieval.spatial)
     }
     domains = {
         **RootSiftMethod.domains,

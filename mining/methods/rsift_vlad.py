@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mining.descriptors import GLOBAL, l2_normalize
+from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
 from mining.methods.base import Param, apply_pca_whitening, fit_pca_whitening_if_enough
 from mining.methods.rootsift import RootSiftMethod
@@ -50,7 +50,7 @@ class RSiftVlad(RootSiftMethod):
         "train_descriptors": 300_000,
         "dim": 512,
         "whiten_shrink": 0.1,
-        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.spatial)
+        "spatial_verification": None,  # {top_k, min_inliers}: keypoints kept, top k re-ranked (mining.retrieval.spatial)
     }
     domains = {
         **RootSiftMethod.domains,

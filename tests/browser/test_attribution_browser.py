@@ -43,7 +43,7 @@ def test_rendered_attribution_of_hostile_metadata_runs_nothing(tmp_path, browser
     cells = page.eval_on_selector_all("tbody tr", "trs => trs.map(tr => tr.querySelectorAll('td').length)")
     assert cells == [6] * len(want)
     paths = page.eval_on_selector_all("tbody tr td:nth-child(2)", "tds => tds.map(td => td.textContent)")
-    from mining.layout import image_relpath
+    from mining.settings.layout import image_relpath
     assert paths == [image_relpath(p) for p in want]
     titles = page.eval_on_selector_all("tbody tr td:nth-child(3)", "tds => tds.map(td => td.textContent)")
     assert any("<script>" in t for t in titles) and any(t.startswith("=HYPERLINK") for t in titles)

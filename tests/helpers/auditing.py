@@ -14,7 +14,7 @@ from PIL import Image
 from scenes import scene
 
 from mining.cli import main
-from mining.layout import image_relpath
+from mining.settings.layout import image_relpath
 from mining.stages.review import db, decisions
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")

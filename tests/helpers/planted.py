@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from mining import imageindex, layout
+from mining.photos import imageindex
+from mining.settings import layout
 from scenes import scene, transformed
 
 LANDMARK_SEEDS = (11, 12, 13)
@@ -63,7 +64,7 @@ def make_city(root: Path, distractors: int = 24) -> dict:
         gnd.append({"bbx": [10, 10, 380, 280], "easy": list(range(first, len(imlist))), "hard": [], "junk": []})
         for k, kind in enumerate(PLANTS):
             pid = 5000 + 10 * li + k
-            planted[pid] = qimlist[-1]  # its landmark, named after its one query (mining.landmarks)
+            planted[pid] = qimlist[-1]  # its landmark, named after its one query (mining.datasets.landmarks)
             _save(plant(base, kind, pid), images / layout.image_relpath(pid))
             rows.append(pid)
     for j in range(distractors):
@@ -80,7 +81,7 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
     the queue with unrelated photos too), then scored into ROOT/scores; returns score's stats."""
     from dataclasses import replace
 
-    from mining.options import defaults
+    from mining.settings.options import defaults
     from mining.stages.describe import stage as describe
     from mining.stages.score import run
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mining.options import defaults
+from mining.settings.options import defaults
 from mining.stages.release.stage import Inputs, run
 
 _INPUTS = ("candidates", "candidates_stats", "evaluation", "manifest", "audit", "descriptors")

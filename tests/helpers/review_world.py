@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw
 
-from mining import imageindex
-from mining.layout import image_relpath
+from mining.photos import imageindex
+from mining.settings.layout import image_relpath
 
 LANDMARKS = ("tower", "bridge")
 

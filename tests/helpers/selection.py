@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining.answers import Label, queue_digest
+from mining.files.answers import Label, queue_digest
 from mining.cli import main
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 LANDMARKS = ["tower", "bridge"]
 
@@ -45,7 +45,7 @@ def make_inputs(tmp_path, n=30, seed=0):
 
 
 def write_decisions(path, rows, metadata=None, kind="review", queue=None):
-    """A decisions file as `mining review export` labels it (mining.answers): the answers to a `kind`
+    """A decisions file as `mining review export` labels it (mining.files.answers): the answers to a `kind`
     queue over the photos `queue` (default: the rows' photos); `metadata` adds to the label."""
     label = Label(kind, queue_digest([p for _, p, _ in rows] if queue is None else queue))
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),

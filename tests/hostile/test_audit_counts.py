@@ -70,7 +70,7 @@ def test_a_confidence_of_one_half_estimates_without_a_division_by_zero():
     RuntimeWarning on the release's stderr and made the factor NaN (min() then took n by chance)."""
     import warnings
 
-    from mining import leakbound
+    from mining.publishing import leakbound
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -27,7 +27,7 @@ from mining.stages.download.downloader import MAX_BODY, MAX_REDIRECTS, download_
 from mining.stages.download.logger import EXPLAIN
 from mining.stages.download.ratelimit import HostSchedule
 from mining.stages.download.reader import STATUSES, TRANSIENT, Shard
-from mining.layout import image_relpath
+from mining.settings.layout import image_relpath
 
 
 def _rows(out) -> dict[int, dict]:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import checksums
+from mining.files import checksums
 from mining.cli import main
 from mining.kit.write import write_kit
 
@@ -287,7 +287,7 @@ def test_own_queries_as_a_store_are_checked_too(made, tmp_path, capsys, own):
 def test_a_local_descriptor_store_is_checked_by_its_shards(tmp_path):
     """A kit store of a non-global method (rsift-asmk's `NNNNN.asmk.npz` beside its ids): a whole
     one passes; a shard whose descriptors are missing, or whose npz holds an object, is refused."""
-    from mining.descriptors import write_ids, write_store_info
+    from mining.retrieval.descriptors import write_ids, write_store_info
     from mining.errors import UserError
     from mining.kit.check import check_store
     from mining.methods import get_method

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from mining.cli import main
-from mining.landmarkbuild import MIN_BOX_SCALE, MIN_BOX_SIDE
+from mining.datasets.landmarkbuild import MIN_BOX_SCALE, MIN_BOX_SIDE
 
 HEADER = "image,landmark,role,query,x1,y1,x2,y2"
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.landmarks import check_dataset, load_landmarks
+from mining.datasets.landmarks import check_dataset, load_landmarks
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own _reconstruct, as real pickles name it
 
@@ -89,7 +89,7 @@ def test_a_gnd_file_never_chooses_its_own_memory(tmp_path, attack):
 
 
 def test_a_file_larger_than_any_gnd_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    from mining import gndfile
+    from mining.datasets import gndfile
 
     data = _gnd([0, 1])
     data["imlist"] = [f"img_{i:07d}" for i in range(60_000)]  # a real, valid gnd of about 1 MB

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from scripted_server import download_url, jpeg, unique
 
-from mining import options
+from mining.settings import options
 from mining.cli import main
-from mining.cluster import Cluster
-from mining.layout import image_relpath
+from mining.compute.cluster import Cluster
+from mining.settings.layout import image_relpath
 from mining.stages.download import stage as download
 from mining.stages.download.sources import LocalFolder, Source
 

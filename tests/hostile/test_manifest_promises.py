@@ -18,10 +18,10 @@ import pytest
 import yaml
 from snakerun import REPO, snakemake
 
-from mining import manifest, options
+from mining.settings import manifest, options
 from mining.cli import build_parser
 from mining.errors import UserError
-from mining.licences import OPEN
+from mining.publishing.licences import OPEN
 
 DEMO = REPO / "manifests" / "demo.yaml"
 R1M = REPO / "manifests" / "r1m.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mining import manifest
+from mining.settings import manifest
 from mining.cli import main
 from mining.errors import UserError
 from mining.methods import get_method, method_class, method_names

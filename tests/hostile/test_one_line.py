@@ -32,8 +32,8 @@ from download_server import ServerProcess
 from scripted_server import download_url, jpeg, unique
 
 from mining.cli import main
-from mining.imagedecode import open_upright
-from mining.layout import image_relpath
+from mining.photos.imagedecode import open_upright
+from mining.settings.layout import image_relpath
 
 REPO = Path(__file__).resolve().parents[2]
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")

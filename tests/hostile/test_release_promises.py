@@ -20,8 +20,8 @@ import pytest
 from PIL import Image, ImageOps
 from rotations import FACE, ORIENTATION, STORE, stored_jpeg, upright_source
 
-from mining.layout import image_relpath
-from mining.licences import licence_code
+from mining.settings.layout import image_relpath
+from mining.publishing.licences import licence_code
 from releasing import run_release
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")

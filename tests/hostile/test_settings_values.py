@@ -13,7 +13,7 @@ import pytest
 import yaml
 from snakerun import REPO
 
-from mining import manifest, options
+from mining.settings import manifest, options
 from mining.cli import main
 from mining.errors import UserError
 

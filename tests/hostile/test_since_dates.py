@@ -1,4 +1,4 @@
-"""Dates mean dates (a landmark's `since:` in the ground truth, mining/since.py):
+"""Dates mean dates (a landmark's `since:` in the ground truth, mining/evidence/since.py):
 
 - `since` is exactly a calendar day YYYY-MM-DD: "2010-01-01garbage", a timestamp with a time
   or a zone, 2016-02-30 are refused in one line naming the landmark (they used to be read as
@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import since
+from mining.evidence import since
 from mining.cli import main
-from mining.descriptors import write_global_shard, write_store_info
+from mining.retrieval.descriptors import write_global_shard, write_store_info
 from mining.errors import UserError
 
 DIM, NQ, NDB, NCAND = 8, 4, 30, 60

@@ -1,4 +1,4 @@
-"""mining audit and mining.leakbound: the sample size from the target, the strata's weights, the
+"""mining audit and mining.publishing.leakbound: the sample size from the target, the strata's weights, the
 bound's coverage on selections with leaks planted at a known rate, the removal of a found leak
 and its near-duplicates, and release's refusal of a set whose bound is above the target."""
 
@@ -17,10 +17,10 @@ from scenes import scene
 from scipy.stats import beta
 from selection import write_decisions
 
-from mining import leakbound
+from mining.publishing import leakbound
 from mining.cli import main
 from mining.errors import UserError
-from mining.layout import image_relpath
+from mining.settings.layout import image_relpath
 from releasing import OVER_TARGET_ALLOWED, run_release
 from mining.stages.review import db
 from mining.stages.review.app import create_app

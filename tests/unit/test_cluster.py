@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mining.cluster import connect, make_client, run_tasks
+from mining.compute.cluster import connect, make_client, run_tasks
 from mining.errors import UserError
 
 
@@ -78,7 +78,7 @@ def test_unreadable_slurm_config_is_a_user_error(tmp_path):
 def test_manifest_cluster_choice_needs_its_address(tmp_path):
     from pathlib import Path
 
-    from mining import manifest
+    from mining.settings import manifest
 
     m = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "demo.yaml").read_text())
     m["dask"] = {"cluster": "slurm"}
@@ -90,7 +90,7 @@ def test_manifest_cluster_choice_needs_its_address(tmp_path):
 
 _CLOSE_WITH_A_HEARTBEAT_IN_FLIGHT = '''
 import asyncio, logging, sys, time
-from mining.cluster import connect
+from mining.compute.cluster import connect
 
 
 def slow_heartbeats(dask_scheduler):

@@ -237,7 +237,7 @@ SHAPE_EXCEPTIONS = frozenset({"review"})
 
 def entry_points(module: Any, package: str) -> dict[str, Any]:
     """`run` and `run_<step>` of a stage module (its own or its package's, not a helper imported
-    from elsewhere, such as mining.cluster.run_tasks): name -> the function."""
+    from elsewhere, such as mining.compute.cluster.run_tasks): name -> the function."""
     found = {}
     for name in sorted(dir(module)):
         fn = getattr(module, name)

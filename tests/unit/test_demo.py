@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from mining import options
+from mining.settings import options
 from mining.stages.demo.stage import run_build
 from mining.stages.demo.world import PRESETS
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 DEMO = options.defaults("demo")  # the schema's settings; the tests build the micro preset
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 from PIL import Image
 
-from mining import options
+from mining.settings import options
 from mining.stages.demo.handler import MIRROR_SMALL_SIDE, PLACEHOLDER_PATH
 from mining.stages.demo.server import DemoServer, Faults, fault_for
 from mining.stages.demo.stage import run_build
@@ -114,7 +114,7 @@ def test_rate_limit_answers_429_and_stats_show_the_rate(world):
 
 def _hash_of(world: Path) -> dict[int, str]:
     """{photo id: photo hash} from the world's metadata download URLs (what ingest reads)."""
-    from mining.flickr import yfcc_hash
+    from mining.photos.flickr import yfcc_hash
 
     out = {}
     for line in (world / "metadata" / "yfcc100m_dataset").read_text().splitlines():
@@ -125,7 +125,7 @@ def _hash_of(world: Path) -> dict[int, str]:
 
 
 def test_the_server_is_the_multimedia_commons_mirror_too_with_its_own_faults(world):
-    from mining.flickr import mirror_relpath
+    from mining.photos.flickr import mirror_relpath
 
     photos = _photos(world)
     hashes = _hash_of(world)

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mining import imageindex, layout
+from mining.photos import imageindex
+from mining.settings import layout
 from mining.cli import main
-from mining.cluster import Cluster
-from mining.options import defaults
+from mining.compute.cluster import Cluster
+from mining.settings.options import defaults
 from mining.stages.describe import stage as describe
 from mining.stages.describe.stage import list_items, load_image, read_failures
-from mining.descriptors import iter_similarities, open_store
+from mining.retrieval.descriptors import iter_similarities, open_store
 from mining.errors import UserError
 from mining.methods import get_method
 from scenes import scene, transformed

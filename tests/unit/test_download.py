@@ -18,14 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import main
-from mining.cluster import Cluster
-from mining.options import defaults
+from mining.compute.cluster import Cluster
+from mining.settings.options import defaults
 from mining.stages.download import stage as download
 from mining.stages.download.downloader import FetchConfig, download_shard, verify
 from mining.stages.download.ratelimit import HostSchedule, parse_retry_after
 from mining.stages.download.reader import Shard
 from mining.errors import UserError
-from mining.layout import image_key, image_relpath
+from mining.settings.layout import image_key, image_relpath
 from download_server import FaultServer, ServerProcess
 from scripted_server import download_url, jpeg, unique
 

@@ -18,15 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import options
+from mining.settings import options
 from mining.cli import build_parser, main
-from mining.cluster import Cluster
+from mining.compute.cluster import Cluster
 from mining.stages.download import stage as download
 from mining.stages.download.sources import Source
 from mining.stages.download.sources import section_defaults, section_entries
 from mining.errors import UserError
-from mining.flickr import mirror_relpath, photo_url, yfcc_hash
-from mining.layout import image_key, image_relpath
+from mining.photos.flickr import mirror_relpath, photo_url, yfcc_hash
+from mining.settings.layout import image_key, image_relpath
 from download_server import FaultServer
 from scripted_server import download_url, jpeg, unique
 

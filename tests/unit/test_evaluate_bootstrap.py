@@ -10,7 +10,7 @@ from mining.errors import UserError
 from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, load_method
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 from test_evaluate_experiment import build_world, run_inputs
 
 

@@ -9,8 +9,8 @@ from oracle import compute_map_loop
 from test_evaluate_experiment import build_world, run_inputs
 
 from mining.cli import main
-from mining.descriptors import open_store
-from mining.landmarks import load_landmarks
+from mining.retrieval.descriptors import open_store
+from mining.datasets.landmarks import load_landmarks
 from mining.stages.evaluate import expansion
 from mining.stages.evaluate.protocols.setups import setup_gnd
 

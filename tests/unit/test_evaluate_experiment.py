@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 from oracle import compute_map_loop
 
-from mining.answers import Label, queue_digest
+from mining.files.answers import Label, queue_digest
 from mining.cli import main
-from mining.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
+from mining.retrieval.descriptors import iter_similarities, open_store, write_global_shard, write_store_info
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base, top_n
 from mining.stages.evaluate.histograms import Ranking, columns_of, load_method
 from mining.stages.evaluate.protocols.setups import setup_gnd
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 DIM = 16
 
@@ -160,7 +160,7 @@ def run_inputs(world, tmp_path):
     pq.write_table(pa.table({"photo_id": ids, "score": total, **cols}), scores / "scores.parquet")
     (scores / "stats.json").write_text(json.dumps({"landmarks_fingerprint": ds.fingerprint()}))
     landmark_ids = ids[np.argsort(-total)][:3]  # the three best-scoring ones "show a landmark"
-    answered = np.append(landmark_ids, ids[-1])  # the review's answers, labelled as its export is (mining.answers)
+    answered = np.append(landmark_ids, ids[-1])  # the review's answers, labelled as its export is (mining.files.answers)
     pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": answered,
                              "decision": ["landmark"] * 3 + ["not_landmark"]}).replace_schema_metadata(
         Label("review", queue_digest(answered)).metadata()), tmp_path / "decisions.parquet")

@@ -1,4 +1,4 @@
-"""mining.metrics against hand-worked examples, the protocol doc's cases and revisitop's loop."""
+"""mining.retrieval.metrics against hand-worked examples, the protocol doc's cases and revisitop's loop."""
 
 from fractions import Fraction as F
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from oracle import compute_map_loop
 
-from mining.metrics import compute_ap, compute_map
+from mining.retrieval.metrics import compute_ap, compute_map
 
 # the protocol doc's sequence: good, junk, junk, ok, absent, good, junk, absent, ok
 SEQ = ["good", "junk", "junk", "ok", "absent", "good", "junk", "absent", "ok"]
@@ -97,7 +97,7 @@ def test_vectorised_equals_revisitop_loop_on_random_data(seed):
 
 
 def test_threads_and_small_output_buffers_give_the_same_bits(monkeypatch):
-    import mining.metrics as metrics
+    import mining.retrieval.metrics as metrics
 
     rng = np.random.default_rng(5)
     ranks = np.stack([rng.permutation(300) for _ in range(7)], axis=1)
@@ -142,7 +142,7 @@ def test_bit_identical_to_revisitop_loop(seed):
 def test_positions_to_metrics_is_the_loops_arithmetic_on_tied_positions():
     """Positions as the distractor experiment makes them (many positives pushed down by the
     same number of tied distractors): still bit for bit the loop's result."""
-    from mining.metrics import positions_to_metrics
+    from mining.retrieval.metrics import positions_to_metrics
 
     rng = np.random.default_rng(9)
     nq, kappas = 12, [1, 5, 10]

@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-from mining import atomic, layout
+from mining.files import atomic
+from mining.settings import layout
 from mining.cli import main
 from mining.stages import names as stage_names
 from mining.errors import UserError
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 
 def test_help_lists_every_stage(capsys):
@@ -108,7 +109,7 @@ def test_arguments_after_double_dash_pass_through(monkeypatch):
 def test_fp16_rows_decode_bit_exactly():
     import numpy as np
 
-    from mining.descriptors import as_float32
+    from mining.retrieval.descriptors import as_float32
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((257, 96)).astype(np.float16)
@@ -126,7 +127,7 @@ def test_fp16_rows_decode_bit_exactly():
 def test_progress_goes_to_a_log_as_whole_lines(monkeypatch):
     import io
 
-    from mining.progress import bar
+    from mining.console.progress import bar
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -162,7 +163,7 @@ def test_kernels_work_without_a_writable_numba_cache(tmp_path):
         "    def from_function(cls, py_func, py_file):\n"
         "        return None\n")
     code = ("import numpy as np\n"
-            "from mining.descriptors import as_float32\n"
+            "from mining.retrieval.descriptors import as_float32\n"
             "from mining.stages.score import PositiveCounter\n"
             "assert as_float32(np.array([[1.5, -2]], np.float16)).tolist() == [[1.5, -2.0]]\n"
             "c = PositiveCounter.build(np.array([0.1, 0.5], np.float32))\n"
@@ -218,7 +219,7 @@ def test_a_main_input_is_a_required_flag(verb, name, capsys):
 
 
 def test_a_json_input_missing_or_broken_is_one_line_naming_it(tmp_path):
-    from mining.tables import read_json
+    from mining.files.tables import read_json
 
     plan = tmp_path / "plan.json"
     with pytest.raises(UserError, match=r"^audit plan .*plan\.json not found \(make it with `mining audit draw`\)$"):

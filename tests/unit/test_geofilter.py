@@ -19,9 +19,9 @@ from mining.errors import UserError
 from mining.stages.geofilter import filter as gf
 from mining.stages.geofilter.stage import load, run
 from mining.stages.geofilter.areas import area_mask
-from mining.geoshapes import load_countries, members
+from mining.settings.geoshapes import load_countries, members
 from mining.stages.geofilter.countries import country_region
-from mining.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
+from mining.settings.exclusion import BBoxArea, CircleArea, CountryRule, GeoJSONArea, parse_coordinate
 
 # (place, lat, lon) - town centres; the expected country is in the test tables below.
 UK_SIDE = {

@@ -489,7 +489,7 @@ def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lin
 
 def test_photo_url_refuses_values_outside_their_domains():
     from mining.stages.download.reader import build_urls
-    from mining.flickr import photo_url
+    from mining.photos.flickr import photo_url
 
     host = "https://live.staticflickr.com"
     assert photo_url(host, "b", 8, 7088065, "65c9d45e09", None, None) == \

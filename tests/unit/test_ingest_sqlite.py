@@ -17,7 +17,7 @@ from ingested import ingested
 from yfcc_rows import SQLITE_COLUMNS, iter_lines, write_sqlite, write_synthetic
 
 from mining.errors import UserError
-from mining.flickr import yfcc_hash
+from mining.photos.flickr import yfcc_hash
 from mining.stages.ingest import stage as ingest
 from mining.stages.ingest.output import read_quarantine
 from mining.stages.ingest.stage import open_dataset

@@ -113,9 +113,9 @@ def test_kit_of_a_run_with_two_benchmarks(world, tmp_path):
 def test_kit_similarities_are_the_runs_bits_from_the_selected_rows_alone(tmp_path):
     """The kit computes ASMK similarities on the kept rows only and a global method's on the
     shards that hold one: both equal, bit for bit, what evaluate computes over the whole pool."""
-    from mining.descriptors import iter_similarities, open_store, write_global_shard, write_ids, write_store_info
+    from mining.retrieval.descriptors import iter_similarities, open_store, write_global_shard, write_ids, write_store_info
     from mining.methods.rsift_asmk import RSiftAsmk
-    from mining.retrieval import parse_ids
+    from mining.retrieval.methodstores import parse_ids
 
     rng = np.random.default_rng(5)
     pool = [str(5000 + i) for i in range(300)]

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from mining.cli import main
-from mining.gndfile import read_gnd
-from mining.landmarks import load_landmarks
+from mining.datasets.gndfile import read_gnd
+from mining.datasets.landmarks import load_landmarks
 
 HEADER = "image,landmark,role,query,x1,y1,x2,y2"
 # a small city: two landmarks (colosseum with two queries, trevi with one), positives per

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_code_shape import import_graph, modules
 
-CORE = ("mining.descriptors", "mining.retrieval", "mining.kernels", "mining.metrics", "mining.spatial",
-        "mining.reranking", "mining.kit")
+CORE = ("mining.retrieval.descriptors", "mining.retrieval", "mining.retrieval.kernels", "mining.retrieval.metrics", "mining.retrieval.spatial",
+        "mining.retrieval.reranking", "mining.kit")
 
 
 def method_imports(graph: dict[str, set[str]], core: tuple[str, ...]) -> list[str]:
@@ -20,7 +20,7 @@ def test_the_store_and_retrieval_core_know_no_method():
 
 
 def test_the_check_sees_a_core_module_importing_a_method():
-    graph = {"mining.descriptors": {"mining.methods", "mining.atomic"}, "mining.kit.write": {"mining.methods.base"},
+    graph = {"mining.retrieval.descriptors": {"mining.methods", "mining.files.atomic"}, "mining.kit.write": {"mining.methods.base"},
              "mining.stages.score.stage": {"mining.methods"}}
-    assert set(method_imports(graph, CORE)) == {"mining.descriptors -> mining.methods",
+    assert set(method_imports(graph, CORE)) == {"mining.retrieval.descriptors -> mining.methods",
                                                 "mining.kit.write -> mining.methods.base"}

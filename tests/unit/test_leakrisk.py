@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import screening
+from mining.evidence import screening
 from mining.stages.leakrisk import stage as leakrisk
 from mining.cli import main
-from mining.descriptors import open_store
-from mining.landmarks import load_landmarks
+from mining.retrieval.descriptors import open_store
+from mining.datasets.landmarks import load_landmarks
 from test_evaluate_experiment import build_world
 
 

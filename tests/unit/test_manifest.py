@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mining import manifest
+from mining.settings import manifest
 from mining.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_installed_plugin_methods_are_known(tmp_path, monkeypatch):
 def test_one_reading_gives_every_section_with_schema_defaults(tmp_path, monkeypatch):
     """The file is parsed once; the geofilter recipe comes from that parse, and its defaults
     (like every other section's) come from the schema alone."""
-    import mining.manifest as mm
+    import mining.settings.manifest as mm
 
     reads = []
     real = mm.read_yaml
@@ -159,12 +159,12 @@ def _enum(sch: dict, defs: dict) -> set | None:
 
 
 def test_typed_sections_agree_with_the_schema_key_for_key():
-    """Each section's options type (mining.options) has the schema's keys; its Literals are the schema's enums."""
+    """Each section's options type (mining.settings.options) has the schema's keys; its Literals are the schema's enums."""
     import dataclasses
     import typing
 
-    from mining.manifest import schema
-    from mining.options import SECTIONS
+    from mining.settings.manifest import schema
+    from mining.settings.options import SECTIONS
 
     full = schema()
     assert set(SECTIONS) == {k for k, v in full["properties"].items() if v.get("type") == "object"} - {"geofilter"}
@@ -178,8 +178,8 @@ def test_typed_sections_agree_with_the_schema_key_for_key():
 
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob("manifests/*.yaml")))
 def test_each_shipped_manifest_loads_into_complete_typed_sections(path):
-    from mining.manifest import load
-    from mining.options import SECTIONS, of
+    from mining.settings.manifest import load
+    from mining.settings.options import SECTIONS, of
 
     m = load(path)
     assert m.methods and m.results and m["name"]

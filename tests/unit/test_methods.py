@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mining import options
+from mining.settings import options
 from mining.errors import UserError
 from mining.methods import get_method
 from mining.methods.base import apply_pca_whitening, fit_pca_whitening

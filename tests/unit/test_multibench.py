@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import main
-from mining.descriptors import write_global_shard, write_store_info
+from mining.retrieval.descriptors import write_global_shard, write_store_info
 from mining.errors import UserError
 
 
@@ -126,7 +126,7 @@ def test_benchmarks_named_alike_or_the_same_ground_truth_twice_are_refused(tmp_p
 
 
 def test_parse_and_namespace():
-    from mining import benchmarks as B
+    from mining.datasets import benchmarks as B
 
     assert B.parse_arg("data/roxford5k/gnd_roxford5k.pkl") == B.Benchmark("roxford5k", "data/roxford5k/gnd_roxford5k.pkl")
     assert B.parse_arg("ox=data/gnd_roxford5k.pkl") == B.Benchmark("ox", "data/gnd_roxford5k.pkl")
@@ -160,7 +160,7 @@ def test_landmarks_check_takes_several_benchmarks(tmp_path, capsys):
 
 
 def test_manifest_takes_a_list_of_benchmarks(tmp_path):
-    from mining.manifest import load
+    from mining.settings.manifest import load
 
     text = (Path(__file__).resolve().parents[2] / "manifests" / "r1m.yaml").read_text()
     m = load(_write(tmp_path / "r1m.yaml", text))
@@ -290,7 +290,7 @@ def test_leak_risk_of_two_benchmarks_is_the_riskier_of_each_alone(tmp_path):
 def test_manifest_refuses_what_several_benchmarks_cannot_do(tmp_path):
     import yaml
 
-    from mining.manifest import load
+    from mining.settings.manifest import load
 
     base = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "demo-two.yaml").read_text())
     for edit, words in ((lambda m: m["select"].update(n="auto"), "n: auto measures one benchmark's curve"),

@@ -10,10 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import options, screening
+from mining.settings import options
+from mining.evidence import screening
 from mining.cli import main
-from mining.descriptors import write_global_shard, write_store_info
-from mining.landmarks import load_landmarks
+from mining.retrieval.descriptors import write_global_shard, write_store_info
+from mining.datasets.landmarks import load_landmarks
 from mining.stages.demo.realism import _read, histogram_descriptor
 from mining.stages.demo.stage import run_build
 from mining.stages.demo.world import as_download_folder
@@ -125,7 +126,7 @@ def test_probable_landmarks_head_their_landmarks_queue(tmp_path):
 def test_float16_rows_normalised_tile_by_tile_give_the_pairs_of_unit_rows():
     """The oracle keeps the store's float16 rows (half the memory) and makes each tile unit
     float32 rows as it goes: the same pairs as unit rows of the whole matrix, across tiles."""
-    from mining.retrieval import unit_rows
+    from mining.retrieval.methodstores import unit_rows
 
     raw, hashes, ok = _planted(300, 120, seed=4)
     th = replace(options.defaults("neardup"), max_hash_distance=12, min_cosine=0.9)
@@ -170,7 +171,7 @@ def test_indexed_pairs_are_the_all_pairs_oracles(radius, min_cosine):
 
 @pytest.mark.parametrize("radius", [0, 1, 5, 10, 16, 30, 64])
 def test_hash_index_finds_every_pair_within_the_radius_once(radius):
-    from mining.hashindex import hamming_pairs, plan
+    from mining.retrieval.hashindex import hamming_pairs, plan
 
     rng = np.random.default_rng(radius)
     h = rng.integers(0, 2**63, 800, dtype=np.int64).astype(np.uint64)

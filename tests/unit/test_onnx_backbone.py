@@ -15,7 +15,8 @@ import cv2
 import numpy as np
 
 from fixtures.flickr_sizes import MIX, photo
-from mining import imageindex, layout
+from mining.photos import imageindex
+from mining.settings import layout
 from mining.methods import get_method
 from mining.methods import lite0_onnx
 from mining.methods.onnx_run import gem, rescale, resize, to_input

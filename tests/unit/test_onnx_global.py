@@ -21,7 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fixtures.flickr_sizes import photo
 from fixtures.onnx_models import CLS, CONV_B, CONV_W, MIX_W, PATCH_W, cnn_model, image_input, pooled_model, save, vit_model
-from mining import imageindex, layout, manifest, options
+from mining.photos import imageindex
+from mining.settings import layout, manifest, options
 from mining.errors import UserError
 from mining.methods import get_method, lite0_onnx
 from mining.methods.lite0 import file_sha256

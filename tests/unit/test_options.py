@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mining import manifest, options
+from mining.settings import manifest, options
 from mining.cli import build_parser
-from mining.exclusion import parse_section
-from mining.geoshapes import load_geojson
-from mining.yamlfile import Locator
+from mining.settings.exclusion import parse_section
+from mining.settings.geoshapes import load_geojson
+from mining.files.yamlfile import Locator
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = manifest.schema()
@@ -189,7 +189,7 @@ def _leaves(node: dict, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
 
 @pytest.mark.parametrize("path, default", _leaves(GEO), ids=[".".join(p) for p, _ in _leaves(GEO)])
 def test_every_geofilter_default_is_what_its_recipe_takes(path, default):
-    """geofilter reads its section (`--manifest`) into its typed recipe, mining.exclusion.Recipe."""
+    """geofilter reads its section (`--manifest`) into its typed recipe, mining.settings.exclusion.Recipe."""
     section: dict = {"countries": [{"code": "GBR", "include_dependencies": False}]}
     if path[0] == "sample":
         section["sample"] = {"n": 10}

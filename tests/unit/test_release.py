@@ -23,9 +23,9 @@ from scenes import scene
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.layout import image_relpath
-from mining.licences import Policy, licence_code
-from mining.options import defaults
+from mining.settings.layout import image_relpath
+from mining.publishing.licences import Policy, licence_code
+from mining.settings.options import defaults
 from mining.stages.release.blur import FaceDetector
 from releasing import run_release
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 from benchmarks.release_faces import Downscaled
 from fixtures.faces import iou, planted_mix
-from mining.options import defaults
+from mining.settings.options import defaults
 from mining.stages.release.blur import FaceDetector, decode, process_image
 
 SMALL_FACES = (20, 22, 24, 28)  # px wide: from the default min_face_px up; the hardest to find

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from mining import options
+from mining.settings import options
 from mining.cli import main
 from mining.stages.evaluate import stage as evaluate
-from mining.landmarks import load_landmarks
-from mining import imageindex
-from mining.layout import image_relpath
+from mining.datasets.landmarks import load_landmarks
+from mining.photos import imageindex
+from mining.settings.layout import image_relpath
 from selection import write_decisions
 from test_evaluate_experiment import build_world, run_inputs
 
@@ -135,14 +135,14 @@ def test_report_from_run_folder_is_self_contained(tmp_path):
     assert f"found 1 showing a landmark: estimated leak rate {x} of the set as selected, 95% one-sided upper bound {x}" in doc
     assert "at most <b>0.00 %</b> in the released set" in doc and f">{g0}</figcaption>" in doc
     # error bars: the bootstrap intervals and the paired mined − random difference, in the report
-    from mining.publish import fmt_interval
+    from mining.publishing.text import fmt_interval
 
     ci = ev["ci"]["gem"]["hard"]
     assert "95 % confidence intervals over queries (bootstrap)" in doc
     assert fmt_interval(ci["mined"]) in doc
     assert f"{100 * ci['mined_minus_random']['diff']:+.2f} {fmt_interval(ci['mined_minus_random']['ci'])}" in doc
     # the report leads with the result: a specific title, the headline, then contents, provenance, availability
-    from mining.publish import fmt_p
+    from mining.publishing.text import fmt_p
 
     d = ci["mined_minus_random"]
     assert "<title>distractor-mining run test-run: distractors for " in doc

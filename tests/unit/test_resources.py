@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from mining import resources
+from mining.compute import resources
 from mining.errors import UserError
 from snakerun import DEMO_MANIFEST, REPO, snakemake
 

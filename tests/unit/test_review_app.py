@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from review_world import make_world
 
 from mining.errors import UserError
-from mining.layout import image_relpath
+from mining.settings.layout import image_relpath
 from mining.stages.review import db
 from mining.stages.review.app import create_app
 from mining.stages.review.server import resolve_token
@@ -249,7 +249,7 @@ def test_deeply_nested_or_huge_json_is_a_client_error(client, world):
 
 
 def _thumb_entry(world, pid=10000):
-    from mining.layout import image_key
+    from mining.settings.layout import image_key
 
     key = image_key(pid)
     return world["db"].parent / "review.thumbs" / "items" / key[:3] / f"{key}.jpg"

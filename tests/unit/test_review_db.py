@@ -212,7 +212,7 @@ def test_cli_import_is_idempotent(tmp_path, capsys):
 
 
 def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
-    from mining.landmarks import load_landmarks
+    from mining.datasets.landmarks import load_landmarks
     from mining.stages.review.app import create_app
 
     w = make_world(tmp_path)

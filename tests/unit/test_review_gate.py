@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from mining.stages.review.gate import next_steps
-from mining.shell import mining_command, mining_executable
+from mining.console.shell import mining_command, mining_executable
 
 REPO = Path(__file__).resolve().parents[2]
 

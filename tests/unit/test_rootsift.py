@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fixtures.flickr_sizes import photo
-from mining.imagedecode import load_image
+from mining.photos.imagedecode import load_image
 from mining.methods.rootsift import rootsift
 
 # landscape, portrait, a 2:1 crop and 9:16: strides and odd sides of the mix

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mining.cli import main
-from mining.descriptors import write_global_shard, write_store_info
+from mining.retrieval.descriptors import write_global_shard, write_store_info
 from mining.errors import UserError
 from mining.stages.score import PIECE, CandidateVectors, MethodInput, PositiveCounter, Problem, score_candidates
 
@@ -314,7 +314,7 @@ def test_cli_on_stores_matches_brute_force(tmp_path):
     import json
 
     stats = json.loads((out / "stats.json").read_text())
-    from mining.landmarks import load_landmarks
+    from mining.datasets.landmarks import load_landmarks
 
     assert stats["landmarks_fingerprint"] == load_landmarks(gnd_dir).fingerprint()
     # tower_002 has no positives: its name places it with tower_001
@@ -377,7 +377,7 @@ def test_score_chunk_matches_reference_chunk_by_chunk(tmp_path):
 def test_score_chunk_on_descriptor_stores(tmp_path):
     """Global stores written to disk, read by method_from_stores: each chunk of the fused
     multiply-and-count path gives the brute-force fractions (dyadic vectors: exact products)."""
-    from mining.landmarks import load_landmarks
+    from mining.datasets.landmarks import load_landmarks
     from mining.stages.score import method_from_stores
     from mining.stages.score.loop import Workers, open_readers, prepare, score_chunk
 

@@ -12,9 +12,9 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from selection import expected, hostile_selection, make_inputs, select, write_decisions
 
-from mining import imageindex
-from mining.layout import image_relpath
-from mining.licences import licence_code
+from mining.photos import imageindex
+from mining.settings.layout import image_relpath
+from mining.publishing.licences import licence_code
 
 
 def test_select_drops_confirmed_keeps_top_n_deterministically(tmp_path):
@@ -208,7 +208,7 @@ def test_attribution_md_of_hostile_metadata_is_one_inert_row_per_photo(tmp_path)
         for cell, url, label in ((source, m["page_url"], m["page_url"]), (licence, m["license_url"], m["license_name"])):
             links = [c for c in cell.children if c.type == "link_open"]
             ok = url.startswith(("http://", "https://")) and "\n" not in url and url != "http://[::1"
-            if cell is licence:  # linked only when it is a known licence (mining.licences): none here
+            if cell is licence:  # linked only when it is a known licence (mining.publishing.licences): none here
                 ok = licence_code(label, url) is not None
                 assert ok or cell.content.endswith("(unknown licence)"), cell.content
             assert len(links) == (1 if ok else 0), (url, cell.content)

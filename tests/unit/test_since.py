@@ -1,4 +1,4 @@
-"""Dates as evidence (mining/since.py): a landmark with `since` in its ground truth has no leak risk
+"""Dates as evidence (mining/evidence/since.py): a landmark with `since` in its ground truth has no leak risk
 for photos taken before that day; the review queue and the leak risk leave them out for it, and
 stats.json counts them. Generated world (tests/unit/test_evaluate_experiment.py's): lm0 exists from
 2016-05-01; even-numbered candidates were taken in 2012, odd ones in 2018, every tenth has no date."""
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_evaluate_experiment import build_world
 
-from mining import since
+from mining.evidence import since
 from mining.cli import main
 from mining.errors import UserError
 

@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mining import imageindex, layout, spatial
-from mining.descriptors import iter_similarities, open_store
+from mining.photos import imageindex
+from mining.settings import layout
+from mining.retrieval import spatial
+from mining.retrieval.descriptors import iter_similarities, open_store
 from mining.errors import UserError
 from mining.methods import get_method
 from mining.methods.rootsift import rootsift_features
-from mining.options import defaults
-from mining.reranking import KeypointStore, LIFT, verified_landmark, verify_pairs
-from mining.retrieval import open_method
+from mining.settings.options import defaults
+from mining.retrieval.reranking import KeypointStore, LIFT, verified_landmark, verify_pairs
+from mining.retrieval.methodstores import open_method
 from mining.stages.describe import stage as describe
 from scenes import gray, scene, transformed
 

@@ -1,4 +1,4 @@
-"""mining.threads.in_order: results in input order, a bounded window, a stop cancels the rest."""
+"""mining.compute.threads.in_order: results in input order, a bounded window, a stop cancels the rest."""
 
 import threading
 import time
@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mining.threads import in_order
+from mining.compute.threads import in_order
 
 
 def test_results_come_in_input_order_whatever_finishes_first():
@@ -52,7 +52,7 @@ def test_an_error_is_raised_at_its_items_turn():
 
 
 def test_read_ahead_gives_a_generator_in_order_one_thread_and_stops_it_with_the_consumer():
-    from mining.threads import read_ahead
+    from mining.compute.threads import read_ahead
 
     produced, threads = [], set()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mining import manifest
-from mining.cluster import make_client
+from mining.settings import manifest
+from mining.compute.cluster import make_client
 from mining.errors import UserError
-from mining.yamlfile import read_yaml
+from mining.files.yamlfile import read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_alias_bomb_fails_fast_in_little_memory(tmp_path):
     assert bomb.stat().st_size < 1100
     probe = textwrap.dedent(f"""
         import json, resource, time
-        from mining import manifest
+        from mining.settings import manifest
         from mining.stages.geofilter import stage
         from mining.errors import UserError
         import jsonschema, mining.stages.geofilter.countries

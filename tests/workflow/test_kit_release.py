@@ -21,7 +21,7 @@ from mining.cli import main
 from mining.stages.evaluate.protocols.setups import setup_gnd
 from mining.kit import open_kit
 from mining.methods import get_method
-from mining.retrieval import open_method
+from mining.retrieval.methodstores import open_method
 
 METRICS = ("mAP", "mP@1", "mP@5", "mP@10")
 

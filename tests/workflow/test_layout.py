@@ -1,4 +1,4 @@
-"""mining.layout.RunLayout is the run's real layout: every path it names exists after the
+"""mining.settings.layout.RunLayout is the run's real layout: every path it names exists after the
 session's local demo run (tests/conftest.py), and the report finds every stage through it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mining.layout import RunLayout
+from mining.settings.layout import RunLayout
 from mining.stages.report.stage import inputs_from_run
 
 pytestmark = pytest.mark.slow

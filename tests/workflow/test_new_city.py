@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from mining.cli import main
-from mining.gndfile import read_gnd
-from mining.landmarks import load_landmarks
+from mining.datasets.gndfile import read_gnd
+from mining.datasets.landmarks import load_landmarks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_the_demo_ground_truth_through_a_table_and_build_is_itself(demo_run, tmp
 def test_the_readmes_manifest_takes_a_built_ground_truth(tmp_path):
     """The README's example manifest, with its paths made real here, passes the workflow's own
     check (schema, methods, geofilter, every input readable)."""
-    from mining import manifest
+    from mining.settings import manifest
 
     readme = (REPO / "README.md").read_text()
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "name: rrome" in b)

@@ -16,7 +16,7 @@ from faces import face_patches, iou, plant
 from PIL import Image
 
 from mining.cli import main
-from mining.leakbound import sentence
+from mining.publishing.leakbound import sentence
 
 
 def test_workflow_release_matches_the_run_and_verifies(demo_run):

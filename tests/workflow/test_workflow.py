@@ -235,7 +235,7 @@ def test_demo_availability_matches_the_worlds_truth(demo_run):
     from PIL import Image
 
     from mining.stages.demo.server import DemoServer
-    from mining.layout import key_relpath
+    from mining.settings.layout import key_relpath
 
     root = demo_run / "results/demo"
     index = pd.read_parquet(root / "images/index.parquet").set_index("photo_id")

@@ -7,9 +7,9 @@ from pathlib import Path
 # `.venv/bin/snakemake` works without activating the virtualenv (also on cluster nodes).
 shell.prefix(f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; ')
 
-# Every stage's paths under the results folder: mining.layout.RunLayout, the one place they
+# Every stage's paths under the results folder: mining.settings.layout.RunLayout, the one place they
 # are written (the report reads the same layout).
-from mining.layout import RunLayout
+from mining.settings.layout import RunLayout
 
 L = RunLayout(R)
 ENV = "../envs/mining.yaml"
@@ -17,13 +17,13 @@ METHODS = M.methods
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
 NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
 # The methods that keep keypoints (`spatial_verification` in their describe params): the first
-# one's stores give leakrisk its geometric evidence (mining/evidence.py).
+# one's stores give leakrisk its geometric evidence (mining/evidence/geometry.py).
 GEOMETRY_METHODS = [m for m in METHODS if (M.describe["params"].get(m) or {}).get("spatial_verification")]
 SETS = ["queries", "database", "candidates"]
 
 # Threads, memory and wall time of every rule: workflows/resources.yaml, one size of it
 # (`r1m`, or `demo` for demo manifests; `--config resources=NAME` picks another).
-from mining import resources as _resources
+from mining.compute import resources as _resources
 
 try:
     RESOURCES = _resources.load(
@@ -37,10 +37,10 @@ def res(rule):
     return _resources.of(RESOURCES, rule)
 
 
-# The benchmarks the run mines for (manifest `landmarks:`; mining.benchmarks): one,
+# The benchmarks the run mines for (manifest `landmarks:`; mining.datasets.benchmarks): one,
 # or several (R1M: ROxford and RParis), whose queries and database each get their own stores
 # (L.store(method, set, benchmark)) while the candidates are described once.
-from mining.benchmarks import demo_names as _demo_names
+from mining.datasets.benchmarks import demo_names as _demo_names
 
 BENCHMARKS = M.benchmarks([(c, L.world_city_gnd(c)) for c in _demo_names(M.demo["benchmarks"])] if DEMO else ())
 MULTI = len(BENCHMARKS) > 1
@@ -91,7 +91,7 @@ def metadata_inputs():
 
 
 def settings(*sections):
-    """Every stage reads its settings from the manifest itself (`--manifest`, mining.options);
+    """Every stage reads its settings from the manifest itself (`--manifest`, mining.settings.options);
     a rule's `settings=settings(...)` param is only its rerun trigger (a changed setting reruns it)."""
     return {s: M.get(s) for s in sections}
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 
 STEP = 11  # place in the pipeline (mining.stages.names)
 

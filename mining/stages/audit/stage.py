@@ -2,7 +2,7 @@
 
 Two steps around a review (docs/stages.md, docs/protocols.md), one entry point each:
 
-- `run_draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.leakbound:
+- `run_draw`: a seeded random sample of SELECTED/distractors.parquet, stratified by rank (mining.publishing.leakbound:
   the hardest 5 % of the set, then to 20 %, 50 %, the rest; more of the hard ones than their share),
   sized so that finding no landmark image bounds the set's leak rate at `max_leak_rate` with
   `confidence`. AUDIT/audit_queue.parquet is a review queue of its own (`mining review import` into
@@ -10,10 +10,10 @@ Two steps around a review (docs/stages.md, docs/protocols.md), one entry point e
   beside it; each item is filed under the photo's closest landmark), AUDIT/plan.json the design.
 - `run_estimate`: the answers (AUDIT/decisions.parquet from `mining review export`) → AUDIT/audit.json
   (the estimated share of landmark images in the set, its one-sided upper bound and the method:
-  mining.leakbound) and AUDIT/distractors.parquet + .txt: the selection less every photo the audit
+  mining.publishing.leakbound) and AUDIT/distractors.parquet + .txt: the selection less every photo the audit
   found to show a landmark (`landmark` or `unclear`: both count as leaks, conservatively) and less
   the members of their near-duplicate groups (NEARDUP/neardup.parquet: a near-copy of a landmark
-  photo shows the landmark too). `released_upper` bounds that set's rate (mining.leakbound); `mining
+  photo shows the landmark too). `released_upper` bounds that set's rate (mining.publishing.leakbound); `mining
   release` publishes the set, and refuses it when that bound is above the target unless told otherwise.
 """
 
@@ -27,17 +27,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining import answers, atomic, leakbound
+from mining.files import answers, atomic
+from mining.publishing import leakbound
 from mining.errors import UserError
-from mining.options import AuditOptions
-from mining.tables import load_decisions, read_json, read_table
+from mining.settings.options import AuditOptions
+from mining.files.tables import load_decisions, read_json, read_table
 
 SELECTION = ("rank", "photo_id")
 
 
 def sample_digest(sampled_ids: list[list[int]]) -> str:
     """The digest of the audit sample's photos (plan.json's `sampled_ids`): the `queue_digest` its
-    queue, its database and its answers carry (mining.answers)."""
+    queue, its database and its answers carry (mining.files.answers)."""
     return answers.queue_digest([p for ids in sampled_ids for p in ids])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mining import options
+from mining.settings import options
 
 FAULT_NAMES = ("not_found", "gone", "forbidden", "placeholder", "throttle", "server_error", "slow", "stall",
                "truncated", "wrong_type", "small")

@@ -262,7 +262,7 @@ def download_url(rec: PhotoRecord) -> str:
 
 def tsv_photo_hash(rec: PhotoRecord) -> str:
     """The demo's 25-field photo hash: the 32-character (zero-padded) MD5 of the download URL,
-    i.e. the mirror's key (`mining.flickr.yfcc_hash`) written with leading zeros. Whether the
+    i.e. the mirror's key (`mining.photos.flickr.yfcc_hash`) written with leading zeros. Whether the
     real file writes it so is unverified (docs/references.md); `mining ingest` counts it."""
     return hashlib.md5(download_url(rec).encode("utf-8")).hexdigest()
 

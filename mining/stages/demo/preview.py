@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining import atomic
-from mining.landmarks import load_landmarks
+from mining.files import atomic
+from mining.datasets.landmarks import load_landmarks
 
 THUMB = (200, 150)
 LABEL_COLOURS = {"query": (40, 40, 220), "easy": (60, 170, 60), "hard": (30, 140, 230), "hard neg": (150, 60, 150)}

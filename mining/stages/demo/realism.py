@@ -12,8 +12,8 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from mining.landmarks import LandmarkDataset
-from mining.metrics import compute_map
+from mining.datasets.landmarks import LandmarkDataset
+from mining.retrieval.metrics import compute_map
 
 
 def histogram_descriptor(img_rgb: np.ndarray, grid: int = 3, bins: int = 9) -> np.ndarray:

@@ -33,7 +33,7 @@ from PIL import Image, ImageDraw
 
 from mining.stages.demo.handler import Handler, make_handler
 from mining.errors import UserError
-from mining.flickr import yfcc_hash
+from mining.photos.flickr import yfcc_hash
 
 # The demo mirror's faults unless world.json says otherwise (`mirror_faults`): a share of photos
 # it lacks (404; gone on Flickr too for some), and too-small copies.

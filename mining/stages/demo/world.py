@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
-from mining.flickr import yfcc_hash
+from mining.photos.flickr import yfcc_hash
 
 from . import metadata as md
 from .facade import FAMILIES, Facade, render_facade
@@ -32,11 +32,11 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining import imageindex
-from mining.benchmarks import demo_names, qualify
-from mining.layout import key_relpath
-from mining.options import DemoOptions
-from mining.progress import bar
+from mining.photos import imageindex
+from mining.datasets.benchmarks import demo_names, qualify
+from mining.settings.layout import key_relpath
+from mining.settings.options import DemoOptions
+from mining.console.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def run_build(*, out: str | os.PathLike[str], options: DemoOptions, workers: int
     """Write the whole world under `out` (its settings: the preset, the seed and the number of
     benchmarks; the world reads no file); returns the world.json content. `options.benchmarks`
     > 1: as many landmark benchmarks (landmarks/<name>/gnd_<name>.pkl,
-    `mining.benchmarks.demo_names`; the first is the one-city world's city) and one pool of
+    `mining.datasets.benchmarks.demo_names`; the first is the one-city world's city) and one pool of
     candidates showing any of them. `workers`: render processes (the bytes do not depend on it);
     `resume`: keep the candidate images a previous build left."""
     _check_options(options)
@@ -310,7 +310,7 @@ def run_build(*, out: str | os.PathLike[str], options: DemoOptions, workers: int
     world = _world(options, built, lms, lm_label, cand, planted)
     from .preview import write_preview
 
-    if several:  # each city's landmark dataset (`mining.benchmarks.demo_names`)
+    if several:  # each city's landmark dataset (`mining.datasets.benchmarks.demo_names`)
         world["benchmarks"] = [{"name": n, "gnd": f"{r}/gnd_{n}.pkl"} for n, r in zip(names, rels)]
         world["files"]["landmarks"] = world["benchmarks"][0]["gnd"]
     write_preview(root, root / "preview.png", world["files"]["landmarks"])

@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_progress_flag, cluster_of
 from mining.errors import UserError
 
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def parse_param(text: str) -> tuple[str | None, str, object]:
     """`[METHOD:]KEY=VALUE` -> (method or None, key, value read as YAML)."""
-    from mining.yamlfile import flag_value
+    from mining.files.yamlfile import flag_value
 
     target, sep, raw = text.partition("=")
     method, _, key = target.rpartition(":")
@@ -85,7 +85,7 @@ def parse_param(text: str) -> tuple[str | None, str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.cluster import Cluster
+    from mining.compute.cluster import Cluster
     from mining.stages.describe.stage import run, split_params
     from mining.methods import method_class
 

@@ -7,7 +7,7 @@ codebooks) learn on a seeded sample of *candidates* only and keep the state in t
 candidates store (`model.npz`); landmark sets reuse it (`run`'s `models`), so nothing is ever
 learned on the benchmark's own images.
 
-Shards are independent Dask tasks (`mining.cluster.run_tasks`); a shard is done when its
+Shards are independent Dask tasks (`mining.compute.cluster.run_tasks`); a shard is done when its
 `.ids.parquet` exists (its payload and failure list are written before it), so an
 interrupted run resumes where it stopped. An image that cannot be decoded is recorded in
 `failures.parquet` and skipped.
@@ -35,20 +35,22 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from mining import atomic, descriptors, imageindex
-from mining.cluster import Cluster, available_cpus, connect, run_tasks
+from mining.files import atomic
+from mining.retrieval import descriptors
+from mining.photos import imageindex
+from mining.compute.cluster import Cluster, available_cpus, connect, run_tasks
 from mining.errors import UserError
-from mining.imagedecode import load_image  # the describe stage's decode (kept importable from here)
-from mining.landmarks import load_landmarks
+from mining.photos.imagedecode import load_image  # the describe stage's decode (kept importable from here)
+from mining.datasets.landmarks import load_landmarks
 from mining.methods.base import Method, get_method
-from mining.options import DescribeOptions
+from mining.settings.options import DescribeOptions
 from mining.stages.describe.stores import (PLAN_FILE, RESUME_KEYS, Plan, check_resumable, failure_table, file_sha,
                                             finish, plan, sha)
-from mining.tables import read_file
-from mining.threads import in_order
+from mining.files.tables import read_file
+from mining.compute.threads import in_order
 from threadpoolctl import threadpool_limits
 
-from mining.progress import bar as progress_bar
+from mining.console.progress import bar as progress_bar
 
 log = logging.getLogger(__name__)
 

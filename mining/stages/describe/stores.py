@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mining import atomic, descriptors
+from mining.files import atomic
+from mining.retrieval import descriptors
 from mining.errors import UserError
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method, method_class
-from mining.tables import read_file
+from mining.files.tables import read_file
 
 log = logging.getLogger("mining.stages.describe.stage")  # the stage's name in the run's logs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_cluster_flags, add_progress_flag, cluster_of
 
 STEP = 4  # place in the pipeline (mining.stages.names)
@@ -60,7 +60,7 @@ def sources_from_args(args: argparse.Namespace, d: options.DownloadOptions) -> l
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from mining.cluster import Cluster
+    from mining.compute.cluster import Cluster
     from mining.stages.download.logger import format_summary
     from mining.stages.download.stage import run
     from mining.errors import UserError

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mining.cluster import run_tasks
+from mining.compute.cluster import run_tasks
 from mining.stages.download.ratelimit import HostSchedule, RunStopped
 
 
@@ -73,7 +73,7 @@ def _shard_task(shard: Any, out: str, cfg: Any, tar: bool, schedule: Any, counte
 
 def run_shards(client: Any, shards: list, out: Path, cfg: Any, tar: bool,
                on_progress: Callable[[int], None], on_shard: Callable[[dict], None], sources: tuple = ()) -> list[dict]:
-    """Run every shard (`mining.cluster.run_tasks`), reporting progress while they run; returns
+    """Run every shard (`mining.compute.cluster.run_tasks`), reporting progress while they run; returns
     the shard tallies in shard order."""
     schedule = client.submit(HostSchedule, cfg.rps, actor=True, pure=False).result()
     counter = client.submit(Counter, actor=True, pure=False).result()

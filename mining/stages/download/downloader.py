@@ -34,8 +34,8 @@ from mining.stages.download.ratelimit import Politeness, backoff, parse_retry_af
 from mining.stages.download.reader import Shard, status_path
 from mining.stages.download.sources import NO_ADDRESS, Source, local_path
 from mining.stages.download.writer import Journal, ShardSink, write_status
-from mining.layout import image_key
-from mining.options import defaults
+from mining.settings.layout import image_key
+from mining.settings.options import defaults
 
 REDIRECTS = {301, 302, 303, 307, 308}
 MAX_REDIRECTS = 3  # same-host hops followed; more is a loop (unavailable_placeholder)

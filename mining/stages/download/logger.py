@@ -15,11 +15,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from mining import atomic, imageindex
+from mining.files import atomic
+from mining.photos import imageindex
 from mining.stages.download.reader import STATUSES, TRANSIENT, origin, status_path, tried_of
 from mining.stages.download.writer import STATUS_SCHEMA, tar_path
-from mining.layout import key_relpath
-from mining.progress import bar
+from mining.settings.layout import key_relpath
+from mining.console.progress import bar
 
 
 def progress_bar(total: int, initial: int = 0) -> Any:
@@ -114,7 +115,7 @@ def latest_rows(out: Path, n_shards: int) -> list[tuple[int, dict]]:
 
 
 def write_index(out: Path, ids: list[int], keys: list[str], shard_size: int, tar: bool) -> Path:
-    """DIR/index.parquet (`mining.imageindex`): one row per candidate photo, from the latest
+    """DIR/index.parquet (`mining.photos.imageindex`): one row per candidate photo, from the latest
     status rows (a photo no run has settled yet: status `not_tried`). Deterministic: no times."""
     n_shards = (len(ids) + shard_size - 1) // shard_size
     recorded = {r["photo_id"]: (i, r) for i, r in latest_rows(out, n_shards)}

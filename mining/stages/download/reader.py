@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 
 from mining.stages.download.writer import image_exists
 from mining.errors import UserError
-from mining.flickr import DEFAULT_HOST, photo_url
+from mining.photos.flickr import DEFAULT_HOST, photo_url
 from collections import Counter
 
 from mining.stages.download.sources import LocalFolder, Source, address
-from mining.layout import image_key, named_download_url
+from mining.settings.layout import image_key, named_download_url
 
 REQUIRED = ("photo_id", "server_id", "secret", "secret_original", "extension")
 OPTIONAL = ("download_url",)  # the photo hash (image key, the mirror's key); MD5 of the id without it

@@ -7,7 +7,7 @@ same source. Kinds:
 
 - `flickr`: Flickr's static URLs (`host`, `size`), today's behaviour;
 - `multimedia-commons`: the YFCC100M mirror, `{host}/data/images/<h[0:3]>/<h[3:6]>/<h>.jpg`
-  with h the photo hash (`mining.flickr.yfcc_hash` of the row's download URL);
+  with h the photo hash (`mining.photos.flickr.yfcc_hash` of the row's download URL);
 - `local`: a folder a user already has, in the mirror's layout (`data/images/...`), ours
   (`jpg/<3>/<key>.jpg`) or img2dataset's output (`{shard}.parquet` with `url`, `key`,
   `status` next to `{shard}/{key}.jpg`, matched by the row's download URL or Flickr URL);
@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining.errors import UserError
-from mining.flickr import mirror_relpath, yfcc_hash
-from mining.layout import image_relpath
-from mining.manifest import check, schema
-from mining.options import defaults
-from mining.plainpaths import regular_inside
-from mining.yamlfile import Locator
+from mining.photos.flickr import mirror_relpath, yfcc_hash
+from mining.settings.layout import image_relpath
+from mining.settings.manifest import check, schema
+from mining.settings.options import defaults
+from mining.files.plainpaths import regular_inside
+from mining.files.yamlfile import Locator
 
 KINDS = ("flickr", "multimedia-commons", "local")
 # the status of a photo a source has no address for (not asked): a final failure there
@@ -76,7 +76,7 @@ def schema_parts() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
 
 
 def section_defaults() -> dict[str, Any]:
-    """Every default of the download section (the schema's, `mining.options`)."""
+    """Every default of the download section (the schema's, `mining.settings.options`)."""
     return {k: v for k, v in asdict(defaults("download")).items() if v is not None}
 
 
@@ -192,7 +192,7 @@ def address(src: Source, photo_id: int, key: str, download_url: str | None, flic
             local: "LocalFolder | None" = None, other_urls: tuple[str, ...] = ()) -> str | None:
     """Where `src` has this photo (an http(s) URL, or a `file://` URI for a local source);
     None when it cannot have it (no original secret, no download URL, not in the folder).
-    `key`: `mining.layout.image_key(photo_id, download_url)`."""
+    `key`: `mining.settings.layout.image_key(photo_id, download_url)`."""
     if src.kind == "flickr":
         return flickr_url
     if src.kind == "multimedia-commons":  # with a download URL, the key is its photo hash

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from mining import atomic
-from mining.cluster import Cluster, connect, dashboard_link
+from mining.files import atomic
+from mining.compute.cluster import Cluster, connect, dashboard_link
 from mining.stages.download.downloader import FetchConfig
 from mining.stages.download.reader import build_jobs, check_out_dir, load_candidates, plan_fingerprint, plan_shards
 from mining.stages.download.sources import Source, resolve, section_entries
 from mining.stages.download.writer import sweep_debris
 from mining.errors import UserError
-from mining.options import DownloadOptions
+from mining.settings.options import DownloadOptions
 
 log = logging.getLogger("mining.stages.download")  # the stage's name in the run's logs, not this module's
 

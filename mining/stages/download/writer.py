@@ -1,6 +1,6 @@
 """Where verified bytes go: atomic files in the R1M layout, or one tar per shard.
 
-Both are crash-safe: a file only appears under its final name once complete (`mining.atomic`),
+Both are crash-safe: a file only appears under its final name once complete (`mining.files.atomic`),
 and a shard's tar is built under a temporary name and renamed when the shard ends, so a
 SIGKILL leaves only `.tmp` debris that the next run sweeps away.
 """
@@ -17,15 +17,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from mining import atomic
-from mining.layout import image_key, key_relpath
+from mining.files import atomic
+from mining.settings.layout import image_key, key_relpath
 
 # one entry per source a photo went to, in order: its name, the address asked, the outcome
 TRIED = pa.list_(pa.struct([("source", pa.string()), ("url", pa.string()), ("status", pa.string())]))
 STATUS_SCHEMA = pa.schema(
     [
         ("photo_id", pa.int64()),
-        ("photo_hash", pa.string()),  # the image key (mining.layout.image_key)
+        ("photo_hash", pa.string()),  # the image key (mining.settings.layout.image_key)
         ("url", pa.string()),  # the last address asked
         ("status", pa.string()),  # ok, or the last source's outcome
         ("source", pa.string()),  # the source that served it (null unless ok)

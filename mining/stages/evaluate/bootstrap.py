@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mining.errors import UserError
-from mining.publish import fmt_interval
+from mining.publishing.text import fmt_interval
 
 DEFAULT_SAMPLES = 2000
 DEFAULT_LEVEL = 0.95

@@ -20,12 +20,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, load_method
 from mining.stages.evaluate.protocols.setups import setup_gnd
-from mining.landmarks import load_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 GRID_POINTS = 24
 

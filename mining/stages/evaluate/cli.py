@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
 

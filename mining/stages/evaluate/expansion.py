@@ -35,8 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining.kernels import _jit
-from mining.retrieval import LandmarkSims, MethodStores, open_method, parse_ids, unit_rows
+from mining.retrieval.kernels import _jit
+from mining.retrieval.methodstores import LandmarkSims, MethodStores, open_method, parse_ids, unit_rows
 from mining.stages.evaluate.experiment import Sets, _mean_std, evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 

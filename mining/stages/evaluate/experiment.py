@@ -23,10 +23,10 @@ from mining.errors import UserError
 from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.histograms import MethodData, Ranking
 from mining.stages.evaluate.protocols.setups import KAPPAS, setup_gnd
-from mining.metrics import positions_to_metrics
-from mining.publish import pct as _pct
-from mining.retrieval import rank_order
-from mining.tables import load_decisions
+from mining.retrieval.metrics import positions_to_metrics
+from mining.publishing.text import pct as _pct
+from mining.retrieval.methodstores import rank_order
+from mining.files.tables import load_decisions
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from mining.kernels import _jit
+from mining.retrieval.kernels import _jit
 from mining.methods import get_method
-from mining.progress import bar
-from mining.reranking import has_keypoints
-from mining.spatial import ROW_SUFFIX
-from mining.retrieval import open_method, parse_ids
+from mining.console.progress import bar
+from mining.retrieval.reranking import has_keypoints
+from mining.retrieval.spatial import ROW_SUFFIX
+from mining.retrieval.methodstores import open_method, parse_ids
 
 
 @dataclass
@@ -190,7 +190,7 @@ def reduce_method(
     candidate_blocks: Iterable[tuple[Any, np.ndarray]],
     rankings: Sequence[Ranking],
 ) -> MethodData:
-    """Build MethodData from the query × database similarities (`mining.retrieval.LandmarkSims`),
+    """Build MethodData from the query × database similarities (`mining.retrieval.methodstores.LandmarkSims`),
     an iterator of (candidate ids, sims (query store rows, block)) and the rankings whose
     prefixes will be evaluated."""
     nq, ndb = len(dataset.qimlist), len(dataset.imlist)
@@ -224,7 +224,7 @@ def load_method(method_dir: Path, dataset: Any, rankings: Sequence[Ranking], pro
                 benchmark: str | None = None, spatial: bool = False) -> MethodData:
     """Stream DESC/<method>/{queries,database,candidates} into MethodData for these rankings
     (`benchmark`: that benchmark's queries and database, in a run with several; `spatial`: the
-    +SP ranking (`mining.reranking`), named `<method>+SP`)."""
+    +SP ranking (`mining.retrieval.reranking`), named `<method>+SP`)."""
     stores = open_method(method_dir, benchmark=benchmark, spatial=spatial, method_of=get_method)
     name = stores.name + (ROW_SUFFIX if spatial else "")
     landmark = stores.landmark_similarities(dataset)

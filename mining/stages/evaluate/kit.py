@@ -4,7 +4,7 @@ queries evaluated against the kit (the kit's format: `mining.kit`, docs/formats.
 What is reproduced: for every method and setup, the mAP and mP@1/5/10 with no distractors and
 with the mined N (the selected set, in rank order), and the mined curve (its smaller prefixes),
 exactly as `mining evaluate` computed them: the same stores' bytes, the same similarity code
-(`mining.retrieval`, `mining.descriptors`) and the same exact counting (`experiment.reduce_method`,
+(`mining.retrieval`, `mining.retrieval.descriptors`) and the same exact counting (`experiment.reduce_method`,
 `evaluate_setups`). Random N and all candidates need the whole pool, which a kit does not hold.
 
 A user's queries: a descriptor store (`mining describe --set queries --model KIT/methods/M/distractors`:
@@ -21,17 +21,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining import atomic
-from mining.benchmarks import as_list, load_all
-from mining.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
+from mining.files import atomic
+from mining.datasets.benchmarks import as_list, load_all
+from mining.retrieval.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
 from mining.errors import UserError
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
 from mining.methods import get_method
-from mining.publish import pct
-from mining.retrieval import LandmarkSims
+from mining.publishing.text import pct
+from mining.retrieval.methodstores import LandmarkSims
 
 TOLERANCE = 1e-6
 UNIT_TOLERANCE = 1e-2  # a float16 row's length is 1 within ~1e-3; a row that is not a descriptor is far off

@@ -1,9 +1,9 @@
 """Ground-truth loaders for the metrics: revisitop's `gnd_*.pkl` and the older `.mat` form.
 
-The reader lives in `mining.landmarks` (every stage reads the same files the same way);
+The reader lives in `mining.datasets.landmarks` (every stage reads the same files the same way);
 this module keeps the evaluation package's import path.
 """
 
-from mining.landmarks import load_gnd
+from mining.datasets.landmarks import load_gnd
 
 __all__ = ["load_gnd"]

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining.benchmarks import Benchmark, score_column
+from mining.datasets.benchmarks import Benchmark, score_column
 from mining.errors import UserError
 
 

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining import atomic
-from mining.benchmarks import as_list, fingerprint, load_all
+from mining.files import atomic
+from mining.datasets.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
-from mining.options import EvaluateOptions
-from mining.result import summary_markdown
+from mining.settings.options import EvaluateOptions
+from mining.publishing.result import summary_markdown
 from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method, method_variants
@@ -37,7 +37,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
         boot: bootstrap.Spec | None = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
 
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
     several: the same sets (one pool, one selection) evaluated on each benchmark
     (`mining.stages.evaluate.several`). `descriptors`: one DESC/<method> folder per method;
     `scores`: `mining score`'s folder (the pool the random sets are drawn from); `selected`:

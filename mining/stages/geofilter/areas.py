@@ -11,9 +11,9 @@ from typing import Callable
 
 import numpy as np
 
-from mining.exclusion import Area, BBoxArea, CircleArea, GeoJSONArea
+from mining.settings.exclusion import Area, BBoxArea, CircleArea, GeoJSONArea
 from mining.stages.geofilter.regions import PolygonIndex
-from mining.geoshapes import load_geojson
+from mining.settings.geoshapes import load_geojson
 
 EARTH_RADIUS_KM = 6371.0088
 # Haversine (mean sphere) vs WGS-84 geodesic: relative error below 0.56 %; keep a margin.

@@ -20,8 +20,8 @@ from functools import lru_cache
 import numpy as np
 import shapely
 
-from mining.exclusion import CountryRule
-from mining.geoshapes import load_countries, members
+from mining.settings.exclusion import CountryRule
+from mining.settings.geoshapes import load_countries, members
 from mining.stages.geofilter.regions import PolygonIndex
 
 KM_PER_DEG = 6371.0088 * np.pi / 180.0

@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mining.atomic import atomic_path, write_json
+from mining.files.atomic import atomic_path, write_json
 from mining.errors import UserError
-from mining.exclusion import Recipe
-from mining.progress import bar as progress_bar
-from mining.threads import read_ahead
+from mining.settings.exclusion import Recipe
+from mining.console.progress import bar as progress_bar
+from mining.compute.threads import read_ahead
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """`mining geofilter`: the metadata → candidates.parquet + stats.json, by the manifest's
-`geofilter:` section (its options type is `mining.exclusion.Recipe`, the parsed section)."""
+`geofilter:` section (its options type is `mining.settings.exclusion.Recipe`, the parsed section)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mining.atomic import output_folder
-from mining.exclusion import SECTION, Recipe, is_known_code, parse_section
-from mining.geoshapes import load_geojson
-from mining.manifest import load_section
+from mining.files.atomic import output_folder
+from mining.settings.exclusion import SECTION, Recipe, is_known_code, parse_section
+from mining.settings.geoshapes import load_geojson
+from mining.settings.manifest import load_section
 from mining.stages.geofilter.filter import metadata_files, write_candidates, writer_schema
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mining.kernels import _jit
+from mining.retrieval.kernels import _jit
 
 _HEX = np.full(256, -1, dtype=np.int16)
 for _i, _c in enumerate(b"0123456789"):

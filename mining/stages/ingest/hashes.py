@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mining.flickr import yfcc_hash
+from mining.photos.flickr import yfcc_hash
 from mining.stages.ingest.window import WindowJoin, read_pairs
 
 HASH_COUNTS = ("same", "same_zero_padded", "different", "missing")

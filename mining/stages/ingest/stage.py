@@ -18,7 +18,8 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from mining import __version__, atomic
+from mining import __version__
+from mining.files import atomic
 from mining.errors import UserError
 from mining.stages.ingest import sqlite
 from mining.stages.ingest.damage import line_reached
@@ -29,8 +30,8 @@ from mining.stages.ingest.streams import (READ_ERRORS, LongLine, bz2_decoder, it
                                           sniff_compression)
 from mining.stages.ingest.yfcc import (LONG_LINE_HEAD, MAX_LINE, PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block,
                                        detect_layout, long_line_block, parse_block)
-from mining.progress import bar as progress_bar
-from mining.threads import in_order
+from mining.console.progress import bar as progress_bar
+from mining.compute.threads import in_order
 
 log = logging.getLogger("mining.stages.ingest")  # the stage's name in the run's logs, not this module's
 

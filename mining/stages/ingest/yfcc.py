@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv  # noqa: F401  (pa.csv)
 
-from mining import flickr
+from mining.photos import flickr
 from mining.stages.ingest.formdecode import _HEX, _buffers, form_decode, split_decode, to_utf8
 from mining.stages.ingest.numbers import parse_floats, parse_ints
 from mining.stages.ingest.streams import READ_ERRORS, open_stream
@@ -86,7 +86,7 @@ LONGITUDE_OUT_OF_RANGE = "longitude_out_of_range"
 BAD_URL_FIELD = "bad_url_field"  # server/farm not digits, secrets not hex, unknown extension
 BAD_ENCODING = "bad_encoding"  # invalid UTF-8 or a bad %-escape
 BAD_NUMBER = "bad_number"  # another numeric field (date uploaded, accuracy, marker) unparsable
-OUT_OF_DOMAIN = "out_of_domain"  # marker not 0/1, accuracy not 0-16 (mining.flickr)
+OUT_OF_DOMAIN = "out_of_domain"  # marker not 0/1, accuracy not 0-16 (mining.photos.flickr)
 REASONS = [
     LINE_TOO_LONG, WRONG_FIELD_COUNT, CONTROL_CHARACTER, NUL_BYTE, BAD_PHOTO_ID, BAD_COORDINATES, LATITUDE_OUT_OF_RANGE,
     LONGITUDE_OUT_OF_RANGE, BAD_URL_FIELD, BAD_ENCODING, BAD_NUMBER, OUT_OF_DOMAIN,
@@ -287,7 +287,7 @@ def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[
         flag(lat_present & ~(np.abs(lat_np) <= 90.0), LATITUDE_OUT_OF_RANGE)
         flag(lon_present & ~(np.abs(lon_np) <= 180.0), LONGITUDE_OUT_OF_RANGE)
     cols["longitude"], cols["latitude"] = lon, lat
-    # fields that go into image URLs (mining.flickr); server_id and farm_id below
+    # fields that go into image URLs (mining.photos.flickr); server_id and farm_id below
     flag(_not_hex(raw["secret"], allow_empty=False) | _not_hex(raw["secret_original"], allow_empty=True)
          | ~_mask(pc.is_in(raw["extension"], value_set=_EXTENSION_VALUES.cast(raw["extension"].type))),
          BAD_URL_FIELD)

@@ -1,6 +1,6 @@
 """`mining landmarks`: `run_check` (validate landmark datasets and find their landmarks) and
 `run_build` (a landmark dataset from a CSV table of annotations), over the shared readers
-`mining.landmarks` and `mining.landmarkbuild`."""
+`mining.datasets.landmarks` and `mining.datasets.landmarkbuild`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mining.benchmarks import Benchmark, as_list, load_all, qualify
-from mining.landmarkbuild import build_landmarks
-from mining.landmarks import CheckReport, check_dataset
+from mining.datasets.benchmarks import Benchmark, as_list, load_all, qualify
+from mining.datasets.landmarkbuild import build_landmarks
+from mining.datasets.landmarks import CheckReport, check_dataset
 
 
 @dataclass(frozen=True)

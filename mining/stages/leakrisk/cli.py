@@ -28,11 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scores", required=True, type=Path, help="`mining score` output folder (review_queue.parquet)")
     p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
                    help="candidates Parquet (date_taken): no risk for a landmark whose `since` date (in the "
-                        "ground truth) is after the photo was taken (mining/since.py)")
+                        "ground truth) is after the photo was taken (mining/evidence/since.py)")
     p.add_argument("--geometry", type=Path, default=None, metavar="DESC/METHOD",
                    help="a method's folder whose stores keep keypoints (spatial_verification): the riskiest "
                         "candidates get their best inliers against their nearest landmark, and enough inliers "
-                        "flag a candidate as high risk too (mining/evidence.py)")
+                        "flag a candidate as high risk too (mining/evidence/geometry.py)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.set_defaults(func=run)
 

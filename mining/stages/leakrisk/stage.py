@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mining import atomic
-from mining.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.files import atomic
+from mining.datasets.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
-from mining.evidence import Evidence, columns, geometry_of, landmark_images
-from mining.retrieval import open_method, parse_ids, unit_rows
-from mining.since import before, check_late, days_taken, exempt_counts, of_benchmarks
-from mining.tables import read_table
+from mining.evidence.geometry import Evidence, columns, geometry_of, landmark_images
+from mining.retrieval.methodstores import open_method, parse_ids, unit_rows
+from mining.evidence.since import before, check_late, days_taken, exempt_counts, of_benchmarks
+from mining.files.tables import read_table
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +62,13 @@ GEOMETRY_TOP = 1000  # the riskiest candidates verified against their nearest la
 def run(*, landmarks: Any, descriptors: Path, scores: Path, out: Path, candidates: Path | None = None,
         geometry: Path | None = None) -> dict[str, Any]:
     """`mining leakrisk`: LEAKRISK/leakrisk.parquet (one row per candidate) + stats.json.
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
     with several, landmark and image names are `<benchmark>/<name>`. `descriptors`: a global
     method's DESC/<method> folder (queries/, database/, candidates/); `scores`: `mining score`'s
     folder (review_queue.parquet). With `candidates` (their date_taken), a candidate taken before
-    a landmark's `since` day is not compared with that landmark's images (mining/since.py); risk
+    a landmark's `since` day is not compared with that landmark's images (mining/evidence/since.py); risk
     is -1 when that leaves no landmark. `geometry`: a DESC/<method> keeping keypoints, whose
-    inliers are evidence too (mining/evidence.py)."""
+    inliers are evidence too (mining/evidence/geometry.py)."""
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     several = len(benchmarks) > 1
@@ -176,7 +176,7 @@ def _nearest(store: Any, lm: LandmarkImages, since: dict[str, np.datetime64], ca
 def _late_as_scored(since: dict[str, np.datetime64], taken: np.ndarray, scores: Path) -> list[str]:
     """The landmarks whose `since` is later than every candidate's date_taken, each one allowed
     by the score run (its stats.json marks it late: `score.late_since: allow`); otherwise
-    refused as score refuses it (mining/since.py `check_late`)."""
+    refused as score refuses it (mining/evidence/since.py `check_late`)."""
     late = check_late(since, taken, allow=True)
     try:
         st = json.loads((scores / "stats.json").read_text())

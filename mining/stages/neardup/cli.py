@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_landmarks_flag, add_progress_flag
 
 STEP = 6  # place in the pipeline (mining.stages.names)

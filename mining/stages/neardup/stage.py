@@ -19,7 +19,7 @@ its bbox crop, so the cosine is to the crop) or to a database image of a landmar
 Hard or Junk of one of its queries); a copy of a database image that belongs to no landmark is
 flagged too (`copy_of`), without a landmark.
 
-The thresholds are the manifest's `neardup:` section (`mining.options.NeardupOptions`; their
+The thresholds are the manifest's `neardup:` section (`mining.settings.options.NeardupOptions`; their
 defaults are the schema's). The defaults were measured on the demo world's planted bursts and re-uploads
 (`benchmarks/neardup.py`; figures in docs/stages.md): precision and recall 1 on the micro world,
 the hash margins on the tiny world, and the landmark cosine raised to 0.85 after 0.60 flagged
@@ -27,7 +27,7 @@ hard negatives (cosine 0.71-0.74) on an unplanted tiny run.
 
 Cost: hashing reads every image once (threads; JPEG draft mode decodes at 1/8 scale). The
 candidate pairs are not all pairs: the pairs within the hash distance come from a
-multi-index hash (`mining.hashindex`, exact), and only their cosines are computed; the
+multi-index hash (`mining.retrieval.hashindex`, exact), and only their cosines are computed; the
 candidates against the landmark images are a (candidates × landmark images) product, linear
 in the candidates. `all_close_pairs` (all pairs, O(n²·d)) is kept as the tests' oracle.
 Figures: `benchmarks/neardup_index.py` and docs/performance.md.
@@ -47,18 +47,18 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from mining import atomic
-from mining.benchmarks import as_list, fingerprint, load_all, qualify
-from mining.descriptors import as_float32
+from mining.files import atomic
+from mining.datasets.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.retrieval.descriptors import as_float32
 from mining.errors import UserError
-from mining.hashindex import hamming_pairs
-from mining.imagedecode import open_upright
-from mining.imageindex import image_paths
-from mining.kernels import pair_cosines
-from mining.options import NeardupOptions
-from mining.progress import bar
-from mining.retrieval import open_method, parse_ids, unit_rows
-from mining.threads import in_order
+from mining.retrieval.hashindex import hamming_pairs
+from mining.photos.imagedecode import open_upright
+from mining.photos.imageindex import image_paths
+from mining.retrieval.kernels import pair_cosines
+from mining.settings.options import NeardupOptions
+from mining.console.progress import bar
+from mining.retrieval.methodstores import open_method, parse_ids, unit_rows
+from mining.compute.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def close_pairs(vectors: np.ndarray, hashes: np.ndarray, ok: np.ndarray, th: Nea
                 rows: np.ndarray | None = None, normalize: bool = False, threads: int = 1,
                 progress: bool = False) -> np.ndarray:
     """(i, j), i < j, of candidates that pass both tests, in (i, j) order, without comparing
-    all pairs: the hash test first, exactly, by multi-index hashing (`mining.hashindex`), then
+    all pairs: the hash test first, exactly, by multi-index hashing (`mining.retrieval.hashindex`), then
     the cosine of the pairs it leaves, summed in float64 from each row's unit float32 values
     (`kernels.pair_cosines`; the all-pairs oracle, `all_close_pairs`, takes float32 GEMM
     tiles: a pair whose cosine is within ~1e-6 of `min_cosine` is the one place they could differ).
@@ -238,7 +238,7 @@ def run(*, images: Path, landmarks: Sequence[str], descriptors: Path, out: Path,
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.
 
     `images`: `mining download`'s folder (jpg/ layout); `landmarks`: [NAME=]GND, one ground truth
-    or several benchmarks (`mining.benchmarks.as_list`; with several, landmark and image names
+    or several benchmarks (`mining.datasets.benchmarks.as_list`; with several, landmark and image names
     are `<benchmark>/<name>`); `descriptors`: a global method's DESC/<method> folder."""
     t0 = time.perf_counter()
     benchmarks = as_list(landmarks)

@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 from PIL import Image, JpegImagePlugin
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
-from mining.imagedecode import open_upright
-from mining.licences import noderivs
-from mining.options import ReleaseOptions
-from mining.progress import bar as progress_bar
+from mining.photos.imagedecode import open_upright
+from mining.publishing.licences import noderivs
+from mining.settings.options import ReleaseOptions
+from mining.console.progress import bar as progress_bar
 from mining.stages.release.plan import JOURNAL, SETTINGS, Plan
-from mining.threads import in_order
+from mining.compute.threads import in_order
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def reencode_like(src_bytes: bytes, pixels: np.ndarray) -> bytes:
 
 
 def decode(data: bytes) -> np.ndarray:
-    """The JPEG's pixels as shown (EXIF orientation applied: `mining.imagedecode`)."""
+    """The JPEG's pixels as shown (EXIF orientation applied: `mining.photos.imagedecode`)."""
     with open_upright(data, formats=("JPEG",)) as im:
         if im.mode not in ("RGB", "L"):
             raise ValueError(f"JPEG mode {im.mode} is not handled")

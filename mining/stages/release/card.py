@@ -1,15 +1,15 @@
 """The release's dataset card (RELEASE/README.md): what the set is, how it was made (the funnel,
 where the images came from), its licences, faces, hardness, checksums, how to cite and evaluate.
-Every value that comes from metadata is Markdown-escaped (`mining.publish.md_text`)."""
+Every value that comes from metadata is Markdown-escaped (`mining.publishing.text.md_text`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from mining.leakbound import sentence
-from mining.publish import md_text, pct as _pct
-from mining.tables import read_json
+from mining.publishing.leakbound import sentence
+from mining.publishing.text import md_text, pct as _pct
+from mining.files.tables import read_json
 
 
 def _cell(v: Any) -> str:
@@ -100,7 +100,7 @@ def _provenance_md(stats: dict) -> list[str]:
 
 
 def _code_md(code: dict) -> str:
-    """The provenance line of the code that made the release (`mining.publish.code_version`)."""
+    """The provenance line of the code that made the release (`mining.publishing.text.code_version`)."""
     return (f"- Code: {_cell(code['package'])}"
             + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
                                                      else "") if code.get("commit") else "") + ".")

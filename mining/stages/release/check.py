@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining import atomic, leakbound
+from mining.files import atomic
+from mining.publishing import leakbound
 from mining.errors import UserError
-from mining.licences import Policy
-from mining.options import AuditOptions, ReleaseOptions
-from mining.tables import read_json, read_table
+from mining.publishing.licences import Policy
+from mining.settings.options import AuditOptions, ReleaseOptions
+from mining.files.tables import read_json, read_table
 
 SELECTION = ("rank", "photo_id", "path", "license_name", "license_url", "user_nsid")
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_progress_flag
 
 STEP = 13  # place in the pipeline (mining.stages.names)

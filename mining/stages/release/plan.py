@@ -11,11 +11,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from mining import atomic
+from mining.files import atomic
 from mining.errors import UserError
-from mining.licences import licence_code
-from mining.options import ReleaseOptions
-from mining.publish import code_version
+from mining.publishing.licences import licence_code
+from mining.settings.options import ReleaseOptions
+from mining.publishing.text import code_version
 from mining.stages.release.check import Selection
 
 log = logging.getLogger(__name__)

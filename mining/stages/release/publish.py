@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mining import atomic
-from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
-from mining.checksums import sha256sums
+from mining.files import atomic
+from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+from mining.files.checksums import sha256sums
 from mining.errors import UserError
 from mining.kit.write import write_kit
-from mining.licences import UNKNOWN, licence_label
+from mining.publishing.licences import UNKNOWN, licence_label
 from mining.methods import get_method
-from mining.options import ReleaseOptions
-from mining.publish import code_version
+from mining.settings.options import ReleaseOptions
+from mining.publishing.text import code_version
 from mining.stages.release import card
 from mining.stages.release.blur import BLUR_SIGMA, DETECTOR, Outcome
 from mining.stages.release.check import Selection

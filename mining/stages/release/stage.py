@@ -1,10 +1,10 @@
 """A distractor set that can be published: faces blurred, licences chosen, a dataset card.
 
 `mining release` takes the selection (`mining select`) and writes RELEASE/:
-- `jpg/<3 hex>/<key>.jpg` (revisitop's R1M layout, `mining.layout`): every released image
+- `jpg/<3 hex>/<key>.jpg` (revisitop's R1M layout, `mining.settings.layout`): every released image
   with the faces found in it blurred; an image where no face is found is a byte copy.
   Faces are looked for in the image as it is shown (EXIF orientation applied,
-  `mining.imagedecode`); a blurred image is written upright, with no orientation tag.
+  `mining.photos.imagedecode`); a blurred image is written upright, with no orientation tag.
 - `distractors.txt` (the released paths, in rank order, as `revisitop1m.txt`),
   `release.parquet` (one row per selected image: released or why not, faces, blurred, sha256),
   `ATTRIBUTION.md/.csv` (select's, for the released images), `README.md` (the dataset card),
@@ -16,7 +16,7 @@ images the licence policy lets through, and the staging folder a stopped run res
 `blur` (faces found and blurred: MTCNN, its module says how) and `publish` (the files above,
 then the staging folder swapped in for OUT).
 
-Licences (`mining.licences`: known only when the URL is exactly one of YFCC100M's licence
+Licences (`mining.publishing.licences`: known only when the URL is exactly one of YFCC100M's licence
 URLs and the name agrees): `commercial` keeps the licences that allow commercial use (CC BY,
 BY-SA, BY-ND, CC0, the Public Domain Mark, "No known copyright restrictions", US Government
 Work); `all` keeps every known open licence; a list keeps the licences it names (YFCC name,
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining import atomic
-from mining.options import AuditOptions, ReleaseOptions, defaults
+from mining.files import atomic
+from mining.settings.options import AuditOptions, ReleaseOptions, defaults
 from mining.stages.release import blur, check, plan, publish
 from mining.stages.release.blur import DEFAULT_MARGIN
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import re
 
-from mining import options
+from mining.settings import options
 from mining.errors import UserError
-from mining.leakbound import recompute, sentence
-from mining.tables import read_table
+from mining.publishing.leakbound import recompute, sentence
+from mining.files.tables import read_table
 from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, read_json, run_manifest, table
 
 SHOWN = 24  # leaks found shown as thumbnails
 
 
 def checked(audit: dict, inp: Inputs) -> dict:
-    """audit.json recomputed (mining.leakbound.recompute) for the set it left (AUDIT/distractors.parquet),
+    """audit.json recomputed (mining.publishing.leakbound.recompute) for the set it left (AUDIT/distractors.parquet),
     at the manifest's audit target and confidence (their defaults without one)."""
     m = run_manifest(inp)
     target = options.of(m, "audit") if m is not None else options.defaults("audit")

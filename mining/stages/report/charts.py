@@ -74,10 +74,10 @@ def funnel(inp: Inputs) -> str:
     if described:
         photos_chart.append(("images described", min(n for _, n in described)))
     dates = ((read_json(inp.scores / "stats.json") if inp.scores else None) or {}).get("since")
-    if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/since.py)
+    if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/evidence/since.py)
         rows.append(["score", "candidates taken before a landmark existed (not reviewed for it)",
                      dates["candidates_exempt_for_some_landmark"], "photos"])
-        late = "; later than every candidate, allowed"  # score.late_since: allow (mining/since.py)
+        late = "; later than every candidate, allowed"  # score.late_since: allow (mining/evidence/since.py)
         rows += [["score", f"taken before {lm} ({d['since']}{late if d.get('late') else ''})", d["candidates_before"],
                   "photos"] for lm, d in dates["landmarks"].items()]
     if inp.decisions:

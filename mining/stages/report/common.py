@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining import imageindex, manifest as manifests
-from mining.benchmarks import prefixed_datasets
+from mining.photos import imageindex
+from mining.settings import manifest as manifests
+from mining.datasets.benchmarks import prefixed_datasets
 from mining.errors import UserError
-from mining.imagedecode import open_upright
+from mining.photos.imagedecode import open_upright
 
 log = logging.getLogger("mining.stages.report")
 
@@ -47,18 +48,18 @@ class Inputs:
 
 
 def landmark_sets(inp: Inputs) -> list[tuple[str, Any]]:
-    """(name prefix, LandmarkDataset) of each benchmark (mining.benchmarks.prefixed_datasets)."""
+    """(name prefix, LandmarkDataset) of each benchmark (mining.datasets.benchmarks.prefixed_datasets)."""
     return prefixed_datasets(inp.ground_truths, inp.landmarks)
 
 
 def run_manifest(inp: Inputs) -> Any:
-    """The run's manifest, validated and with its defaults filled (`mining.manifest.load`); None
+    """The run's manifest, validated and with its defaults filled (`mining.settings.manifest.load`); None
     without one."""
     return load_manifest(inp.manifest) if inp.manifest is not None else None
 
 
 def load_manifest(path: Path) -> Any:
-    """`mining.manifest.load`, once per file as it is now: the run's inputs and several sections
+    """`mining.settings.manifest.load`, once per file as it is now: the run's inputs and several sections
     read it."""
     try:
         st = path.stat()

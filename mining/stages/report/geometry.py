@@ -4,7 +4,7 @@ Two figures for the run reported: the review-queue images that reached a reviewe
 least `min_inliers` inliers against their landmark's images before any vote, split by what the
 reviewers then decided (the landmark images geometry found; the images that scored that high
 and were not the landmark), and the landmark images geometry missed; plus what the leak risk's
-geometric check flagged beyond the queue (mining/evidence.py)."""
+geometric check flagged beyond the queue (mining/evidence/geometry.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mining.stages.report.common import NA, Inputs, esc, read_json, table
-from mining.tables import load_decisions
+from mining.files.tables import load_decisions
 
 
 def geometric_evidence(inp: Inputs) -> str:

@@ -8,8 +8,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from mining.publish import code_version, fmt_interval, fmt_p
-from mining.result import mined_minus_random, per_benchmark, sentence
+from mining.publishing.text import code_version, fmt_interval, fmt_p
+from mining.publishing.result import mined_minus_random, per_benchmark, sentence
 from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
 
 

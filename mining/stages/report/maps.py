@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining.exclusion import BBoxArea, CircleArea, GeoJSONArea
+from mining.settings.exclusion import BBoxArea, CircleArea, GeoJSONArea
 from mining.stages.report.common import NA, SCATTER_SAMPLE, Inputs, log, png, run_manifest
 
 SIMPLIFY_DEG = 0.05  # outlines only: 1:10m coastlines simplified to ~5 km keep the PNG small and fast
@@ -33,7 +33,7 @@ def _excluded_shapes(inp: Inputs) -> list[tuple[str, Any]]:
     recipe = getattr(m, "geofilter", None)
     if recipe is None:
         return []
-    from mining.geoshapes import load_countries, load_geojson, members
+    from mining.settings.geoshapes import load_countries, load_geojson, members
 
     out = []
     t = load_countries()
@@ -151,7 +151,7 @@ def _panel(ax: Any, view: tuple[float, float, float, float], kept: Any, excl: An
         return shapely.simplify(shapely.clip_by_rect(g, x0 - 1, y0 - 1, x1 + 1, y1 + 1), tol)
 
     def outlines() -> None:
-        from mining.geoshapes import load_countries
+        from mining.settings.geoshapes import load_countries
 
         world = load_countries().geometry
         for g in clip(world[shapely.intersects(world, shapely.box(x0, y0, x1, y1))]):

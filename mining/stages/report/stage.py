@@ -7,10 +7,10 @@ import html
 from pathlib import Path
 from typing import Any, Callable
 
-from mining import atomic
-from mining.benchmarks import run_benchmarks
+from mining.files import atomic
+from mining.datasets.benchmarks import run_benchmarks
 from mining.errors import UserError
-from mining.layout import RunLayout
+from mining.settings.layout import RunLayout
 from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.stages.report.common import Inputs, load_manifest, log, read_json

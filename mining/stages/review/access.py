@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from mining.atomic import atomic_path
+from mining.files.atomic import atomic_path
 from mining.errors import UserError
 from mining.stages.review.db import clean_name
 from mining.stages.review.server import resolve_token

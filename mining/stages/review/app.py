@@ -16,8 +16,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from mining import imageindex
-from mining.benchmarks import dataset_view
+from mining.photos import imageindex
+from mining.datasets.benchmarks import dataset_view
 from mining.errors import UserError
 from mining.stages.review import db
 from mining.stages.review.access import Access, single

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_landmarks_flag
 
 STEP = 9  # place in the pipeline (mining.stages.names)

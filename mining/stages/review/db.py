@@ -18,10 +18,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from mining import answers
+from mining.files import answers
 from mining.errors import UserError
 from mining.stages.review import geometry
-from mining.tables import read_table
+from mining.files.tables import read_table
 
 VOTES = ("y", "n", "u")  # shows the landmark / does not / unclear
 DECISION = {"y": "landmark", "n": "not_landmark", "u": "unclear"}
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS current (
 CREATE INDEX IF NOT EXISTS current_by_reviewer ON current (reviewer_id, item_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """ + geometry.SCHEMA  # each item's geometric evidence (mining/stages/review/geometry.py)
-FINGERPRINT, KIND, SELECTION = answers.FINGERPRINT, answers.KIND, answers.SELECTION  # meta keys (mining.answers)
+FINGERPRINT, KIND, SELECTION = answers.FINGERPRINT, answers.KIND, answers.SELECTION  # meta keys (mining.files.answers)
 
 
 def connect(path: str | Path, *, create: bool = False) -> sqlite3.Connection:
@@ -163,7 +163,7 @@ class ImportResult:
 def import_queue(con: sqlite3.Connection, queue: str | Path) -> ImportResult:
     """Add a queue's new rows. An item already imported is never rewritten (its rank, score and
     best query stay: the order reviewers saw, and for an audit the blind order). A database holds
-    one kind of queue (mining.answers): the review's queue and an audit sample never share one,
+    one kind of queue (mining.files.answers): the review's queue and an audit sample never share one,
     and an audit database holds one sample (re-importing it adds nothing)."""
     p = Path(queue)
     table = read_table(p, QUEUE_REQUIRED, "review queue", hint="made by `mining score`")

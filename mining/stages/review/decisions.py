@@ -11,8 +11,8 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from mining import answers
-from mining.atomic import write_parquet
+from mining.files import answers
+from mining.files.atomic import write_parquet
 from mining.errors import UserError
 from mining.stages.review.db import DECISION, SELECTION, fingerprint, queue_kind
 
@@ -34,7 +34,7 @@ def export_rows(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int]:
 
 
 def _snapshot(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], int, answers.Label]:
-    """The decision rows, the number of items and what they answer (mining.answers), read in one
+    """The decision rows, the number of items and what they answer (mining.files.answers), read in one
     snapshot (reviewers may keep voting, and a queue be imported, meanwhile)."""
     con.execute("BEGIN")
     try:
@@ -76,7 +76,7 @@ def _check_out(con: sqlite3.Connection, out: Path) -> None:
 
 def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:
     """Write decisions.parquet (docs/formats.md); items nobody voted on are left out. Its schema
-    metadata says what it answers (mining.answers): `mining select` takes only the review's answers
+    metadata says what it answers (mining.files.answers): `mining select` takes only the review's answers
     (for its landmark dataset), `mining audit estimate` only the answers to its own sample."""
     _check_out(con, Path(out))
     rows, total, label = _snapshot(con)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mining.shell import mining_command
+from mining.console.shell import mining_command
 
 REVIEW = "The review queue is ready"
 AUDIT = "The leak audit's sample is ready (does each image show any landmark? mining/stages/audit/stage.py)"

@@ -21,7 +21,7 @@ import httpx
 import pyarrow.parquet as pq
 
 from mining.errors import UserError
-from mining.progress import bar as progress_bar
+from mining.console.progress import bar as progress_bar
 from mining.stages.review.server import running
 
 PAGE = 500

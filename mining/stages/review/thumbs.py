@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from PIL import Image
 
-from mining.imagedecode import open_upright
+from mining.photos.imagedecode import open_upright
 
 THUMB_SIZE = 256
 

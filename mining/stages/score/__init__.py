@@ -13,7 +13,7 @@ Why it is built this way:
   differently for different product shapes and threadings, so they are computed in fixed
   pieces aligned on each method's own candidate order, one BLAS thread per piece.
 - Fast: per piece of PIECE candidates one thread decodes the float16 rows, multiplies them
-  (float32 GEMM) and counts them while they are in cache (`mining.kernels`); the counting
+  (float32 GEMM) and counts them while they are in cache (`mining.retrieval.kernels`); the counting
   uses a per-query table over a monotone bucketing of the similarity, exact by
   construction (a bucket that holds no positive tells the count directly; only values
   sharing a bucket with a positive are compared to it). `benchmarks/score.py`: total ≈

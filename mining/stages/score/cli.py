@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_landmarks_flag, add_progress_flag
 
 STEP = 7  # place in the pipeline (mining.stages.names)
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "use); the result does not depend on it")
     p.add_argument("--candidates", type=Path, default=None, metavar="CANDIDATES",
                    help="candidates Parquet (date_taken): a photo taken before a landmark's `since` date (in the "
-                        "ground truth) stays out of that landmark's review queue (mining/since.py)")
+                        "ground truth) stays out of that landmark's review queue (mining/evidence/since.py)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")

@@ -3,7 +3,7 @@
 Why a bucket table and not a sort or a binary search per value: the counting uses a per-query
 table over a monotone bucketing of the similarity, exact by construction (a bucket that holds
 no positive tells the count directly; only values sharing a bucket with a positive are
-compared to it), and it runs in the compiled kernel `mining.kernels.count_block` on a piece
+compared to it), and it runs in the compiled kernel `mining.retrieval.kernels.count_block` on a piece
 of similarities while it is still in cache. `PositiveCounter` is one query's table;
 `Counters` packs a method's tables into flat arrays for the kernel.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mining.kernels import bucket_many, count_block
+from mining.retrieval.kernels import bucket_many, count_block
 
 if TYPE_CHECKING:
     from mining.stages.score.inputs import MethodInput
@@ -28,7 +28,7 @@ _MIN_BUCKETS = 1024
 class PositiveCounter:
     """Counts `2·#{p < s} + #{p == s}` for many s against one query's sorted positives.
 
-    The bucketing `b(s) = int(clip((s - lo) · k, 0, B + 1))` (`mining.kernels.bucket`) is
+    The bucketing `b(s) = int(clip((s - lo) · k, 0, B + 1))` (`mining.retrieval.kernels.bucket`) is
     monotone in s, and the positives are bucketed by the very same compiled function; so for
     an s in bucket b every positive in a lower bucket is < s and every one in a higher bucket
     is > s. `first[b]` (positives below bucket b) gives the count directly; only the positives
@@ -69,7 +69,7 @@ class PositiveCounter:
 
 @dataclass
 class Counters:
-    """Counters packed into flat arrays for `mining.kernels.count_block`; entry k counts
+    """Counters packed into flat arrays for `mining.retrieval.kernels.count_block`; entry k counts
     similarity row `rows[k]` (dataset query `query[k]`, landmark `landmark[k]`)."""
 
     rows: np.ndarray

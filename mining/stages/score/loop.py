@@ -24,13 +24,13 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from mining.cluster import available_cpus
+from mining.compute.cluster import available_cpus
 from mining.errors import UserError
-from mining.progress import bar as progress_bar
+from mining.console.progress import bar as progress_bar
 from mining.stages.score.counting import Counters
 from mining.stages.score.inputs import MethodInput, Problem
 from mining.stages.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
-from mining.since import before, check_late, exempt_counts
+from mining.evidence.since import before, check_late, exempt_counts
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def score_candidates(
 ) -> ScoreResult:
     """Stream every candidate of every method through the score (`score_chunk` per chunk).
     `since` (landmark → day) and `taken_of` (photo ids → days taken): a candidate taken before a
-    landmark's day never enters that landmark's review queue (mining/since.py); a day later than
+    landmark's day never enters that landmark's review queue (mining/evidence/since.py); a day later than
     today, or (unless `late_since`) than every dated candidate's, is refused (`since.check_late`)."""
     if chunk < 1:
         raise UserError("--chunk must be at least 1")

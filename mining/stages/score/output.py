@@ -11,18 +11,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mining import atomic
-from mining.benchmarks import score_column
-from mining.evidence import columns
+from mining.files import atomic
+from mining.datasets.benchmarks import score_column
+from mining.evidence.geometry import columns
 from mining.stages.score.inputs import Problem
 from mining.stages.score.loop import ScoreResult
-from mining.screening import prepend_probable
+from mining.evidence.screening import prepend_probable
 
 
 def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplicates: Path | None = None,
                   geometry: Any = None) -> None:
     """scores.parquet (sorted by photo id), review_queue.parquet, stats.json, atomically.
-    `geometry` (`mining.evidence.Geometry`): each queue row's best inliers against its landmark."""
+    `geometry` (`mining.evidence.geometry.Geometry`): each queue row's best inliers against its landmark."""
     order = np.argsort(result.photo_id, kind="stable")
     lm_names = np.array(problem.landmarks + [None], dtype=object)
     cols = {
@@ -66,7 +66,7 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
 
 
 def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:
-    """The queue with the geometric evidence columns (`mining.evidence.columns`), and its counts in stats."""
+    """The queue with the geometric evidence columns (`mining.evidence.geometry.columns`), and its counts in stats."""
     ev = geometry.best(table.column("landmark").to_pylist(), table.column("photo_id").to_pylist())
     for name, col in columns(ev).items():
         table = table.append_column(name, col)

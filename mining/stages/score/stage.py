@@ -9,24 +9,24 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from mining.benchmarks import as_list, fingerprint, load_all, qualify
-from mining.descriptors import similarity_function
+from mining.datasets.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.retrieval.descriptors import similarity_function
 from mining.errors import UserError
-from mining.evidence import geometry_of
+from mining.evidence.geometry import geometry_of
 from mining.methods import get_method
-from mining.retrieval import open_method
+from mining.retrieval.methodstores import open_method
 from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import DEFAULT_CHUNK, score_candidates
 from mining.stages.score.output import write_outputs
-from mining.options import ScoreOptions
-from mining.since import days_taken, of_benchmarks
+from mining.settings.options import ScoreOptions
+from mining.evidence.since import days_taken, of_benchmarks
 
 
 def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, bench_index: int = 0,
                        query_offset: int = 0) -> tuple[MethodInput, dict]:
     """Read DESC/<method>/{queries,database,candidates} into a MethodInput (+ its stats).
-    With several benchmarks: `benchmark`'s queries and database (`mining.benchmarks.store_dir`),
+    With several benchmarks: `benchmark`'s queries and database (`mining.datasets.benchmarks.store_dir`),
     its rows numbered from `query_offset` in the run's queries."""
     # +SP when the stores keep keypoints
     stores = open_method(method_dir, benchmark=benchmark, spatial=None, method_of=get_method)
@@ -40,7 +40,7 @@ def method_from_stores(method_dir: Path, dataset, benchmark: str | None = None, 
     is_global = stores.is_global and stores.spatial is None
 
     def blocks() -> Iterator[np.ndarray | CandidateVectors]:
-        if stores.spatial is not None:  # the verified similarities (mining.reranking)
+        if stores.spatial is not None:  # the verified similarities (mining.retrieval.reranking)
             yield from (np.asarray(s, dtype=np.float32) for _, s in stores.candidate_similarities())
             return
         for _, payload in c_store.iter_blocks():
@@ -70,11 +70,11 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], out: Path, opt
         progress: bool = True) -> dict[str, Any]:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json.
 
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.benchmarks.as_list`);
+    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
     with several, every candidate is scored against every query of every benchmark.
     `descriptors`: one DESC/<method> folder per method. `near_duplicates`: neardup.parquet, whose
     probable landmark images head the queue. `candidates`: the candidates Parquet (date_taken), for
-    the landmarks' `since` dates (mining/since.py). `review_budget` (the manifest's review.budget):
+    the landmarks' `since` dates (mining/evidence/since.py). `review_budget` (the manifest's review.budget):
     the queue holds that many items in all, spread by leak risk, each landmark's top
     `review_min_per_landmark` first (`mining.stages.score.budget`), not review_top each."""
     if options.review_top < 1:
@@ -87,7 +87,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], out: Path, opt
     methods, read_stats = read_methods(descriptors, benchmarks, datasets)
     problem = problem_of(benchmarks, datasets)
     t_read = time.perf_counter() - t0
-    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/since.py)
+    since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/evidence/since.py)
     result = score_candidates(problem, methods, chunk=chunk, review_top=review_budget or options.review_top,
                               progress=progress, threads=threads, since=since,
                               late_since=options.late_since == "allow",

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from mining.descriptors import similarity_rows
+from mining.retrieval.descriptors import similarity_rows
 from mining.errors import UserError
 from mining.stages.score.inputs import CandidateVectors, MethodInput
 

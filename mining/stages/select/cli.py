@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mining import options
+from mining.settings import options
 from mining.cli import add_landmarks_flag
 
 STEP = 10  # place in the pipeline (mining.stages.names)

@@ -23,17 +23,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining import atomic, imageindex
-from mining.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
-from mining.benchmarks import is_score_column, run_fingerprint
+from mining.files import atomic
+from mining.photos import imageindex
+from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
+from mining.datasets.benchmarks import is_score_column, run_fingerprint
 from mining.errors import UserError
-from mining.flickr import DEFAULT_HOST, photo_url
-from mining.layout import image_key, image_relpath, named_download_url
-from mining.licences import licence_label
-from mining.options import SelectOptions
-from mining.retrieval import rank_order
-from mining.screening import leakrisk_filter_order, neardup_filter_order
-from mining.tables import load_decisions
+from mining.photos.flickr import DEFAULT_HOST, photo_url
+from mining.settings.layout import image_key, image_relpath, named_download_url
+from mining.publishing.licences import licence_label
+from mining.settings.options import SelectOptions
+from mining.retrieval.methodstores import rank_order
+from mining.evidence.screening import leakrisk_filter_order, neardup_filter_order
+from mining.files.tables import load_decisions
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
 
 def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Any) -> str | None:
     """Refuse a scores dir / decisions file made for another landmark dataset (or another set
-    of benchmarks: `landmarks` as `mining.benchmarks.as_list` takes them)."""
+    of benchmarks: `landmarks` as `mining.datasets.benchmarks.as_list` takes them)."""
     scores_fp = stats.get("landmarks_fingerprint")
     if landmarks is not None and landmarks != []:
         fp = run_fingerprint(landmarks)

@@ -11,7 +11,7 @@ from mining.errors import UserError
 from mining.stages.evaluate.protocols.ranking import index_ranks, names_of, rows_of
 from mining.stages.evaluate.protocols.readers import Results, image_names, name_number, read_name_list, read_text
 from mining.stages.evaluate.protocols.report import finite_or_none
-from mining.metrics import compute_ap
+from mining.retrieval.metrics import compute_ap
 
 
 def holidays_groups(images: Iterable[str]) -> dict[str, list[str]]:

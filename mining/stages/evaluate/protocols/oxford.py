@@ -15,8 +15,8 @@ from mining.stages.evaluate.protocols.ranking import index_ranks, names_of
 from mining.stages.evaluate.protocols.readers import Results, read_name_list, read_ranked_lists
 from mining.stages.evaluate.protocols.report import finite_or_none
 from mining.stages.evaluate.protocols.setups import KAPPAS, SETUPS, setup_gnd
-from mining.landmarks import load_gnd
-from mining.metrics import compute_map
+from mining.datasets.landmarks import load_gnd
+from mining.retrieval.metrics import compute_map
 
 
 @dataclass(frozen=True)

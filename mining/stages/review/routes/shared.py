@@ -25,7 +25,7 @@ class Settings:
     db_path: Path
     images: Path
     paths: dict[int, str]  # photo id -> image path under `images` (its index.parquet)
-    landmarks: Any  # LandmarkDataset, mining.benchmarks.Combined (several benchmarks) or None
+    landmarks: Any  # LandmarkDataset, mining.datasets.benchmarks.Combined (several benchmarks) or None
     thumbs: Path
     access: Access
     connections: threading.local = field(default_factory=threading.local)  # one per worker thread

@@ -1,0 +1,1 @@
+"""What a person sees: progress bars for a terminal or a log, commands printed to paste."""

@@ -1,0 +1,1 @@
+"""What says that a candidate shows a landmark: geometry, dates, the near-duplicate and leak-risk files."""

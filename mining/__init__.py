@@ -1,7 +1,9 @@
 """distractor-mining: rebuild R1M-style hard distractor sets for landmark retrieval benchmarks.
 
-One module (or small subpackage) per pipeline stage; see docs/formats.md for the files
-that pass between stages and docs/architecture.md for the pipeline.
+One package per pipeline stage (`stages/`) over a shared floor of packages named for what they
+are (`retrieval/`, `datasets/`, `evidence/`, `publishing/`, `settings/`, `files/`, ...); see
+docs/architecture.md for the pipeline and its layers, docs/formats.md for the files that pass
+between stages.
 """
 
 __version__ = "0.1.0"

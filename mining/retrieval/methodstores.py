@@ -6,7 +6,7 @@ that opens the three stores, maps their ids onto the landmark dataset (store que
 dataset query index, database ids → imlist index, candidate ids → int64 photo ids), gathers
 each query's positive similarities and streams the candidates; plus the total order of
 scored photos that select, evaluate and choose_n share. A stage takes these from here
-instead of from another stage (docs/architecture.md, "Stages and shared modules").
+instead of from another stage (docs/architecture.md, "Layers").
 
 Why each check is a UserError: a store from another method, another landmark dataset or
 another candidate set is the user's wrong folder, and one line naming the folder and the

@@ -58,6 +58,73 @@ NOTES = {
 }
 
 
+def interpolate(points: list[tuple[float, float]], size: float) -> float | None:
+    """Cost at `size` on the measured curve: log-log between the two measured points around it;
+    past the largest as `benchmarks.scale.project` (never below linear); below the smallest on
+    the straight line (a fixed cost plus a cost per unit) through the two smallest, the fixed
+    cost being what a small run mostly pays."""
+    import math
+
+    from benchmarks.scale import project
+
+    pts = sorted((s, c) for s, c in points if s > 0 and c and c > 0)
+    if not pts:
+        return None
+    if size >= pts[-1][0] or len(pts) == 1:
+        return project(pts, size) if size >= pts[-1][0] else pts[0][1]
+    lo = max(i for i, (s, _) in enumerate(pts[:-1]) if s <= size) if size >= pts[0][0] else 0
+    (s0, c0), (s1, c1) = pts[lo], pts[lo + 1]
+    if size < s0:
+        per_unit = max(0.0, (c1 - c0) / (s1 - s0))
+        return max(c0 - per_unit * s0, 0.0) + per_unit * size
+    return c0 * (size / s0) ** (math.log(c1 / c0) / math.log(s1 / s0))
+
+
+def per_image(scale: dict[str, Any], describe: dict[str, Any] | None = None,
+              mix: dict[str, Any] | None = None) -> dict[str, float]:
+    """Today's extraction CPU seconds per image, as the bill has them: the reference path's
+    figure divided by the same-run ratio (cnn-gem; the shared RootSIFT pass of both methods)."""
+    ratios = scale.get("same_run_ratios", {})
+    onnx = mix["process"]["torch_over_onnx"] if mix else min(ratios.get("cnn_gem_onnx_over_torch_images_per_cpu_s", [1.0]))
+    shared = ratios.get("rsift_shared_pass_over_separate", 1.0)
+    if describe and "shared_rootsift" in describe:
+        shared = describe["shared_rootsift"]["speedup"]
+    ex = scale["extract"]
+    return {"cnn-gem": ex["cnn-gem"]["cpu_s_per_image"] / onnx,
+            "rsift (shared pass)": (ex["rsift-asmk"]["cpu_s_per_image"] + ex["rsift-vlad"]["cpu_s_per_image"]) / shared}
+
+
+def at_sizes(scale: dict[str, Any], nd: dict[str, Any], sizes: dict[str, float], describe: dict[str, Any] | None = None,
+             mix: dict[str, Any] | None = None) -> dict[str, float | None]:
+    """CPU seconds per stage that the bill's figures give for a run of `sizes` (keys: rows,
+    candidates, landmark_images, queries, selected, review_items): the measured curves of
+    SCALE.json at those sizes (`interpolate`), score at candidates × queries / 70, extraction and
+    the face check per image, near-duplicates from NEARDUP.json's per-image rates."""
+    from benchmarks.scale import stage_cpu
+
+    def curve(key: str, size_key: str, size: float) -> float | None:
+        rows = scale.get(key) or []
+        return interpolate([(r[size_key], stage_cpu(r)) for r in rows], size)
+
+    img = per_image(scale, describe, mix)
+    n, sel = sizes["candidates"], sizes["selected"]
+    face = scale.get("release_faces_cpu_s_per_image", {}).get("mean")
+    return {
+        "ingest+geofilter": curve("ingest_geofilter", "rows", sizes["rows"]),
+        "extract cnn-gem": img["cnn-gem"] * n,
+        "extract rsift (shared pass)": img["rsift (shared pass)"] * n,
+        "extract cnn-gem, landmark images": img["cnn-gem"] * sizes["landmark_images"],
+        "extract rsift (shared pass), landmark images": img["rsift (shared pass)"] * sizes["landmark_images"],
+        "near-duplicates": (nd["hash_cpu_s_per_image"] + nd["landmark_cpu_s_per_candidate"]) * n,
+        "score (70 queries × 3 methods)": curve("score", "candidates", n * sizes["queries"] / 70),
+        "review import": curve("review_import", "items", sizes["review_items"]),
+        "select + ATTRIBUTION": curve("select", "n", sel),
+        "evaluate (70 queries × 3 methods)": curve("evaluate", "n", sel),
+        "release face check": face * sel if face else None,
+        "report": curve("report", "n", sel),
+    }
+
+
 def _num(v: float | None) -> str:
     return "–" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
 

@@ -197,13 +197,16 @@ def run_sizes(results: Path) -> dict[str, float]:
     import pyarrow.parquet as pq
 
     from mining.descriptors import open_store
+    from mining.stages.describe.stage import FIT_IMAGES
 
     world = json.loads((results / "world" / "world.json").read_text())
     d = results / "descriptors" / "cnn-gem"
     queries = len(open_store(d / "queries").ids())
+    candidates = len(open_store(d / "candidates").ids())
     return {
         "rows": world["counts"]["metadata_rows"],
-        "candidates": len(open_store(d / "candidates").ids()),
+        "candidates": candidates,
+        "fit_images": min(FIT_IMAGES, candidates),  # the default of `mining describe --fit-images`
         "landmark_images": queries + len(open_store(d / "database").ids()),
         "queries": queries,
         "selected": sum(1 for line in (results / "selected" / "distractors.txt").read_text().splitlines() if line.strip()),

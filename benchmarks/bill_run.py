@@ -2,18 +2,22 @@
 Flickr 1024 px size mix, each stage's CPU read from Snakemake's benchmark files and compared with
 what `benchmarks/bill.py` projects for the same sizes.
 
-    python -m benchmarks.bill_run pool                       # after the world: the mix's candidate pool
+    python -m benchmarks.bill_run presow                     # synthetic unrelated scenes (optional)
+    snakemake --cores 2 --config manifest=benchmarks/bill_run.yaml -- RESULTS/world/world.json
+    python -m benchmarks.bill_run pool                       # the world's candidates in the mix
     snakemake --cores 2 --config manifest=benchmarks/bill_run.yaml
     python -m benchmarks.bill_run compare --out run.json     # measured vs projected, per stage (JSON)
 
-Order: `snakemake ... -- RESULTS/world/world.json` (the demo world, `small` preset: 5,000
-candidates), then `pool`, then the whole workflow. The demo world renders every candidate at
-1024×768; `pool` re-cuts each one to a shape of the mix (`fixtures/flickr_sizes.py`, in its
-shares: the largest centred crop of the shape's aspect, resized so the long side is 1024) and
-writes it where the manifest's `local` download source reads (`jpg/<key[:3]>/<key>.jpg`, keyed by
-the photo hash). A near-copy (truth `copy_of`, a burst of another candidate) takes its source's
-shape; candidates the world keeps below 1024 px stay as they are (the downloader refuses them).
-The demo world itself, and every default output, are unchanged.
+The demo world (`small` preset: 5,000 candidate images) renders every candidate at 1024×768;
+`pool` re-cuts each one to a shape of the mix (`fixtures/flickr_sizes.py`, in its shares: the
+largest centred crop of the shape's aspect, resized to it) and writes it where the manifest's
+`local` download source reads (`jpg/<key[:3]>/<key>.jpg`, keyed by the photo hash). A burst
+(truth `copy_of` another candidate) takes its source's shape; the world's candidates below
+1024 px stay as they are (the downloader refuses them). `presow`, run before the world is built,
+writes a synthetic photo of the mix (`fixtures.flickr_sizes.photo`) where the world would render
+each full-size unrelated scene (the build keeps an image that exists): rendering is most of the
+world's build, and an unrelated scene shows no landmark whatever its pixels. The demo world's
+defaults, and every default output, are unchanged.
 
 `compare` reads RESULTS/benchmarks/*.tsv (`cpu_time`: user + system seconds of the rule's
 processes, `s`: wall, `max_rss`), the run's sizes (metadata rows, images described, queries,

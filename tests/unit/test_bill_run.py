@@ -53,3 +53,53 @@ def test_benchmark_files_map_to_the_bills_stages(tmp_path):
     assert bill_stage("describe/rsift-asmk+rsift-vlad_database") == "extract rsift (shared pass), landmark images"
     assert bill_stage("ingest") == bill_stage("geofilter") == "ingest+geofilter"
     assert bill_stage("leakrisk") is None and bill_stage("demo_world") is None
+
+
+def _parts():
+    rows = lambda key: [{key: s, "cpu_s": c, "wall_s": c, "peak_rss_mb": 100.0} for s, c in ((10_000, 2.0), (100_000, 11.0))]
+    scale = {"ingest_geofilter": rows("rows"), "score": rows("candidates"), "select": rows("n"), "evaluate": rows("n"),
+             "review_import": rows("items"), "report": rows("n"),
+             "extract": {"cnn-gem": {"cpu_s_per_image": 0.4, "peak_rss_mb": 1.0}, "rsift-asmk": {"cpu_s_per_image": 0.1, "peak_rss_mb": 1.0},
+                         "rsift-vlad": {"cpu_s_per_image": 0.1, "peak_rss_mb": 1.0}},
+             "same_run_ratios": {"cnn_gem_onnx_over_torch_images_per_cpu_s": [2.0], "rsift_shared_pass_over_separate": 1.0},
+             "release_faces_cpu_s_per_image": {"mean": 0.2}}
+    nd = {"hash_cpu_s_per_image": 0.004, "landmark_cpu_s_per_candidate": 0.001,
+          "projection": {k: {"core_hours": 1.0, "pairs_core_hours": 0.5, "hash_core_hours": 0.4, "landmark_core_hours": 0.1,
+                             "all_pairs_core_hours": 9.0} for k in ("r1m", "ilias_100m")}}
+    mix = {"process": {"images": 10, "ms_per_image": {"onnx": 250.0, "torch": 600.0}, "torch_over_onnx": 2.4}}
+    return scale, nd, mix
+
+
+def test_projection_at_a_runs_sizes():
+    from benchmarks.bill import ASMK_S_PER_PAIR, at_sizes
+
+    scale, nd, mix = _parts()
+    sizes = {"rows": 10_000, "candidates": 1_000, "fit_images": 500, "landmark_images": 100, "queries": 70,
+             "selected": 10_000, "review_items": 10_000}
+    p = at_sizes(scale, nd, sizes, mix=mix)
+    assert p["extract cnn-gem"] == pytest.approx(0.25 * 1_500)  # ONNX Runtime's own figure on the mix, learning sample counted
+    assert at_sizes(scale, nd, sizes)["extract cnn-gem"] == pytest.approx(0.2 * 1_500)  # torch over the ratio
+    assert p["extract rsift (shared pass)"] == pytest.approx(0.2 * 1_500)
+    # score: the measured curve below its smallest point (fixed 1.0 s + 0.1 ms a candidate) and rsift-asmk's pairs
+    assert p["score (70 queries × 3 methods)"] == pytest.approx(1.0 + 0.1 + ASMK_S_PER_PAIR * 70 * 1_000)
+    assert p["near-duplicates"] == pytest.approx(0.005 * 1_000)
+    assert p["release face check"] == pytest.approx(0.2 * 10_000)
+
+
+def test_bill_takes_per_image_figures_from_a_run():
+    from benchmarks.bill import bill
+    from benchmarks.scale import R1M
+
+    scale, nd, mix = _parts()
+    run = {"sizes": {"candidates": 3_000, "fit_images": 2_000, "landmark_images": 500, "selected": 1_000},
+           "stages": [{"stage": "extract cnn-gem", "measured_cpu_s": 1_000.0},
+                      {"stage": "extract rsift (shared pass)", "measured_cpu_s": 1_500.0},
+                      {"stage": "extract cnn-gem, landmark images", "measured_cpu_s": 50.0},
+                      {"stage": "extract rsift (shared pass), landmark images", "measured_cpu_s": 50.0},
+                      {"stage": "near-duplicates", "measured_cpu_s": 30.0}]}
+    parts = bill(scale, nd, mix=mix)
+    b = bill(scale, nd, mix=mix, run=run)
+    assert b["extract cnn-gem"]["r1m"] == pytest.approx((0.2 * R1M["candidates"] / 3600, parts["extract cnn-gem"]["r1m"][0]))
+    assert b["extract rsift (shared pass)"]["r1m"][0] == pytest.approx(0.3 * R1M["candidates"] / 3600)
+    assert b["near-duplicates"]["r1m"][0] == pytest.approx(0.01 * R1M["candidates"] / 3600 + 0.6)
+    assert b["release face check"] == parts["release face check"]  # a synthetic pool has no faces: the parts' figure

@@ -2,16 +2,19 @@
 the benchmarks' JSON.
 
 Usage: python -m benchmarks.bill --scale SCALE.json --neardup NEARDUP.json [--describe DESCRIBE.json]
-       [--describe-mix MIX.json] [--json]
+       [--describe-mix MIX.json] [--run RUN.json] [--json]
 
 SCALE.json: `benchmarks.scale` output (or `--merge` of several): every stage but near-duplicates
-and the face check, with R1M and 100M projections (extraction's per-image figures are
-before issue 31: torch cnn-gem, one RootSIFT extraction per method). Its `same_run_ratios`
+and the face check, with R1M and 100M projections (extraction's per-image figures are the
+reference paths: torch cnn-gem, one RootSIFT extraction per method). Its `same_run_ratios`
 (cnn-gem ONNX Runtime over torch, the shared RootSIFT pass over separate ones, from
 `benchmarks/describe.py`) turn them into today's; DESCRIBE.json (a `benchmarks/describe.py`
 run with both RootSIFT methods), when given, replaces the shared pass's ratio with its own.
-MIX.json (`benchmarks.describe_mix` output), when given, gives cnn-gem's ratio instead: torch's
-CPU over ONNX Runtime's for whole describe processes on the Flickr size mix (the same run).
+MIX.json (`benchmarks.describe_mix` output), when given, gives cnn-gem's CPU per image instead:
+ONNX Runtime's own for whole describe processes on the Flickr size mix (torch's, same run, the
+reference). score and evaluate add rsift-asmk's kernel over every (query, candidate) pair.
+RUN.json (`benchmarks.bill_run compare --out`), when given: extraction, the landmark images and
+the release per image as a workflow run on the Flickr mix measured them (`from_run`).
 NEARDUP.json: `benchmarks.neardup_index` output (the index at 1M and all pairs in the same run).
 Prints markdown: one table per stage (today's figure, the reference, their ratio, the command),
 then per stage its growth, memory bound and what breaks first at 100M.
@@ -52,10 +55,93 @@ NOTES = {
                         "memory: 102 GB of float16 rows in one process",
                         "rows read from the store per pair (memory-mapped shards) instead of held; the cosines of a "
                         "pile of equal hashes as one GEMM"),
+    "extract, landmark images": ("the landmark datasets' images (fixed: 11,455 at R1M)", "as extraction", "nothing", ""),
     "release face check": ("linear in N selected", "one image per thread", "core-hours (24.4M images at N = 24.4M)",
                            "a GPU; not a downscaled copy: at 0.9-0.5 of the size it loses faces found at full "
                            "size, for at most 22 % less CPU (benchmarks/release_faces.py --mix)"),
 }
+
+
+# The ASMK kernel per (query, image) pair, one CPU: `python -m benchmarks.spatial --images 24`
+# (24 photos of the Flickr mix; docs/performance.md, spatial verification). score and evaluate
+# compare every query with every candidate of the pool; for rsift-asmk that is this kernel, not a
+# GEMM (benchmarks.scale measures three global methods), and it is most of both stages' CPU.
+ASMK_S_PER_PAIR = 40.4e-6
+
+
+def interpolate(points: list[tuple[float, float]], size: float) -> float | None:
+    """Cost at `size` on the measured curve: log-log between the two measured points around it;
+    past the largest as `benchmarks.scale.project` (never below linear); below the smallest on
+    the straight line (a fixed cost plus a cost per unit) through the two smallest, the fixed
+    cost being what a small run mostly pays."""
+    import math
+
+    from benchmarks.scale import project
+
+    pts = sorted((s, c) for s, c in points if s > 0 and c and c > 0)
+    if not pts:
+        return None
+    if size >= pts[-1][0] or len(pts) == 1:
+        return project(pts, size) if size >= pts[-1][0] else pts[0][1]
+    lo = max(i for i, (s, _) in enumerate(pts[:-1]) if s <= size) if size >= pts[0][0] else 0
+    (s0, c0), (s1, c1) = pts[lo], pts[lo + 1]
+    if size < s0:
+        per_unit = max(0.0, (c1 - c0) / (s1 - s0))
+        return max(c0 - per_unit * s0, 0.0) + per_unit * size
+    return c0 * (size / s0) ** (math.log(c1 / c0) / math.log(s1 / s0))
+
+
+def per_image(scale: dict[str, Any], describe: dict[str, Any] | None = None,
+              mix: dict[str, Any] | None = None) -> dict[str, float]:
+    """Today's extraction CPU seconds per image. cnn-gem: with MIX.json, its own measurement of
+    ONNX Runtime on the Flickr mix (whole describe processes); the reference divided by MIX's
+    ratio would mix two setups (torch in-process on 1024×768 JPEGs: 0.387 s; torch as a whole
+    process on the mix: 0.575 s), and a workflow run on the mix measured 35 % above that
+    quotient. Without MIX.json, and for the shared RootSIFT pass: the reference path's figure
+    divided by the same-run ratio."""
+    ratios = scale.get("same_run_ratios", {})
+    onnx = min(ratios.get("cnn_gem_onnx_over_torch_images_per_cpu_s", [1.0]))
+    shared = ratios.get("rsift_shared_pass_over_separate", 1.0)
+    if describe and "shared_rootsift" in describe:
+        shared = describe["shared_rootsift"]["speedup"]
+    ex = scale["extract"]
+    cnn = mix["process"]["ms_per_image"]["onnx"] / 1000 if mix else ex["cnn-gem"]["cpu_s_per_image"] / onnx
+    return {"cnn-gem": cnn,
+            "rsift (shared pass)": (ex["rsift-asmk"]["cpu_s_per_image"] + ex["rsift-vlad"]["cpu_s_per_image"]) / shared}
+
+
+def at_sizes(scale: dict[str, Any], nd: dict[str, Any], sizes: dict[str, float], describe: dict[str, Any] | None = None,
+             mix: dict[str, Any] | None = None) -> dict[str, float | None]:
+    """CPU seconds per stage that the bill's figures give for a run of `sizes` (keys: rows,
+    candidates, landmark_images, queries, selected, review_items; fit_images: the candidates a
+    learning method extracts once more to learn its model): the measured curves of SCALE.json at
+    those sizes (`interpolate`), score at candidates × queries / 70, extraction and the face
+    check per image, near-duplicates from NEARDUP.json's per-image rates; score and evaluate add
+    rsift-asmk's kernel over every (query, candidate) pair (`ASMK_S_PER_PAIR`)."""
+    from benchmarks.scale import stage_cpu
+
+    def curve(key: str, size_key: str, size: float) -> float | None:
+        rows = scale.get(key) or []
+        return interpolate([(r[size_key], stage_cpu(r)) for r in rows], size)
+
+    img = per_image(scale, describe, mix)
+    n, sel, fit = sizes["candidates"], sizes["selected"], sizes.get("fit_images", 0)
+    asmk = ASMK_S_PER_PAIR * sizes["queries"] * n  # rsift-asmk's kernel over every (query, candidate) pair
+    face = scale.get("release_faces_cpu_s_per_image", {}).get("mean")
+    return {
+        "ingest+geofilter": curve("ingest_geofilter", "rows", sizes["rows"]),
+        "extract cnn-gem": img["cnn-gem"] * (n + fit),
+        "extract rsift (shared pass)": img["rsift (shared pass)"] * (n + fit),
+        "extract cnn-gem, landmark images": img["cnn-gem"] * sizes["landmark_images"],
+        "extract rsift (shared pass), landmark images": img["rsift (shared pass)"] * sizes["landmark_images"],
+        "near-duplicates": (nd["hash_cpu_s_per_image"] + nd["landmark_cpu_s_per_candidate"]) * n,
+        "score (70 queries × 3 methods)": curve("score", "candidates", n * sizes["queries"] / 70) + asmk,
+        "review import": curve("review_import", "items", sizes["review_items"]),
+        "select + ATTRIBUTION": curve("select", "n", sel),
+        "evaluate (70 queries × 3 methods)": curve("evaluate", "n", sel) + asmk,
+        "release face check": face * sel if face else None,
+        "report": curve("report", "n", sel),
+    }
 
 
 def _num(v: float | None) -> str:
@@ -63,7 +149,7 @@ def _num(v: float | None) -> str:
 
 
 def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | None = None,
-         mix: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+         mix: dict[str, Any] | None = None, run: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per stage: {r1m|p100m: (after, before)} core-hours and the command."""
     from benchmarks.scale import P100M, R1M, summary
 
@@ -78,16 +164,24 @@ def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | N
         if "sizes" in s and name in NOTES:
             out[name] = {"r1m": (s["r1m_core_hours"], s["r1m_core_hours"]), "p100m": (s["p100m_core_hours"], s["p100m_core_hours"]),
                          "command": SCALE_CMD, "reference": "same figure (unchanged)"}
+    for name in ("score (70 queries × 3 methods)", "evaluate (70 queries × 3 methods)"):
+        if name in out:  # rsift-asmk's kernel over every (query, candidate) pair: 70 queries × the pool
+            pairs = {k: ASMK_S_PER_PAIR * v["queries"] * v["candidates"] / 3600 for k, v in (("r1m", R1M), ("p100m", P100M))}
+            out[name].update({k: (out[name][k][0] + pairs[k], out[name][k][1] + pairs[k]) for k in pairs},
+                             reference="same code: the GEMMs (benchmarks.scale) + rsift-asmk's kernel, 40.4 µs a pair")
     cnn = summ["extract cnn-gem"]
     out["extract cnn-gem"] = {k: (cnn[f"{k}_core_hours"] / onnx, cnn[f"{k}_core_hours"]) for k in ("r1m", "p100m")}
     out["extract cnn-gem"].update(command=f"{DESCRIBE_CMD} --methods cnn-gem; {SCALE_CMD}",
                                   reference=f"torch (ONNX Runtime: {onnx}× the images per CPU s, least of the same-run ratios)")
-    if mix:  # the same-run ratio of whole processes on the size mix replaces the 768x576 one
-        onnx = mix["process"]["torch_over_onnx"]
-        out["extract cnn-gem"] = {k: (cnn[f"{k}_core_hours"] / onnx, cnn[f"{k}_core_hours"]) for k in ("r1m", "p100m")}
-        out["extract cnn-gem"].update(command=f"{MIX_CMD}; {SCALE_CMD}", reference=(
-            f"torch (ONNX Runtime: {onnx}× the images per CPU s, whole describe processes on the Flickr size mix, "
-            f"{mix['process']['images']} images, least of each backend's repeats)"))
+    if mix:  # ONNX Runtime's own CPU per image on the size mix; the reference: torch's in the same run
+        from benchmarks.scale import P100M, R1M
+
+        ms = mix["process"]["ms_per_image"]
+        out["extract cnn-gem"] = {k: (ms["onnx"] * v["candidates"] / 3.6e6, ms["torch"] * v["candidates"] / 3.6e6)
+                                  for k, v in (("r1m", R1M), ("p100m", P100M))}
+        out["extract cnn-gem"].update(command=MIX_CMD, reference=(
+            f"torch, {ms['torch']} ms per image against ONNX Runtime's {ms['onnx']} (whole describe processes on "
+            f"{mix['process']['images']} JPEGs of the Flickr size mix, least of each backend's repeats)"))
     sep = {k: summ["extract rsift-asmk"][f"{k}_core_hours"] + summ["extract rsift-vlad"][f"{k}_core_hours"] for k in ("r1m", "p100m")}
     out["extract rsift (shared pass)"] = {k: (sep[k] / shared, sep[k]) for k in sep}
     out["extract rsift (shared pass)"].update(command=f"{DESCRIBE_CMD} --methods rsift-asmk,rsift-vlad",
@@ -101,6 +195,45 @@ def bill(scale: dict[str, Any], nd: dict[str, Any], describe: dict[str, Any] | N
         fh = {k: face * v["selected"] / 3600 for k, v in (("r1m", R1M), ("p100m", P100M))}
         out["release face check"] = {k: (fh[k], fh[k]) for k in fh}
         out["release face check"].update(command=FACES_CMD, reference="same figure (unchanged)")
+    if run:
+        out.update(from_run(run, out, nd))
+    return out
+
+
+# R1M's landmark images: rOxford5k's and rParis6k's database images and their 70 queries each
+R1M_LANDMARK_IMAGES = 4993 + 6322 + 2 * 70
+
+
+def from_run(run: dict[str, Any], parts: dict[str, dict[str, Any]], nd: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The stages whose figure per image a workflow run measured (RUN.json, `benchmarks.bill_run
+    compare`): extraction per candidate (the learning pass's sample counted as images, so the
+    learning is spread over them: an upper bound at R1M), the landmark images' extraction, and
+    near-duplicates' hashing per candidate (the process's fixed cost spread too; the pairs'
+    cosines, which grow as n², from NEARDUP.json); each with the parts' figure as the reference.
+    The release is not taken from a run: its face check costs more on photos with faces than on
+    a synthetic pool without any."""
+    from benchmarks.scale import P100M, R1M
+
+    sz, got = run["sizes"], {s["stage"]: s["measured_cpu_s"] for s in run["stages"]}
+    nd_rest = {k: (nd["projection"][j]["pairs_core_hours"] + nd["projection"][j]["landmark_core_hours"])
+               for k, j in (("r1m", "r1m"), ("p100m", "ilias_100m"))}
+    images = sz["candidates"] + sz.get("fit_images", 0)
+    cmd = "python -m benchmarks.bill_run compare"
+    out: dict[str, dict[str, Any]] = {}
+    for name in ("extract cnn-gem", "extract rsift (shared pass)"):
+        per = got[name] / images
+        out[name] = {k: (per * v["candidates"] / 3600, parts[name][k][0]) for k, v in (("r1m", R1M), ("p100m", P100M))}
+        out[name].update(command=cmd, reference=f"the parts' figure ({parts[name]['command']}); the run: "
+                                                f"{per * 1000:.0f} ms per image on the Flickr mix")
+    per = (got["extract cnn-gem, landmark images"] + got["extract rsift (shared pass), landmark images"]) / sz["landmark_images"]
+    out["extract, landmark images"] = {k: (per * R1M_LANDMARK_IMAGES / 3600,) * 2 for k in ("r1m", "p100m")}
+    out["extract, landmark images"].update(command=cmd, reference=f"same figure: {per * 1000:.0f} ms per image, all methods")
+    if got.get("near-duplicates") and "near-duplicates" in parts:  # hashing per candidate, fixed costs included
+        per = got["near-duplicates"] / sz["candidates"]
+        out["near-duplicates"] = {k: (per * v["candidates"] / 3600 + nd_rest[k], parts["near-duplicates"][k][0])
+                                  for k, v in (("r1m", R1M), ("p100m", P100M))}
+        out["near-duplicates"].update(command=cmd, reference=f"the parts' figure ({NEARDUP_CMD}); the run: {per * 1000:.1f} "
+                                                             "ms per candidate, plus the pairs' cosines at that size")
     return out
 
 
@@ -129,11 +262,13 @@ def main() -> None:
     ap.add_argument("--neardup", type=Path, required=True)
     ap.add_argument("--describe", type=Path)
     ap.add_argument("--describe-mix", type=Path)
+    ap.add_argument("--run", type=Path, help="a workflow run's measured figures (benchmarks.bill_run compare --out)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     b = bill(json.loads(a.scale.read_text()), json.loads(a.neardup.read_text()),
              json.loads(a.describe.read_text()) if a.describe else None,
-             json.loads(a.describe_mix.read_text()) if a.describe_mix else None)
+             json.loads(a.describe_mix.read_text()) if a.describe_mix else None,
+             json.loads(a.run.read_text()) if a.run else None)
     print(json.dumps(b, indent=1) if a.json else markdown(b))
 
 

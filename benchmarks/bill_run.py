@@ -38,8 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RESULTS = "/work/wt/bill-run/results"
-POOL = "/work/wt/bill-run/pool"
+RESULTS = str(ROOT / "results" / "bill-run")  # the manifest's results (gitignored)
+POOL = str(ROOT / "results" / "bill-run-pool")  # its local download source
 TOLERANCE = 0.25
 
 
@@ -67,7 +67,7 @@ def write_pool(world: Path, out: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from fixtures.flickr_sizes import describe_mix
-    from mining.layout import key_relpath
+    from mining.settings.layout import key_relpath
     from mining.stages.demo.paint import encode_jpeg
 
     idx = pq.read_table(world / "images" / "index.parquet", columns=["photo_id", "photo_hash"]).to_pydict()
@@ -104,7 +104,7 @@ def plan(preset: str = "small", seed: int = 0) -> tuple[list[Any], dict[int, int
 
     from dataclasses import replace
 
-    from mining.options import defaults
+    from mining.settings.options import defaults
     from mining.stages.demo import preview, world
 
     tasks: list[Any] = []
@@ -141,7 +141,7 @@ def presow(world_dir: Path, preset: str = "small", seed: int = 0) -> dict[str, A
     buildings and the near-copies. Rendering is the world's slowest part, and an unrelated
     scene is no landmark whatever its pixels; a scene already rendered is left as it is."""
     from fixtures.flickr_sizes import photo
-    from mining import atomic
+    from mining.files import atomic
     from mining.stages.demo.paint import encode_jpeg
 
     tasks, burst_of = plan(preset, seed)
@@ -200,7 +200,7 @@ def run_sizes(results: Path) -> dict[str, float]:
     """The sizes the run's stages worked on, from its outputs."""
     import pyarrow.parquet as pq
 
-    from mining.descriptors import open_store
+    from mining.retrieval.descriptors import open_store
     from mining.stages.describe.stage import FIT_IMAGES
 
     world = json.loads((results / "world" / "world.json").read_text())

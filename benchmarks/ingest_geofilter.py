@@ -16,7 +16,7 @@ alternating --repeat times (the fastest of each counts; all times are printed to
 Prints JSON: rows, plain_read_s, ingest_s, geofilter_s, total_s, ratio (= total / plain),
 rows_per_s, peak_rss_mb (of (b), the largest over repeats), CPU seconds, the stages' stats,
 per codec {decompress_s, ingest_s, speedup = decompress_s / ingest_s, peak_rss_mb}, and the
-load average before and after (the machine is shared). Targets (issue 15): ratio <= 1.5,
+load average before and after (the machine is shared). Targets: ratio <= 1.5,
 bz2 speedup >= 1.6, peak_rss_mb < 1500.
 
     nice .venv/bin/python -m benchmarks.ingest_geofilter [--rows N] [--workdir DIR] [--codecs bz2,gz]

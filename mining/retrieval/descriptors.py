@@ -21,7 +21,6 @@ local ones).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -32,7 +31,7 @@ import pyarrow.parquet as pq
 
 from mining.files import atomic
 from mining.errors import UserError
-from mining.files.tables import read_file
+from mining.files.tables import read_file, read_json
 
 GLOBAL = "global"  # the store kind of global descriptors (a method of another kind names its own)
 MODEL_FILE = "model.npz"  # a learning method's state (whitening, codebook), in its candidates store
@@ -115,7 +114,10 @@ def open_store(path: str | Path, method_of: Callable[[str], Any] | None = None) 
     meta = p / "store.json"
     if not meta.is_file():
         raise UserError(f"{p}: not a descriptor store (no store.json; run `mining describe` first)")
-    return Store(p, json.loads(meta.read_text()), method_of)
+    info = read_json(meta, "store.json")
+    if not isinstance(info, dict) or not isinstance(info.get("method"), str):
+        raise UserError(f"{meta}: not a descriptor store's store.json (no method name); describe the images again")
+    return Store(p, info, method_of)
 
 
 def write_store_info(path: str | Path, info: dict[str, Any]) -> None:

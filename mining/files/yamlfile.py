@@ -10,6 +10,8 @@ validation errors can point at the line too.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,18 @@ def format_path(path: KeyPath) -> str:
 def flag_value(text: str, what: str) -> Any:
     """A command-line value read as YAML (`auto`, `2000`, `0.5`, `true`, `[1, 0.7071]`), so that a
     flag takes what the manifest's key takes; `what` names it in the refusal."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _index(node, (), {})
+        return loader.construct_document(node) if node is not None else None
+    except _Refused as exc:
+        raise UserError(f"{what}: {exc.message}") from None
     except yaml.YAMLError:
         raise UserError(f"{what} is not a YAML value") from None
+    finally:
+        loader.dispose()
 
 
 class Locator:
@@ -97,6 +107,20 @@ def _index(node: yaml.Node, path: KeyPath, out: dict[KeyPath, int]) -> None:
             sub = path + (i,)
             out[sub] = item.start_mark.line + 1
             _index(item, sub, out)
+    elif isinstance(node, yaml.ScalarNode):
+        _refuse_surprising_number(node)
+
+
+def _refuse_surprising_number(node: yaml.ScalarNode) -> None:
+    """YAML 1.1 reads a plain `010` as octal (8) and `1:30` as base 60 (90): a setting written
+    that way would silently be another number, so it is refused."""
+    value = node.value
+    if node.style is None and node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and (
+            re.fullmatch(r"[-+]?0[0-7_]+", value) or ":" in value):
+        what = "a base-60" if ":" in value else "an octal"
+        raise _Refused(node.start_mark, f"{value}: YAML reads this as {what} number "
+                       f"({yaml.safe_load(value)}); write the number you mean without a leading 0 or colon, "
+                       "or quote it")
 
 
 def read_yaml(path: str | Path, what: str = "manifest") -> tuple[Any, dict[KeyPath, int]]:

@@ -4,10 +4,14 @@
   is refused when the manifest is read, naming the key; it used to pass the schema (JSON
   Schema's `integer` takes 50.0) and crash score deep inside ("Partition index must be integer");
 - a nullable setting with a value out of range (`--review-budget 0`, `budget: -1`, `hashes: ''`)
-  says what is wrong with the value and what the key allows, not "is not of type 'null'".
+  says what is wrong with the value and what the key allows, not "is not of type 'null'";
+- a plain number YAML 1.1 reads as another (`010`: octal 8; `1:30`: base 60, 90) is refused,
+  naming the line, in a manifest and as a flag's value.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import yaml
@@ -16,6 +20,7 @@ from snakerun import REPO
 from mining.settings import manifest, options
 from mining.cli import main
 from mining.errors import UserError
+from mining.files.yamlfile import flag_value
 
 DEMO = REPO / "manifests" / "demo.yaml"
 
@@ -86,3 +91,23 @@ def test_a_number_yaml_reads_as_text_says_so(tmp_path):
     path.write_text(path.read_text() + "audit:\n  max_leak_rate: 1e-2\n")
     with pytest.raises(UserError, match=r"got '1e-2' \(text, not a number: unquote it; YAML reads 1e-2"):
         manifest.load(path)
+
+
+@pytest.mark.parametrize("text,read_as", [("010", "8"), ("-07", "-7"), ("1:30", "90"), ("1:00:00", "3600")])
+def test_a_number_yaml_would_read_as_another_is_refused_naming_its_line(tmp_path, text, read_as):
+    """YAML 1.1 reads a plain 010 as octal 8 and 1:30 as base 60 (90): `review_top: 010` would
+    silently queue 8 per landmark, a SLURM config's `walltime: 1:00:00` would be 3,600 (minutes)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(re.sub(r"(?m)^  review_top: .*$", f"  review_top: {text}", DEMO.read_text(), count=1))
+    assert f"review_top: {text}" in path.read_text()
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    line = path.read_text().splitlines().index(f"  review_top: {text}") + 1
+    assert f"line {line}: {text}: YAML reads this as" in str(err.value) and f"({read_as})" in str(err.value)
+    with pytest.raises(UserError, match=f"--review-top: {text}: YAML reads this as"):  # the same as a flag
+        flag_value(text, "--review-top")
+
+
+def test_numbers_written_plainly_and_quoted_text_are_read_as_written():
+    written = ("10", "0", "0.5", "-7", "1_000", "'010'", '"1:00:00"', "01:00:00", "auto")
+    assert [flag_value(t, "--x") for t in written] == [10, 0, 0.5, -7, 1000, "010", "1:00:00", "01:00:00", "auto"]

@@ -87,17 +87,16 @@ def _quiet_at_close(client: Any) -> Any:
 
 
 @contextlib.contextmanager
-def connect(scheduler: str | None = None, workers: int | None = None, slurm: str | None = None,
-            processes: bool = True) -> Iterator[Any]:
-    """A client of the chosen cluster, closed (with the cluster it started) on exit.
+def connect(where: Cluster) -> Iterator[Any]:
+    """A client of the cluster `where` names, closed (with the cluster it started) on exit.
 
-    Yields None, meaning "run in this process", when `workers` is 0 and neither a scheduler
-    nor SLURM is given.
+    Yields None, meaning "run in this process", when `where.workers` is 0 and neither a
+    scheduler nor SLURM is given.
     """
-    if workers == 0 and not scheduler and not slurm:
+    if where.workers == 0 and not where.scheduler and not where.slurm:
         yield None
         return
-    client, cluster = make_client(scheduler, workers, slurm, processes=processes)
+    client, cluster = make_client(where.scheduler, where.workers, where.slurm, processes=where.processes)
     try:
         yield client
     finally:

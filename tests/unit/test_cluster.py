@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mining.compute.cluster import connect, make_client, run_tasks
+from mining.compute.cluster import Cluster, connect, make_client, run_tasks
 from mining.errors import UserError
 
 
@@ -38,7 +38,7 @@ def test_joining_an_existing_scheduler_runs_tasks_there():
         finally:
             client.close()
         # the stages' runner uses the same client factory
-        with connect(cluster.scheduler_address, 0) as client:
+        with connect(Cluster(scheduler=cluster.scheduler_address, workers=0)) as client:
             assert run_tasks(client, _square, [(2,), (3,)]) == [4, 9]
 
 
@@ -47,7 +47,7 @@ def test_run_tasks_returns_results_in_task_order_whatever_finishes_first(workers
     """The first task is the slowest: it finishes last, yet its result comes first."""
     arglist = [(1, 1.5), (2, 0.0), (3, 0.0), (4, 0.0)]
     done, ticks = [], []
-    with connect(None, workers, processes=False) as client:
+    with connect(Cluster(workers=workers, processes=False)) as client:
         assert (client is None) == (workers == 0)
         got = run_tasks(client, _slow_square, arglist, on_done=done.append, on_tick=lambda: ticks.append(1),
                         tick_s=0.1)
@@ -58,7 +58,7 @@ def test_run_tasks_returns_results_in_task_order_whatever_finishes_first(workers
 
 
 def test_run_tasks_reraises_a_failing_task():
-    with connect(None, 1, processes=False) as client:
+    with connect(Cluster(workers=1, processes=False)) as client:
         with pytest.raises(RuntimeError, match="task 2 failed"):
             run_tasks(client, _fail_on, [(1, 2), (2, 2), (3, 2)])
     with pytest.raises(RuntimeError, match="task 2 failed"):
@@ -90,7 +90,7 @@ def test_manifest_cluster_choice_needs_its_address(tmp_path):
 
 _CLOSE_WITH_A_HEARTBEAT_IN_FLIGHT = '''
 import asyncio, logging, sys, time
-from mining.compute.cluster import connect
+from mining.compute.cluster import Cluster, connect
 
 
 def slow_heartbeats(dask_scheduler):
@@ -109,7 +109,7 @@ def say_it_while_running():
 
 
 if __name__ == "__main__":
-    with connect(None, 1) as client:
+    with connect(Cluster(workers=1)) as client:
         client.run_on_scheduler(slow_heartbeats)
         client.run(say_it_while_running)
         time.sleep(2)

@@ -273,8 +273,7 @@ def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str 
         # output of an interrupted job) before it reruns the job
         atomic.write_json(p.out / PLAN_FILE, {k: p.info[k] for k in RESUME_KEYS})
     specs = _Specs(image_set == "queries", threads)
-    with single_threaded_numerics(), connect(cluster.scheduler, cluster.workers, cluster.slurm,
-                                             processes=cluster.processes) as client:
+    with single_threaded_numerics(), connect(cluster) as client:
         _learn(client, [p for p in plans if p.learn and not p.state_path.is_file()], items, specs,
                min(FIT_CHUNK, options.shard_size), fit_images, seed, progress)
         for p in plans:

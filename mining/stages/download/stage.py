@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -142,7 +143,7 @@ def _download(shards: list, out: Path, cfg: FetchConfig, sources: tuple[Source, 
     return the Dask dashboard's link. `bar`: (photos, photos already done) of the progress bar."""
     from mining.stages.download import distributor, logger
 
-    with connect(where.scheduler, where.workers or None, where.slurm, processes=where.processes) as client:
+    with connect(replace(where, workers=where.workers or None)) as client:  # 0: the default pool, not in-process
         dashboard = dashboard_link(client)
         if dashboard:
             log.info("Dask dashboard: %s", dashboard)

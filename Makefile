@@ -7,16 +7,25 @@ CORES ?= 2
 # pytest-xdist workers for `make test` (tests/conftest.py: the SLURM tests on one, the demo run shared)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test browser-deps slurm-deps ingest-deps clean
+.PHONY: setup lock demo test browser-deps slurm-deps ingest-deps clean
 
-$(BIN)/mining: pyproject.toml
+# Every dependency (the package's and the tests') at the exact version and hashes of
+# requirements.lock, then the package itself, with nothing resolved on the day
+# (docs/reproducibility.md). `make lock` re-resolves the lock from pyproject.toml.
+$(BIN)/mining: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip >/dev/null
-	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes --no-deps -r requirements.lock
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(BIN)/mining
 
 setup: $(BIN)/mining
+
+# pip-tools in a venv of its own (it is no dependency of the package)
+LOCKER := .venv-lock
+lock:
+	test -x $(LOCKER)/bin/pip-compile || ($(PY) -m venv $(LOCKER) && $(LOCKER)/bin/pip install -q pip-tools==7.7.0)
+	$(LOCKER)/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras --extra dev \
+		--no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml
 
 browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
@@ -43,4 +52,4 @@ test: setup browser-deps slurm-deps ingest-deps
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:
-	rm -rf $(VENV) results .snakemake
+	rm -rf $(VENV) $(LOCKER) results .snakemake

@@ -7,3 +7,7 @@ between stages.
 """
 
 __version__ = "0.1.0"
+
+from mining import pins as _pins
+
+_pins.pin()  # before any numeric library loads: one set on every CPU (mining/pins.py)

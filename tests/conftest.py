@@ -9,6 +9,8 @@ waits for them. Without xdist (`pytest -n 0`, or a single file) everything works
 
 from __future__ import annotations
 
+import mining  # noqa: F401 - first: pins every numeric library's SIMD level before one loads (mining/pins.py)
+
 import os
 from pathlib import Path
 

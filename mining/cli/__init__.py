@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from mining import __version__, stages
+from mining import __version__, pins, stages
 from mining.settings import options
 from mining.errors import UserError
 
@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         # dask config when first imported (inside the stages), hence the config variable.
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     try:
+        pins.check()  # one set on every CPU: stop before any work when this process cannot give it
+        pins.warn_unlocked(f"mining {args.command}")
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"mining {args.command}: error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+from mining import pins
 from mining.errors import UserError
 from mining.files.yamlfile import read_yaml
 
@@ -71,6 +72,8 @@ def _slurm_client(config: str, workers: int | None) -> tuple[Any, Any]:
     if not isinstance(kwargs, dict):
         raise UserError(f"SLURM config {config}: expected a mapping of SLURMCluster keyword arguments")
     jobs = int(kwargs.pop("jobs", workers or 1))
+    # the job's worker loads numpy before it runs mining: the pins go in its environment first
+    kwargs["job_script_prologue"] = [*(kwargs.get("job_script_prologue") or []), *pins.exports()]
     cluster = SLURMCluster(**kwargs)
     cluster.scale(jobs=jobs)
     return _quiet_at_close(Client(cluster)), cluster

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from mining import __version__
+from mining import __version__, pins
 
 # C0 controls, DEL, C1 controls, Unicode line/paragraph separators
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -123,7 +123,9 @@ def fmt_p(p: float | None) -> str:
 
 
 def code_version() -> dict[str, str | None]:
-    """The package version and, when the package runs from a git checkout, its commit."""
+    """The package version and, when the package runs from a git checkout, its commit; the lock's
+    digest, whether the installed libraries are the locked ones, the pinned SIMD level and the CPU
+    (`mining.pins.provenance`)."""
     here = Path(__file__).resolve().parent
     commit = dirty = None
     try:
@@ -135,4 +137,5 @@ def code_version() -> dict[str, str | None]:
             dirty = "yes" if s.returncode == 0 and s.stdout.strip() else "no"
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"package": f"distractor-mining {__version__}", "commit": commit, "local_changes": dirty}
+    return {"package": f"distractor-mining {__version__}", "commit": commit, "local_changes": dirty,
+            **pins.provenance()}

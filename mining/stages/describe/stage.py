@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from mining import pins
 from mining.files import atomic
 from mining.retrieval import descriptors
 from mining.photos import imageindex
@@ -175,6 +176,7 @@ def _cached_method(spec_json: str) -> Method:
     import cv2
 
     cv2.setNumThreads(1)  # see pin_numeric_threads; images are described in parallel instead
+    pins.check("describe worker")  # a worker of one's own scheduler may run unpinned libraries
     single_threaded_numerics()  # in this worker process for good (restored in-process by describe)
     spec = json.loads(spec_json)
     method = get_method(spec["method"], spec["params"], query=spec["query"])

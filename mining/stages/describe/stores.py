@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mining import pins
 from mining.files import atomic
 from mining.retrieval import descriptors
 from mining.errors import UserError
@@ -25,7 +26,7 @@ log = logging.getLogger("mining.stages.describe.stage")  # the stage's name in t
 
 MODEL_FILE = descriptors.MODEL_FILE
 PLAN_FILE = "describe.json"  # the settings of a store being written; a resume must match them
-RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed")
+RESUME_KEYS = ("method", "set", "params", "shard_size", "ids_sha256", "fit_images", "seed", "pins")
 
 
 def sha(data: bytes) -> str:
@@ -84,6 +85,7 @@ def plan(method_name: str, images: str | Path, image_set: str, out: Path, params
         "method": method_name, "kind": method.kind, "set": image_set, "params": params,
         "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": None,
         "fit_images": fit_images if method.learns and model is None else None, "seed": seed,
+        "pins": pins.fingerprint(),  # the lock and the SIMD level: a store is not resumed across them
     }
     if image_set != "candidates":
         info["landmarks_fingerprint"] = load_landmarks(images).fingerprint()
@@ -120,7 +122,9 @@ def check_resumable(out: Path, info: dict[str, Any]) -> None:
     if diff:
         was, now = old.get("params") or {}, info.get("params") or {}
         keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k)) if "params" in diff else []
-        what = ", ".join(f"params ({', '.join(keys)})" if k == "params" and keys else k for k in diff)
+        what = ", ".join(f"params ({', '.join(keys)})" if k == "params" and keys else
+                         "libraries or SIMD level (pins: requirements.lock, mining/pins.py)" if k == "pins" else k
+                         for k in diff)
         raise UserError(f"{out}: existing store was made with different {what}; delete it or choose another --out")
 
 

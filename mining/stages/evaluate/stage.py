@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mining import pins
 from mining.files import atomic
 from mining.datasets.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
@@ -65,6 +66,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
         report = combined_report(benchmarks, reports, Path(selected), Path(scores))
         text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
+    report["pins"] = pins.fingerprint()
     atomic.write_json(Path(out) / "evaluation.json", report)
     atomic.write_text(Path(out) / "evaluation.md", text)
     atomic.write_text(Path(out) / "summary.md", summary_markdown(report))

@@ -101,9 +101,14 @@ def _provenance_md(stats: dict) -> list[str]:
 
 def _code_md(code: dict) -> str:
     """The provenance line of the code that made the release (`mining.publishing.text.code_version`)."""
-    return (f"- Code: {_cell(code['package'])}"
+    line = (f"- Code: {_cell(code['package'])}"
             + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
                                                      else "") if code.get("commit") else "") + ".")
+    if "simd" not in code:  # a release made before the pins
+        return line
+    return line + "\n" + (f"- Libraries: requirements.lock sha256 `{code.get('lock_sha256') or 'none'}` "
+                          f"(installed: {_cell(str(code.get('environment')))}); SIMD level "
+                          f"`{_cell(str(code['simd']))}`; built on {_cell(str(code.get('cpu')))}.")
 
 
 def _funnel_md(stats: dict, cand_stats: dict | None) -> list[str]:

@@ -74,6 +74,9 @@ def provenance(inp: Inputs) -> str:
     rows.append(["report built by", cv["package"]])
     rows.append(["commit", (cv["commit"] or "unknown (not a git checkout)")
                  + (" (with local changes)" if cv.get("local_changes") == "yes" else "")])
+    rows.append(["requirements.lock sha256", f"{cv.get('lock_sha256') or 'none'} (installed: {cv.get('environment')})"])
+    rows.append(["SIMD level (pinned)", cv.get("simd")])
+    rows.append(["CPU", cv.get("cpu")])
     if inp.manifest and inp.manifest.is_file():
         rows.append([f"manifest {inp.manifest.name} sha256", _sha256(inp.manifest)])
     meta = read_json(inp.metadata / "stats.json") if inp.metadata else None

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mining import pins
 from mining.files import atomic
 from mining.datasets.benchmarks import score_column
 from mining.evidence.geometry import columns
@@ -62,6 +63,7 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
         table = add_geometry(table, geometry, result.stats)
     atomic.write_parquet(out / "review_queue.parquet", table)
     result.stats["review_queue_rows"] = len(rows["photo_id"])
+    result.stats["pins"] = pins.fingerprint()
     atomic.write_json(out / "stats.json", result.stats)
 
 

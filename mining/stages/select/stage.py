@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mining import pins
 from mining.files import atomic
 from mining.photos import imageindex
 from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
@@ -162,7 +163,7 @@ def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | No
         log.warning(warning)
     table, titles, pages = frame(r.scores, chosen, options.n, inputs.candidates, url_host or DEFAULT_HOST)
     write(out, table, titles, pages)
-    result = summary(inputs.scores, r, chosen, table, options, warning)
+    result = summary(inputs.scores, r, chosen, table, options, warning) | {"pins": pins.fingerprint()}
     atomic.write_json(out / "stats.json", result)
     return result
 

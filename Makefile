@@ -7,7 +7,7 @@ CORES ?= 2
 # pytest-xdist workers for `make test` (tests/conftest.py: the SLURM tests on one, the demo run shared)
 TEST_WORKERS ?= 2
 
-.PHONY: setup lock demo test browser-deps slurm-deps ingest-deps clean
+.PHONY: setup lock demo test browser-deps slurm-deps ingest-deps cpu-deps clean
 
 # Every dependency (the package's and the tests') at the exact version and hashes of
 # requirements.lock, then the package itself, with nothing resolved on the day
@@ -43,12 +43,17 @@ slurm-deps:
 ingest-deps:
 	@test -x /usr/bin/lbzip2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lbzip2 >/dev/null)
 
+# QEMU's user-mode emulator: tests/workflow/test_any_cpu.py describes on an emulated Haswell
+# (x86-64-v3 without AVX-512), whatever CPU runs the tests
+cpu-deps:
+	@test -x /usr/bin/qemu-x86_64 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user >/dev/null)
+
 # the demo's figures in docs/demo.md (the README points there) are the run's own summary, copied
 demo: setup
 	$(BIN)/snakemake --cores $(CORES)
 	cp results/demo/evaluation/summary.md docs/demo.md
 
-test: setup browser-deps slurm-deps ingest-deps
+test: setup browser-deps slurm-deps ingest-deps cpu-deps
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:

@@ -32,12 +32,16 @@ NATIVE = "native"
 ENV_SWITCH = "MINING_SIMD"
 
 # Each library's switch: (variable, value, how): "add" joins our names to the user's list (a user
-# may disable more, never less), "set" replaces the value.
+# may disable more, never less), "set" replaces the value, "default" sets it where it is unset.
 _PINS: tuple[tuple[str, str, str], ...] = (
     # OpenCV's dispatched code above AVX2: the names this CPU has (_OPENCV_ABOVE; OpenCV warns
     # on stderr about disabling what the CPU lacks)
     ("OPENCV_CPU_DISABLE", "", "add"),
     # numpy 2.x's dispatch groups above x86-64-v3
+    # OpenCV's bundled Intel IPP dispatches on its own (AVX-512 "k0" here, another build on an
+    # AVX2 CPU, measured: other RootSIFTs even with OPENCV_IPP=sse42); off, OpenCV's own code runs
+    ("OPENCV_IPP", "disabled", "set"),
+    ("OPENCV_LOG_LEVEL", "ERROR", "default"),  # not OpenCV's warning that IPP is off (a user's level stays)
     ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR", "add"),
     ("OPENBLAS_CORETYPE", "Haswell", "set"),     # numpy's, scipy's and faiss's OpenBLAS
     ("FAISS_OPT_LEVEL", "avx2", "set"),          # faiss-cpu's extension build
@@ -46,6 +50,7 @@ _PINS: tuple[tuple[str, str, str], ...] = (
     ("MKL_CBWR", "AVX2", "set"),                 # torch's BLAS: MKL's reproducible mode at AVX2
     ("NUMBA_CPU_NAME", "haswell", "set"),        # numba's compiled kernels
 )
+VARIABLES = frozenset(var for var, _, _ in _PINS)
 _SKX = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 _OPENCV_ABOVE = {  # OpenCV's name (as cv2.getCPUFeaturesLine() prints it) -> the CPU flags it needs
     "AVX512-SKX": _SKX,
@@ -72,6 +77,9 @@ def pin() -> None:
     for var, value, how in _PINS:
         if how == "set":
             os.environ[var] = value
+            continue
+        if how == "default":
+            os.environ.setdefault(var, value)
             continue
         sep = _SEPARATOR[var]
         if var == "OPENCV_CPU_DISABLE":
@@ -126,6 +134,8 @@ def problems() -> list[str]:
         above = sorted(f for f in on if f.startswith("AVX512") or f == "AVX_VNNI")
         if above:
             found.append(f"OpenCV was loaded before mining pinned it and runs {', '.join(above)}")
+        if cv2.ipp.useIPP():
+            found.append("OpenCV runs Intel IPP (OPENCV_IPP was not 'disabled' when it loaded)")
         if "AVX2" not in on:
             found.append("OpenCV does not run AVX2 here (OPENCV_CPU_DISABLE or the CPU)")
     npcore = sys.modules.get("numpy._core._multiarray_umath")
@@ -219,5 +229,5 @@ def exports() -> list[str]:
     of one's own scheduler, a SLURM job script; docs/reproducibility.md)."""
     import shlex
 
-    return [f"export {var}={shlex.quote(os.environ.get(var, ''))}" for var, _, _ in _PINS if pinned()]
+    return [f"export {var}={shlex.quote(os.environ[var])}" for var, _, _ in _PINS if pinned() and var in os.environ]
 

@@ -120,6 +120,20 @@ def open_store(path: str | Path, method_of: Callable[[str], Any] | None = None) 
     return Store(p, info, method_of)
 
 
+def payload_digest(path: str | Path) -> str:
+    """sha256 of a store's bytes that do not name a machine: every shard file and the learned
+    state (model.npz), by relative path (store.json, which records the folders it read, is left
+    out). Two rebuilds of one store agree on it wherever they ran (docs/reproducibility.md)."""
+    import hashlib
+
+    root = Path(path)
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink() and (p.parent.name == "shards" or p.name == "model.npz"):
+            h.update(str(p.relative_to(root)).encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def write_store_info(path: str | Path, info: dict[str, Any]) -> None:
     atomic.write_json(Path(path) / "store.json", info)
 

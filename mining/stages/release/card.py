@@ -96,7 +96,13 @@ def _provenance_md(stats: dict) -> list[str]:
     if stats.get("manifest"):
         lines.append(f"- Run manifest: `{_cell(Path(stats['manifest']['path']).name)}` "
                      f"(sha256 `{stats['manifest']['sha256']}`).")
-    return lines + [_code_md(stats["code"])]
+    lines.append(_code_md(stats["code"]))
+    rebuild = stats.get("rebuild")
+    if rebuild:
+        lines.append(f"- Rebuild check: `rebuild.json` (the {rebuild['selected']} selected photo ids in rank order, "
+                     f"sha256 `{rebuild['selected_ids_sha256']}`, and {len(rebuild['stores_sha256'])} descriptor "
+                     "stores); a rebuild whose `rebuild.json` is the same file is this set.")
+    return lines
 
 
 def _code_md(code: dict) -> str:

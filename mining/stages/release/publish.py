@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mining import pins
 from mining.files import atomic
 from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.files.checksums import sha256sums
@@ -23,6 +24,7 @@ from mining.errors import UserError
 from mining.kit.write import write_kit
 from mining.publishing.licences import UNKNOWN, licence_label
 from mining.methods import get_method
+from mining.retrieval.descriptors import payload_digest
 from mining.settings.options import ReleaseOptions
 from mining.publishing.text import code_version
 from mining.stages.release import card
@@ -70,15 +72,32 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
         "kit": kit_stats,
         "sources": card.sources(sel.frame, released, inputs.images),
         "code": code_version(),
+        "rebuild": rebuild_digests(sel.frame.photo_id, inputs.descriptors),
         "manifest": ({"path": str(inputs.manifest), "sha256": hashlib.sha256(inputs.manifest.read_bytes()).hexdigest()}
                      if inputs.manifest is not None else None),
     }
     atomic.write_json(plan.staging / "stats.json", stats)
+    atomic.write_json(plan.staging / REBUILD_FILE, stats["rebuild"])
     atomic.write_text(plan.staging / "README.md", card.dataset_card(stats, sel.candidates_stats, sel.evaluation))
     atomic.write_text(plan.staging / "SHA256SUMS",
                       sha256sums(plan.staging, {sel.frame.path[i]: outcome.sha[i] for i in released}))
     atomic.swap_in_folder(plan.staging, out)
     return stats
+
+
+REBUILD_FILE = "rebuild.json"
+
+
+def rebuild_digests(selected_ids: Any, descriptors: tuple[Path, ...]) -> dict:
+    """What a rebuild compares to know it is this set (docs/reproducibility.md): the selected photo
+    ids in rank order, each method's stores (`payload_digest`), the lock and the SIMD level; nothing
+    that names the machine, so the same run anywhere writes the same file."""
+    ids = np.asarray(selected_ids, np.int64)
+    fp = pins.fingerprint()
+    stores = {str(store.relative_to(Path(folder).parent)): payload_digest(store)
+              for folder in descriptors for store in sorted(p.parent for p in Path(folder).rglob("store.json"))}
+    return {"selected": int(len(ids)), "selected_ids_sha256": hashlib.sha256(ids.tobytes()).hexdigest(),
+            "stores_sha256": dict(sorted(stores.items())), "lock_sha256": fp["lock_sha256"], "simd": fp["simd"]}
 
 
 def _refuse_nothing(sel: Selection, status: list[str], released: list[int]) -> None:

@@ -22,10 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
+import shlex
 import sys
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
+
+from mining.errors import UserError
 
 LEVEL = "x86-64-v3"
 NATIVE = "native"
@@ -110,8 +115,6 @@ def cpu_model() -> str:
                     return line.partition(":")[2].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or platform.machine()
 
 
@@ -153,8 +156,6 @@ def check(who: str = "") -> None:
     (`who`: the place, for a message that does not go through the CLI's own prefix)."""
     found = problems()
     if found:
-        from mining.errors import UserError
-
         raise UserError(f"{who + ': ' if who else ''}not at the pinned SIMD level {LEVEL}, so the bytes would "
                         f"differ from a build "
                         f"elsewhere: {'; '.join(found)}. Run mining as its own command (import mining before "
@@ -191,8 +192,6 @@ def locked() -> tuple[str | None, tuple[tuple[str, str], ...]]:
 @lru_cache(maxsize=1)
 def lock_differences() -> tuple[str, ...]:
     """`name installed X, locked Y` for each locked package installed at another version (or not at all)."""
-    from importlib import metadata
-
     found = []
     for name, version in locked()[1]:
         try:
@@ -227,7 +226,5 @@ def warn_unlocked(who: str) -> None:
 def exports() -> list[str]:
     """`export VAR=value` for every pin, for a process mining does not start itself (a Dask worker
     of one's own scheduler, a SLURM job script; docs/reproducibility.md)."""
-    import shlex
-
     return [f"export {var}={shlex.quote(os.environ[var])}" for var, _, _ in _PINS if pinned() and var in os.environ]
 

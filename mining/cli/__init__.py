@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:
+        # faiss announces at INFO that it loaded (and which build): nothing about the user's data
+        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
         # Dask's own INFO chatter (and its INFO-level tracebacks when workers close) would
         # bury the stage's messages in the logs. distributed sets its logger levels from the
         # dask config when first imported (inside the stages), hence the config variable.

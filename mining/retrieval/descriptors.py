@@ -21,6 +21,7 @@ local ones).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -124,8 +125,6 @@ def payload_digest(path: str | Path) -> str:
     """sha256 of a store's bytes that do not name a machine: every shard file and the learned
     state (model.npz), by relative path (store.json, which records the folders it read, is left
     out). Two rebuilds of one store agree on it wherever they ran (docs/reproducibility.md)."""
-    import hashlib
-
     root = Path(path)
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):

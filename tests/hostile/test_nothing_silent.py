@@ -132,3 +132,22 @@ def test_answers_covering_the_queue_from_a_larger_review_are_taken(tmp_path):
     assert select(tmp_path, scores_dir, dec, tmp_path / "out", "--n", "5") == 0
     review = json.loads((tmp_path / "out" / "stats.json").read_text())["review"]
     assert review["unanswered"] == 0 and review["answers_label_is_this_queue"] is False
+
+
+def test_a_scores_folder_with_files_of_two_runs_is_refused(tmp_path, capsys):
+    """score writes its three files together, stats.json last, naming the other two's digests; a
+    queue from another run beside them (a killed rerun, a copy by hand) is refused by select."""
+    from mining.files.checksums import file_sha256
+
+    scores_dir, ids, _ = make_inputs(tmp_path)
+    _queue(scores_dir, ids[:3])
+    stats = json.loads((scores_dir / "stats.json").read_text())
+    stats["files_sha256"] = {n: file_sha256(scores_dir / n) for n in ("scores.parquet", "review_queue.parquet")}
+    (scores_dir / "stats.json").write_text(json.dumps(stats))
+    dec = write_decisions(tmp_path / "d.parquet", [("tower", int(p), "not_landmark") for p in ids[:3]])
+    assert select(tmp_path, scores_dir, dec, tmp_path / "ok", "--n", "5") == 0
+    _queue(scores_dir, ids[:4])  # another run's queue
+    assert select(tmp_path, scores_dir, dec, tmp_path / "out", "--n", "5") == 2
+    err = capsys.readouterr().err
+    assert "review_queue.parquet: is not the file" in err and "stats.json describes (files of two runs" in err
+    assert not (tmp_path / "out").exists()

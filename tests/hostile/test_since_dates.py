@@ -111,7 +111,11 @@ def test_a_day_later_than_every_candidate_needs_late_since_allow(world, tmp_path
     assert not (tmp_path / "refused").exists()
 
     assert _score(world, lm, tmp_path / "allowed", "--late-since", "allow") == 0
-    st = json.loads((tmp_path / "allowed" / "stats.json").read_text())["since"]
+    whole = json.loads((tmp_path / "allowed" / "stats.json").read_text())
+    st = whole["since"]
+    from mining.files.checksums import file_sha256  # score's files are one run's: stats.json names them
+    assert whole["files_sha256"] == {n: file_sha256(tmp_path / "allowed" / n)
+                                     for n in ("scores.parquet", "review_queue.parquet")}
     dated = sum(1 for i in range(NCAND) if i % 5 != 4)
     assert st["landmarks"]["lmA"] == {"since": "2014-01-01", "candidates_before": dated, "late": True}
     queue = pq.read_table(tmp_path / "allowed" / "review_queue.parquet").to_pandas()

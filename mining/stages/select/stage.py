@@ -36,6 +36,7 @@ from mining.settings.options import SelectOptions
 from mining.retrieval.methodstores import rank_order
 from mining.evidence.screening import leakrisk_filter_order, neardup_filter_order
 from mining.files import answers
+from mining.files.checksums import check_described
 from mining.files.tables import load_decisions, read_file, read_table
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
         if not p.is_file():
             raise UserError(f"{p} not found (is {scores_dir} the output of `mining score`?)")
     stats = json.loads(stats_path.read_text())
+    check_described(scores_dir, "stats.json", stats.get("files_sha256"))  # one score run's files, not two
     scores: pd.DataFrame = pq.read_table(table_path).to_pandas()
     for col in ("photo_id", "score"):
         if col not in scores.columns:

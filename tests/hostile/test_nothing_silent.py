@@ -151,3 +151,70 @@ def test_a_scores_folder_with_files_of_two_runs_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "review_queue.parquet: is not the file" in err and "stats.json describes (files of two runs" in err
     assert not (tmp_path / "out").exists()
+
+
+# ---- the release gate reads the audit's answers ---------------------------------------------
+@pytest.fixture(scope="module")
+def leaky_audit(tmp_path_factory):
+    from auditing import audited_with_leaks
+
+    root = tmp_path_factory.mktemp("leaky")
+    _, audit, honest = audited_with_leaks(root)
+    return root, audit, honest
+
+
+def _release_with(root, audit_json, out, capsys):
+    from mining.cli import main
+
+    capsys.readouterr()
+    code = main(["release", "--selected", str(audit_json.parent if (audit_json.parent / "distractors.parquet").exists()
+                                              else root / "audit"),
+                 "--images", str(root / "images"), "--out", str(out), "--audit", str(audit_json), "--no-blur",
+                 "--no-kit", "--no-progress", "--allow-over-target"])
+    return code, capsys.readouterr().err
+
+
+def test_a_self_consistent_edited_audit_json_does_not_publish_the_landmark_photos(leaky_audit, tmp_path, capsys):
+    """Leaks set to 0 everywhere, leaks_found emptied, the set before the audit as the released set:
+    every count adds up, but the answers beside it found 5."""
+    from auditing import forged
+    from mining.files.answers import ids_digest
+
+    root, audit, honest = leaky_audit
+    selection = pq.read_table(root / "selected" / "distractors.parquet").to_pandas()
+    edited = dict(honest, leaks=0, leaks_found=[], near_duplicates_removed=[], removed=0, estimate=0.0,
+                  strata=[{**h, "leaks": 0} for h in honest["strata"]], released_set_size=len(selection),
+                  released_digest=ids_digest(selection.photo_id))
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    (folder / "distractors.parquet").write_bytes((root / "selected" / "distractors.parquet").read_bytes())
+    code, err = _release_with(root, forged(folder, audit, edited), tmp_path / "rel", capsys)
+    assert code == 2 and "says 0, but the audit's plan and answers give 5" in err, err
+    assert not (tmp_path / "rel").exists()
+
+
+def test_a_top_level_leak_count_that_is_not_the_strata_sum_is_refused(leaky_audit, tmp_path, capsys):
+    from auditing import forged
+
+    root, audit, honest = leaky_audit
+    code, err = _release_with(root, forged(tmp_path / "a", audit, dict(honest, leaks=6)), tmp_path / "rel", capsys)
+    assert code == 2 and "leaks vs the strata's leaks" in err, err
+
+
+def test_answers_changed_after_the_estimate_or_missing_are_refused(leaky_audit, tmp_path, capsys):
+    import shutil
+
+    root, audit, honest = leaky_audit
+    folder = tmp_path / "a"
+    folder.mkdir()
+    shutil.copyfile(audit / "plan.json", folder / "plan.json")
+    (folder / "audit.json").write_text(json.dumps(honest))
+    code, err = _release_with(root, folder / "audit.json", tmp_path / "rel", capsys)
+    assert code == 2 and "decisions.parquet: the audit's answers (mining review export) must be beside" in err, err
+    table = pq.read_table(audit / "decisions.parquet")
+    pq.write_table(table.slice(1), folder / "decisions.parquet")  # one answer less: another file
+    code, err = _release_with(root, folder / "audit.json", tmp_path / "rel", capsys)
+    assert code == 2 and "is not the answers (mining review export) audit.json was estimated from" in err, err
+    code, err = _release_with(root, audit / "audit.json", tmp_path / "rel", capsys)  # the honest audit is taken
+    assert code == 0, err
+    assert "evidence_sha256" in json.loads((audit / "audit.json").read_text())

@@ -9,30 +9,23 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fixtures.flickr_sizes import photo
+from download_folder import photo_folder
 from fixtures.onnx_models import scaled_pooled_model, vit_model
 from mining.errors import UserError
 from mining.methods.onnx_run import gem
-from mining.photos import imageindex
 from mining.retrieval import descriptors
-from mining.settings import layout, options
+from mining.settings import options
 from mining.stages.describe import stage as describe
 from selection import make_inputs, select, write_decisions
 
 
 def _folder(root: Path, n: int = 6) -> Path:
-    for pid in range(1, n + 1):
-        p = root / layout.image_relpath(pid)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(p), photo(pid, 80 + 7 * pid, 64))
-    imageindex.write(root, [{"photo_id": i, "status": "ok", "path": layout.image_relpath(i)} for i in range(1, n + 1)])
-    return root
+    return photo_folder(root, n)
 
 
 def _describe(images: Path, out: Path, params: dict) -> dict:

@@ -66,8 +66,8 @@ def of_benchmarks(benchmarks: Any, datasets: Any) -> dict[str, np.datetime64]:
 
 
 def days_taken(candidates: Path | None, photo_ids: np.ndarray) -> np.ndarray:
-    """The day each photo was taken (YFCC100M date_taken, `YYYY-MM-DD hh:mm:ss...`), NaT when unknown;
-    all NaT without a candidates file."""
+    """The day each photo was taken (YFCC100M date_taken, `YYYY-MM-DD hh:mm:ss...`), NaT when unknown
+    or impossible (`plausible`); all NaT without a candidates file."""
     out = np.full(len(photo_ids), NOT_A_DATE)
     if candidates is None:
         return out
@@ -76,13 +76,27 @@ def days_taken(candidates: Path | None, photo_ids: np.ndarray) -> np.ndarray:
     ids = table.column("photo_id").to_numpy().astype(np.int64)
     text = np.array([t[:10] if isinstance(t, str) and len(t) >= 10 else "NaT" for t in
                      table.column("date_taken").to_pylist()], dtype=object)
-    days = np.array([_day(t) for t in text], dtype="datetime64[D]")
+    days = plausible(np.array([_day(t) for t in text], dtype="datetime64[D]"))
     order = np.argsort(ids, kind="stable")
     ids, days = ids[order], days[order]
     pos = np.clip(np.searchsorted(ids, photo_ids), 0, max(len(ids) - 1, 0))
     found = (pos < len(ids)) & (ids[pos] == photo_ids) if len(ids) else np.zeros(len(photo_ids), bool)
     out[found] = days[pos[found]]
     return out
+
+
+FIRST_PHOTOGRAPH = np.datetime64("1826-01-01", "D")
+# clocks that were never set: the Unix and FAT epochs, the year-2000 reset of many cameras
+CAMERA_DEFAULTS = np.array(["1970-01-01", "1980-01-01", "2000-01-01"], dtype="datetime64[D]")
+
+
+def plausible(days: np.ndarray, today: datetime.date | None = None) -> np.ndarray:
+    """`days` with the impossible ones made unknown (NaT): after today (YFCC100M has 4501-01-01), before
+    the first photograph, or a camera's unset clock. An unknown day never exempts a photo, and never
+    decides what "later than every candidate" means (`check_late`)."""
+    now = np.datetime64(today or datetime.date.today(), "D")
+    bad = (days > now) | (days < FIRST_PHOTOGRAPH) | np.isin(days, CAMERA_DEFAULTS)
+    return np.where(bad, NOT_A_DATE, days)
 
 
 def _day(text: str) -> np.datetime64:
@@ -125,7 +139,8 @@ def check_late(since: dict[str, np.datetime64], taken: np.ndarray | None, allow:
 def exempt_counts(taken: np.ndarray, since: dict[str, np.datetime64], late: Sequence[str] = ()) -> dict[str, Any]:
     """What stats.json says: per landmark its date and the candidates taken before it (`late`:
     true for a landmark later than every candidate, allowed by `check_late`), and how many
-    candidates are exempt for at least one landmark."""
+    candidates are exempt for at least one landmark (`candidates_without_date`: no date, or an
+    impossible one)."""
     per = {lm: {"since": str(day), "candidates_before": int(before(taken, day).sum()),
                 **({"late": True} if lm in late else {})} for lm, day in since.items()}
     anyone = np.zeros(len(taken), bool)

@@ -22,6 +22,19 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def check_described(folder: Path, described_by: str, digests: object) -> None:
+    """Refuse a folder whose files are not the ones its `described_by` file names (`digests`: file
+    name -> sha256, as `mining score` writes them in stats.json): files of two runs, or a file
+    changed by hand. A folder from before the digests were recorded (no mapping) is taken as is."""
+    if not isinstance(digests, dict):
+        return
+    for name, digest in sorted(digests.items()):
+        path = Path(folder) / str(name)
+        if not path.is_file() or file_sha256(path) != digest:
+            raise UserError(f"{path}: is not the file {Path(folder) / described_by} describes (files of two runs, "
+                            "or one changed by hand); run the stage that wrote this folder again")
+
+
 def sha256sums(root: Path, known: dict[str, str] | None = None) -> str:
     """`sha256sum` lines (two spaces, binary-safe paths relative to root) for every file
     under root except SHA256SUMS, sorted by path. `known`: digests already computed from the

@@ -132,10 +132,19 @@ def rescale(x: np.ndarray, s: float) -> np.ndarray:
 
 
 def gem(f: np.ndarray, p: float) -> np.ndarray:
-    """GeM of a (1, C, h, w) feature map: (mean of max(f, 1e-6)^p)^(1/p), (C,) float32."""
+    """GeM of a (1, C, h, w) feature map: (mean of max(f, 1e-6)^p)^(1/p), (C,) float32. Where f^p
+    leaves float32 (a large p overflows or underflows it), the same with each channel divided by
+    its largest value first: m * (mean of (f/m)^p)^(1/p), which stays in range."""
     f = np.maximum(f[0], np.float32(1e-6))
-    fp = f * f * f if p == 3.0 else np.power(f, np.float32(p))
-    return np.power(fp.reshape(len(fp), -1).mean(1, dtype=np.float32), np.float32(1.0 / p)).astype(np.float32)
+    with np.errstate(over="ignore", under="ignore"):
+        fp = f * f * f if p == 3.0 else np.power(f, np.float32(p))
+        out = np.power(fp.reshape(len(fp), -1).mean(1, dtype=np.float32), np.float32(1.0 / p)).astype(np.float32)
+    if np.isfinite(out).all() and np.all(out > 0):
+        return out
+    m = f.reshape(len(f), -1).max(1)
+    with np.errstate(under="ignore"):
+        scaled = np.power(f / m[:, None, None], np.float32(p)).reshape(len(f), -1).mean(1, dtype=np.float32)
+    return (m * np.power(scaled, np.float32(1.0 / p))).astype(np.float32)
 
 
 def pool(out: np.ndarray, kind: str, p: float = 3.0, prefix: int = 1) -> np.ndarray:
@@ -147,6 +156,10 @@ def pool(out: np.ndarray, kind: str, p: float = 3.0, prefix: int = 1) -> np.ndar
     if kind == "cls_token":
         return np.asarray(out[0, 0], np.float32)
     if kind == "mean_tokens":
+        if prefix >= out.shape[1]:
+            raise UserError(f"prefix_tokens={prefix}, but the model outputs {out.shape[1]} token(s): no patch token "
+                            "is left to average (prefix_tokens counts the CLS and register tokens: 1 for a plain "
+                            "ViT, 5 for DINOv2 with registers)")
         return out[0, prefix:].mean(0, dtype=np.float32)
     return np.asarray(out, np.float32).reshape(-1)
 

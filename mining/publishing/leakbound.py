@@ -22,11 +22,14 @@ by reviewers. From their answers:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mining.files.answers import ids_digest
+from mining.files.answers import ids_digest, queue_digest
+from mining.files.checksums import file_sha256
+from mining.files.tables import load_decisions, read_json
 from mining.errors import UserError
 
 # Rank bands of the selection (shares of N, top first): the hardest 5 %, then to 20 %, 50 %, all.
@@ -176,6 +179,7 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     problems = [what for what, bad in (
         ("strata vs the design for the set's size, target and confidence of the draw", not _drawn(audit, sizes, sampled)),
         ("leaks per stratum vs leaks found", sum(leaks) != len(set(found))),
+        ("leaks vs the strata's leaks", audit.get("leaks", sum(leaks)) != sum(leaks)),
         ("removed photos listed twice", len(removed) != len(found) + len(dups)),
         ("set size less removed vs the set", sum(sizes) - len(removed) != len(ids)),
         ("removed photos still in the set", bool(removed & ids))) if bad]
@@ -209,13 +213,65 @@ def _drawn(audit: dict[str, Any], sizes: list[int], sampled: list[int]) -> bool:
     return design["strata"] == sizes and design["sample"] == sampled
 
 
+# what an audit's counts come from, kept beside its audit.json (`mining audit estimate` puts them there)
+EVIDENCE = {"plan.json": "plan (mining audit draw)", "decisions.parquet": "answers (mining review export)"}
+
+
+def count_answers(sampled_ids: list[list[int]], decisions: Any) -> tuple[list[int], list[int]]:
+    """(leaks per stratum, the photos found to show a landmark) from the audit's answers: `landmark`
+    and `unclear` both count as leaks (conservatively)."""
+    leaky = set(decisions.photo_id[decisions.decision != "not_landmark"].tolist())
+    return [sum(p in leaky for p in ids) for ids in sampled_ids], sorted({p for ids in sampled_ids for p in ids
+                                                                          if p in leaky})
+
+
+def answers_agree(audit: dict[str, Any], folder: Path) -> None:
+    """audit.json tied to the audit's own plan and answers beside it: each file's sha256 is the one
+    audit.json records, and the counts it states are the ones the answers give (per stratum, the
+    leaks found, the total). UserError naming the file or the field: forging a release would need
+    forging the answers, which the card's digests expose."""
+    where = folder / "audit.json"
+    digests = audit.get("evidence_sha256")
+    if not isinstance(digests, dict) or set(digests) != set(EVIDENCE):
+        raise UserError(f"{where}: names no plan and answers (evidence_sha256): it was edited, or made before audits "
+                        "recorded them; run `mining audit estimate` again")
+    for name, what in EVIDENCE.items():
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            raise UserError(f"{path}: the audit's {what} must be beside its audit.json (`mining audit estimate` "
+                            "puts it there)")
+        if file_sha256(path) != digests[name]:
+            raise UserError(f"{path}: is not the {what} audit.json was estimated from (its sha256 differs); run "
+                            "`mining audit estimate` again")
+    plan = read_json(folder / "plan.json", "audit plan")
+    try:
+        sampled = [[int(p) for p in ids] for ids in plan["sampled_ids"]]
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{folder / 'plan.json'}: not `mining audit draw`'s plan (no sampled_ids)") from None
+    decisions, _ = load_decisions(folder / "decisions.parquet", kind="audit",
+                                  digest=queue_digest([p for ids in sampled for p in ids]))
+    leaks_h, found = count_answers(sampled, decisions)
+    strata = audit.get("strata") or []
+    stated = [("leaks", audit.get("leaks"), sum(leaks_h)), ("leaks_found", audit.get("leaks_found"), found),
+              ("strata (sampled)", [h.get("sampled") for h in strata], [len(ids) for ids in sampled]),
+              ("strata (leaks)", [h.get("leaks") for h in strata], leaks_h),
+              ("selection_digest", audit.get("selection_digest"), plan.get("selection_digest"))]
+    for field, says, truth in stated:
+        if says != truth:
+            raise UserError(f"{where}: {field} says {str(says)[:80]}, but the audit's plan and answers give "
+                            f"{str(truth)[:80]}: audit.json was edited; run `mining audit estimate` again")
+
+
 def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any,
-                 max_leak_rate: float, confidence: float) -> dict[str, Any] | None:
-    """`mining release --audit`: the audit recomputed (`recompute`); refuse a set that is not the
-    audited one, or whose recomputed bound is above the release's target unless told otherwise."""
+                 max_leak_rate: float, confidence: float, folder: Path | None = None) -> dict[str, Any] | None:
+    """`mining release --audit`: the audit recomputed (`recompute`) and, given its `folder`, its counts
+    checked against its answers (`answers_agree`); refuse a set that is not the audited one, or whose
+    recomputed bound is above the release's target unless told otherwise."""
     if audit is None:
         return None
     checked = recompute(audit, photo_ids, max_leak_rate, confidence)
+    if folder is not None:
+        answers_agree(audit, folder)
     if not checked["passes"] and not allow_over_target:
         drawn = audit.get("max_leak_rate")
         note = (f" (the audit was drawn for {100 * drawn:.2f} %: give release that target with --max-leak-rate "

@@ -79,9 +79,21 @@ class Store:
 
     def load_payload(self, shard: str) -> Any:
         if self.kind == GLOBAL:
-            return np.load(self.path / "shards" / f"{shard}.npy")
+            return self._checked(shard, np.load(self.path / "shards" / f"{shard}.npy"))
 
         return self.method_impl().load_payload(self.path / "shards", shard, self.info)
+
+    def _checked(self, shard: str, rows: np.ndarray) -> np.ndarray:
+        """A global shard's rows, refused in one line when a row is not a direction (NaN, inf,
+        zeros): every similarity with it would be NaN or 0, and the scores a silent wrong answer."""
+        bad = ~np.isfinite(rows).all(axis=1) if rows.ndim == 2 else np.zeros(0, bool)
+        zero = ~rows.any(axis=1) if rows.ndim == 2 else np.zeros(0, bool)
+        if bad.any() or zero.any():
+            which = int(np.flatnonzero(bad | zero)[0])
+            raise UserError(f"{self.path}: shard {shard} has {int(bad.sum())} row(s) with NaN or infinite values and "
+                            f"{int(zero.sum())} of zeros (first: {self.shard_ids(shard)[which]}); describe this set "
+                            "again with a current `mining describe`, which refuses such descriptors")
+        return rows
 
     def iter_blocks(self) -> Iterator[tuple[list[str], Any]]:
         """(ids, payload) per shard; memory stays at one shard."""

@@ -94,6 +94,7 @@ class SelectOptions:
     near_duplicates: Literal["one_per_group", "keep"]
     leak_risk: Literal["refuse", "allow"]
     require_full_res: bool
+    partial_review: Literal["refuse", "allow"]
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,16 @@ def audited_with_leaks(root: Path, n: int = 400, leaks: int = 5) -> tuple[Path, 
                      votes={p: "y" for p in sampled[:leaks]})
     assert estimate(sel, audit, answers) == 0
     return sel, audit, json.loads((audit / "audit.json").read_text())
+
+
+def forged(folder: Path, audit: Path, content: dict) -> Path:
+    """FOLDER/audit.json with `content`, beside a copy of the audit's own plan and answers (what
+    `mining release` checks its counts against): an edit of audit.json alone, as someone with write
+    access to the run would make it."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("plan.json", "decisions.parquet"):
+        shutil.copyfile(audit / name, folder / name)
+    (folder / "audit.json").write_text(json.dumps(content).replace("1e999", "Infinity"))
+    return folder / "audit.json"

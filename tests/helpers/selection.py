@@ -33,6 +33,9 @@ def make_inputs(tmp_path, n=30, seed=0):
     pq.write_table(pa.table({"photo_id": ids, "score": score, "score_cnn": score, "closest_landmark": ["tower"] * n,
                              "methods_missing": np.zeros(n, np.int8)}), scores_dir / "scores.parquet")
     (scores_dir / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp, "landmarks": LANDMARKS}))
+    # score's review queue; empty here: the tests that need one write their own
+    pq.write_table(pa.table({"landmark": pa.array([], pa.string()), "photo_id": pa.array([], pa.int64())}),
+                   scores_dir / "review_queue.parquet")
     pq.write_table(pa.table({
         "photo_id": ids, "server_id": np.full(n, 65535, np.int32), "secret": [f"5e{i}" for i in ids],
         "secret_original": ["o"] * n, "extension": ["jpg"] * n,

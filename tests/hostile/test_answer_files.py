@@ -195,7 +195,8 @@ def test_a_real_full_disk_between_the_set_and_its_audit_json(tmp_path, capsys):
     assert estimate(sel, audit, leaky, tmp_path / "dry") == 0  # the sizes of the new outputs
     with full_disk(tmp_path / "disk", size_kb=256) as disk:
         assert estimate(sel, audit, clean, disk) == 0
-        names = ("audit.json", "distractors.parquet", "distractors.txt")
+        # the set, and the plan and answers its counts come from (copied beside audit.json), then audit.json
+        names = ("audit.json", "distractors.parquet", "distractors.txt", "plan.json", "decisions.parquet")
         before = {n: (disk / n).read_bytes() for n in names}
         st = os.statvfs(disk)
         room = sum(math.ceil((tmp_path / "dry" / n).stat().st_size / st.f_bsize) for n in names[1:])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from auditing import audited_with_leaks, draw, selection
+from auditing import audited_with_leaks, draw, forged as forge, selection
 
 from mining.cli import main
 
@@ -28,7 +28,7 @@ def audited(tmp_path_factory):
 
 
 def _release(root, audit, forged, tmp_path, capsys, *extra):
-    (tmp_path / "audit.json").write_text(json.dumps(forged).replace("1e999", "Infinity"))
+    forge(tmp_path, audit, forged)
     capsys.readouterr()
     code = main(["release", "--selected", str(audit), "--images", str(root / "images"), "--out", str(tmp_path / "rel"),
                  "--audit", str(tmp_path / "audit.json"), "--no-blur", "--no-kit", "--no-progress", *extra])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from auditing import answer, audited_with_leaks, draw, estimate, selection
+from auditing import answer, audited_with_leaks, draw, estimate, forged as forge, selection
 
 from mining.cli import main
 from mining.errors import UserError
@@ -42,20 +42,20 @@ def test_an_edited_audit_json_does_not_open_the_gate(over_target, tmp_path, edit
     forged = dict(honest, **edit)
     if edit.get("strata") == "no leaks":  # the counts edited too, but the leaks found are still listed
         forged["strata"] = [{**s, "leaks": 0} for s in honest["strata"]]
-    (tmp_path / "audit.json").write_text(json.dumps(forged))
+    forge(tmp_path, audit, forged)
     out = tmp_path / "rel"
     code = main(["release", "--selected", str(audit), "--images", str(root / "images"), "--out", str(out),
                  "--audit", str(tmp_path / "audit.json"), "--no-blur", "--no-kit", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
-    assert "above the target" in err or "do not add up" in err, err
+    assert "above the target" in err or "do not add up" in err or "audit.json was edited" in err, err
     assert not out.exists()
 
 
 def test_the_honest_audit_told_to_go_on_states_the_recomputed_bound(over_target, tmp_path):
     root, audit, honest = over_target
     forged = dict(honest, passes=True, upper=0.004, released_upper=0.001)  # (an edited draw target: refused)
-    (tmp_path / "audit.json").write_text(json.dumps(forged))
+    forge(tmp_path, audit, forged)
     stats = run_release(audit, root / "images", tmp_path / "rel", blur=False, audit=tmp_path / "audit.json",
                         target=OVER_TARGET_ALLOWED)
     card = (tmp_path / "rel" / "README.md").read_text()

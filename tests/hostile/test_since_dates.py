@@ -111,7 +111,11 @@ def test_a_day_later_than_every_candidate_needs_late_since_allow(world, tmp_path
     assert not (tmp_path / "refused").exists()
 
     assert _score(world, lm, tmp_path / "allowed", "--late-since", "allow") == 0
-    st = json.loads((tmp_path / "allowed" / "stats.json").read_text())["since"]
+    whole = json.loads((tmp_path / "allowed" / "stats.json").read_text())
+    st = whole["since"]
+    from mining.files.checksums import file_sha256  # score's files are one run's: stats.json names them
+    assert whole["files_sha256"] == {n: file_sha256(tmp_path / "allowed" / n)
+                                     for n in ("scores.parquet", "review_queue.parquet")}
     dated = sum(1 for i in range(NCAND) if i % 5 != 4)
     assert st["landmarks"]["lmA"] == {"since": "2014-01-01", "candidates_before": dated, "late": True}
     queue = pq.read_table(tmp_path / "allowed" / "review_queue.parquet").to_pandas()
@@ -139,3 +143,27 @@ def test_a_day_within_the_candidates_dates_needs_nothing(world, tmp_path):
     st = json.loads((tmp_path / "out" / "stats.json").read_text())["since"]
     assert st["landmarks"]["lmA"] == {"since": "2012-01-01",
                                       "candidates_before": sum(1 for i in range(NCAND) if i % 5 != 4 and i % 2 == 0)}
+
+
+def test_an_impossible_date_taken_does_not_defeat_the_late_guard(world, tmp_path, capsys):
+    """One candidate dated 4501-01-01 (as in YFCC100M's own metadata), one at a camera's unset clock:
+    they are no dates. `since` later than every plausible date is refused as before, and the
+    photos dated impossibly are never exempt."""
+    table = pq.read_table(world / "candidates.parquet").to_pydict()
+    table["date_taken"][0] = "4501-01-01 00:00:00.0"
+    table["date_taken"][2] = "1970-01-01 00:00:00.0"
+    odd = tmp_path / "candidates.parquet"
+    pq.write_table(pa.table({"photo_id": pa.array(table["photo_id"], pa.int64()),
+                             "date_taken": pa.array(table["date_taken"], pa.string())}), odd)
+    lm = _with_since(world, tmp_path, "2014-01-01")
+    args = ["score", "--landmarks", str(lm), "--descriptors", str(world / "desc" / "gem"), "--candidates", str(odd),
+            "--review-top", "20", "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "refused")]) == 2
+    assert "later than every candidate's date_taken (the latest: 2013-03-02)" in capsys.readouterr().err
+    days = since.days_taken(odd, np.asarray(IDS[:3], np.int64))
+    assert np.isnat(days[0]) and np.isnat(days[2]) and days[1] == np.datetime64("2013-03-02")
+    assert main(args + ["--out", str(tmp_path / "allowed"), "--late-since", "allow"]) == 0
+    st = json.loads((tmp_path / "allowed" / "stats.json").read_text())["since"]
+    assert st["candidates_without_date"] == sum(1 for i in range(NCAND) if i % 5 == 4) + 2
+    queue = pq.read_table(tmp_path / "allowed" / "review_queue.parquet").to_pandas()
+    assert {IDS[0], IDS[2]} & set(queue[queue.landmark == "lmA"].photo_id)  # not exempt: reviewable

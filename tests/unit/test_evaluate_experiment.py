@@ -164,6 +164,7 @@ def run_inputs(world, tmp_path):
     pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": answered,
                              "decision": ["landmark"] * 3 + ["not_landmark"]}).replace_schema_metadata(
         Label("review", queue_digest(answered)).metadata()), tmp_path / "decisions.parquet")
+    pq.write_table(pa.table({"landmark": ["lm0"] * 4, "photo_id": answered}), scores / "review_queue.parquet")
     keep = ~np.isin(ids, landmark_ids)
     order = np.lexsort((ids[keep], -total[keep]))[:40]
     sel = tmp_path / "selected"

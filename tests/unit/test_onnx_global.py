@@ -12,17 +12,16 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import onnx
 import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
+from download_folder import photo_folder
 from fixtures.flickr_sizes import photo
 from fixtures.onnx_models import CLS, CONV_B, CONV_W, MIX_W, PATCH_W, cnn_model, image_input, pooled_model, save, vit_model
-from mining.photos import imageindex
-from mining.settings import layout, manifest, options
+from mining.settings import manifest, options
 from mining.errors import UserError
 from mining.methods import get_method, lite0_onnx
 from mining.methods.lite0 import file_sha256
@@ -179,12 +178,7 @@ def test_settings_refused_before_any_model_is_read(tmp_path):
 
 # ---- stores: checksum, several models, the manifest ---------------------------------------------
 def _folder(root: Path, n: int = 5) -> Path:
-    for pid in range(1, n + 1):
-        p = root / layout.image_relpath(pid)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(p), photo(pid, 80 + 7 * pid, 64))
-    imageindex.write(root, [{"photo_id": i, "status": "ok", "path": layout.image_relpath(i)} for i in range(1, n + 1)])
-    return root
+    return photo_folder(root, n)
 
 
 def _run(images: Path, methods: list[str], out: Path, params: dict) -> dict:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pickle
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import cv2
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -281,3 +284,46 @@ def test_leak_risk_flags_the_planted_photos_by_their_inliers(city, tmp_path):
     assert (others["inliers"] < SV["min_inliers"]).all() and (others["inliers"] >= 0).all()  # 36 < 1,000: all verified
     assert st["geometry"]["at_min_inliers"] == len(planted) and st["geometry"]["verified"] == len(lr)
     assert all(img.startswith(("queries/", "database/")) for img in lr.loc[planted, "inlier_image"])
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda row: {"inliers": -7}, "inliers is -7, not a whole number from -1"),
+    (lambda row: {"inlier_points": [float("nan")] + row["inlier_points"][1:]}, "inlier_points[0] is nan"),
+    (lambda row: {"inlier_points": row["inlier_points"][:-1] + [1e308]}, "is inf, not inside its image"),  # float32
+    (lambda row: {"inlier_points": [float("-inf")] + row["inlier_points"][1:]}, "inlier_points[0] is -inf"),
+    (lambda row: {"inlier_frames": [2**31 - 1, 10, 10, 10]}, "inlier_frames is [2147483647, 10, 10, 10]"),
+    (lambda row: {"inlier_points": row["inlier_points"][:-1]}, "not (x, y, x, y) per inlier"),
+], ids=["negative", "nan", "huge", "minus-inf", "frame", "ragged"])
+def test_queue_evidence_out_of_its_domain_refuses_the_import_in_one_line(city, tmp_path, edit, words):
+    """A queue's evidence is checked before it is stored: no NaN line, no 4-billion-pixel drawing."""
+    from mining.stages.review import db
+
+    _, root, _, _ = city
+    table = pq.read_table(root / "scores" / "review_queue.parquet")
+    rows = table.to_pylist()
+    k = next(i for i, r in enumerate(rows) if r["inliers"] > 0)
+    rows[k] = {**rows[k], **edit(rows[k])}
+    bad = tmp_path / "queue.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), bad)
+    con = db.connect(tmp_path / "review.sqlite", create=True)
+    try:
+        with pytest.raises(UserError, match=re.escape(words)):
+            db.import_queue(con, bad)
+        assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 0  # nothing half imported
+    finally:
+        con.close()
+
+
+def test_a_min_inliers_bar_that_is_not_a_number_refuses_the_import(city, tmp_path):
+    from mining.stages.review import db
+
+    _, root, _, _ = city
+    table = pq.read_table(root / "scores" / "review_queue.parquet")
+    bad = tmp_path / "queue.parquet"
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), b"min_inliers": b"abc"}), bad)
+    con = db.connect(tmp_path / "review.sqlite", create=True)
+    try:
+        with pytest.raises(UserError, match="min_inliers metadata is 'abc', not a whole number"):
+            db.import_queue(con, bad)
+    finally:
+        con.close()

@@ -20,6 +20,7 @@ Two steps around a review (docs/stages.md, docs/protocols.md), one entry point e
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining.files import answers, atomic
+from mining.files.checksums import file_sha256
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.settings.options import AuditOptions
@@ -127,7 +129,6 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
         raise UserError(f"{selected}: not the selection the audit sample was drawn from; run `mining audit draw` again")
     sampled = [list(map(int, ids)) for ids in plan["sampled_ids"]]
     df, _ = load_decisions(decisions, kind="audit", digest=sample_digest(sampled))
-    leaky = set(df.photo_id[df.decision != "not_landmark"].tolist())
     answered = set(df.photo_id.tolist())
     in_sample = {p for ids in sampled for p in ids}
     twice, outside = df.photo_id[df.photo_id.duplicated()].tolist(), sorted(answered - in_sample)
@@ -140,9 +141,8 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
     if open_:
         raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "
                         f"(e.g. {open_[0]}); finish the audit review and export again")
-    leaks_h = [sum(p in leaky for p in ids) for ids in sampled]
+    leaks_h, found = leakbound.count_answers(sampled, df)
     result = leakbound.estimate(plan["strata"], [len(ids) for ids in sampled], leaks_h, plan["confidence"])
-    found = sorted({p for ids in sampled for p in ids if p in leaky})
     in_set = set(frame.photo_id.astype(np.int64).tolist())
     dups = near_duplicates_of(set(found), near_duplicates, in_set)
     kept = frame[~frame.photo_id.isin(set(found) | set(dups))].reset_index(drop=True)
@@ -155,10 +155,16 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
         "removed": len(found) + len(dups), "released_set_size": int(len(kept)),
         "released_digest": answers.ids_digest(kept.photo_id),
     })
+    # the plan and the answers the counts come from, beside audit.json (release checks the counts against them)
+    evidence = {"plan.json": audit / "plan.json", "decisions.parquet": Path(decisions)}
+    result["evidence_sha256"] = {name: file_sha256(src) for name, src in evidence.items()}
+    copies = [name for name, src in evidence.items() if src.resolve() != (Path(out) / name).resolve()]
     result["released_upper"] = leakbound.released_upper(result)
     result["passes"] = result["released_upper"] <= plan["max_leak_rate"]
-    names = ["distractors.parquet", *(["distractors.txt"] if "path" in kept else []), "audit.json"]
+    names = ["distractors.parquet", *(["distractors.txt"] if "path" in kept else []), *copies, "audit.json"]
     with atomic.files_together(out, names) as tmp:  # a failure leaves the old outputs; audit.json commits
+        for name in copies:
+            shutil.copyfile(evidence[name], tmp[name])
         pq.write_table(pa.Table.from_pandas(kept, preserve_index=False), tmp["distractors.parquet"])
         if "path" in kept:
             tmp["distractors.txt"].write_text("".join(p + "\n" for p in kept.path), encoding="utf-8")

@@ -142,8 +142,34 @@ def describe_item(item: ImageItem, methods: Sequence[Method], fns: Sequence[Call
             feats, err = _once(cache, ("extract", ek), lambda m=m, img=img: _read_only(m.extract(img)))
         if err is None:
             res, err = _once(cache, ("method", i), lambda fn=fn, feats=feats: fn(feats))
+        if err is None:
+            err = unusable(res)
         out.append((res, None) if err is None else (None, err))
     return out
+
+
+def unusable(result: Any) -> str | None:
+    """Why a description (or learning features) cannot be used: NaN or infinite values, or a
+    global vector of zeros (no direction: every similarity 0); None when it can. A model that
+    overflows or outputs NaN is caught here, per image, and counted by `finish`."""
+    if any(a.dtype.kind == "f" and not np.isfinite(a).all() for a in _arrays(result)):
+        return "Unusable: the descriptor has NaN or infinite values"
+    if isinstance(result, np.ndarray) and result.dtype.kind == "f" and result.ndim == 1 and result.size \
+            and not np.any(result):
+        return "Unusable: the descriptor is all zeros"
+    return None
+
+
+def _arrays(x: Any, depth: int = 3) -> list[np.ndarray]:
+    """The numpy arrays in a method's result (an array, tuples of them, a small record of them),
+    `depth` levels down at most (a plug-in's payload may hold anything)."""
+    if isinstance(x, np.ndarray):
+        return [x]
+    if depth == 0:
+        return []
+    if isinstance(x, (tuple, list)):
+        return [a for v in x for a in _arrays(v, depth - 1)]
+    return [a for v in vars(x).values() for a in _arrays(v, depth - 1)] if hasattr(x, "__dict__") else []
 
 
 def _read_only(x: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ def finish(p: Plan, shards: list[tuple[str, list[Any]]]) -> dict[str, Any]:
     atomic.write_parquet(p.out / "failures.parquet", failed)
     info = dict(p.info)
     count = len(descriptors.Store(p.out, info).ids())
+    refuse_mostly_failed(p.name, p.out, count, failed)
     dim = p.method.dim()
     if p.method.kind == GLOBAL and shards:
         dim = int(np.load(p.out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
@@ -108,6 +110,19 @@ def finish(p: Plan, shards: list[tuple[str, list[Any]]]) -> dict[str, Any]:
     if failed.num_rows:
         log.warning("%d image(s) could not be described; see %s", failed.num_rows, p.out / "failures.parquet")
     return info
+
+
+def refuse_mostly_failed(method: str, out: Path, count: int, failed: pa.Table) -> None:
+    """Stop when most images failed: then the method, its model or its settings are the cause, not
+    the images (a NaN model, an overflowing GeM), and a store of the few that passed would be a
+    silent wrong answer. The failures stay in failures.parquet; store.json is not written."""
+    if failed.num_rows <= count:
+        return
+    errors = Counter(str(e).split(":", 1)[-1].strip() or str(e) for e in failed.column("error").to_pylist())
+    top, n = errors.most_common(1)[0]
+    raise UserError(f"{method}: {failed.num_rows} of {failed.num_rows + count} images could not be described "
+                    f"({n} of them: {top[:200]}); when most images fail, the method, its model or its settings are "
+                    f"the cause, not the images: check them (every failure: {out / 'failures.parquet'})")
 
 
 def check_resumable(out: Path, info: dict[str, Any]) -> None:

@@ -57,7 +57,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
             else "the selection is empty"))
     # the card's audit: recomputed from its counts against this release's target, never as the file says
     audit = leakbound.release_gate(audit, target.over_target == "allow", frame.photo_id, target.max_leak_rate,
-                                   target.confidence)
+                                   target.confidence, folder=Path(inputs.audit).parent if inputs.audit else None)
     if inputs.manifest is not None and not inputs.manifest.is_file():
         raise UserError(f"manifest not found: {inputs.manifest}")
     return Selection(frame, table_path, policy, cand_stats, evaluation, audit)

@@ -13,8 +13,11 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import sqlite3
 from typing import Any
+
+from mining.errors import UserError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS evidence (
@@ -36,7 +39,11 @@ def import_evidence(con: sqlite3.Connection, table: Any) -> int:
         return 0
     meta = table.schema.metadata or {}
     if meta.get(MIN_INLIERS.encode()):
-        con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (MIN_INLIERS, meta[MIN_INLIERS.encode()].decode()))
+        bar = meta[MIN_INLIERS.encode()].decode(errors="replace")
+        if not bar.isascii() or not bar.isdigit() or int(bar) > MAX_INLIERS:
+            raise UserError(f"the queue's {MIN_INLIERS} metadata is {bar[:40]!r}, not a whole number of inliers; "
+                            "make the queue again with `mining score`")
+        con.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (MIN_INLIERS, bar))
     cols = {c: table.column(c).to_pylist() for c in ("landmark", "photo_id", *COLUMNS) if c in table.column_names}
     rows = []
     for i in range(table.num_rows):
@@ -47,10 +54,36 @@ def import_evidence(con: sqlite3.Connection, table: Any) -> int:
             continue
         pts = cols.get("inlier_points", [None] * table.num_rows)[i] or []
         frames = cols.get("inlier_frames", [None] * table.num_rows)[i] or []
+        bad = _out_of_domain(n, pts, frames)
+        if bad:
+            raise UserError(f"queue row {i + 1} (landmark {str(cols['landmark'][i])[:60]!r}, photo "
+                            f"{cols['photo_id'][i]}): {bad}; the evidence is refused (make the queue again with "
+                            "`mining score`)")
         rows.append((item[0], int(n), cols.get("inlier_image", [None] * table.num_rows)[i],
                      json.dumps([round(float(v), 2) for v in pts]), json.dumps([int(v) for v in frames])))
     con.executemany("INSERT OR IGNORE INTO evidence (item_id, inliers, image, points, frames) VALUES (?, ?, ?, ?, ?)", rows)
     return len(rows)
+
+
+MAX_INLIERS = 10**7
+MAX_SIDE = 65535  # a JPEG's largest side
+
+
+def _out_of_domain(inliers: Any, points: list, frames: list) -> str | None:
+    """What is wrong with one row's evidence, or None: inliers a whole number ≥ -1 (-1: no
+    keypoints); frames the two images' sizes (4 whole numbers in 1..65535) or none; points
+    (x, y in the candidate, x, y in the image) finite and inside those frames."""
+    if type(inliers) is not int or not -1 <= inliers <= MAX_INLIERS:
+        return f"inliers is {inliers!r}, not a whole number from -1 to {MAX_INLIERS}"
+    if frames and (len(frames) != 4 or any(type(v) is not int or not 1 <= v <= MAX_SIDE for v in frames)):
+        return f"inlier_frames is {str(frames)[:80]}, not two image sizes (4 whole numbers from 1 to {MAX_SIDE})"
+    if len(points) % 4 or (points and not frames):
+        return "inlier_points is not (x, y, x, y) per inlier with the frames they lie in"
+    for k, v in enumerate(points):
+        limit = frames[k % 4]  # x, y of the candidate, then of the image: within a pixel of the frame
+        if v is None or not math.isfinite(v) or not -1 <= v <= limit + 1:
+            return f"inlier_points[{k}] is {v!r}, not inside its image ({'width' if k % 2 == 0 else 'height'} {limit})"
+    return None
 
 
 def position_after(con: sqlite3.Connection, landmark: str, cond: str, arg: tuple, after: int) -> int:

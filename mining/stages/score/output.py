@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from mining import pins
 from mining.files import atomic
+from mining.files.checksums import file_sha256
 from mining.datasets.benchmarks import score_column
 from mining.evidence.geometry import columns
 from mining.stages.score.inputs import Problem
@@ -38,7 +40,7 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
             cols[score_column(name)] = pa.array(result.benchmark_scores[bi][order], pa.float64())
     cols["closest_landmark"] = pa.array(lm_names[result.closest_landmark[order]], pa.string())
     cols["methods_missing"] = pa.array(result.methods_missing[order], pa.int8())
-    atomic.write_parquet(out / "scores.parquet", pa.table(cols))
+    scores = pa.table(cols)
 
     rows = {k: [] for k in ("landmark", "photo_id", "rank", "score", "total_score", "best_query")}
     sorted_ids, sorted_scores = result.photo_id[order], result.score[order]
@@ -61,10 +63,18 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
     table = pa.table(rows, schema=schema)
     if geometry is not None:
         table = add_geometry(table, geometry, result.stats)
-    atomic.write_parquet(out / "review_queue.parquet", table)
     result.stats["review_queue_rows"] = len(rows["photo_id"])
     result.stats["pins"] = pins.fingerprint()
-    atomic.write_json(out / "stats.json", result.stats)
+    # the three files of one run, stats.json last (the commit), naming the others' digests: a kill or
+    # a full disk leaves the old run's files whole, and a reader can tell files of two runs apart
+    with atomic.files_together(out, (SCORES, QUEUE, STATS)) as tmp:
+        pq.write_table(scores, tmp[SCORES])
+        pq.write_table(table, tmp[QUEUE])
+        result.stats["files_sha256"] = {name: file_sha256(tmp[name]) for name in (SCORES, QUEUE)}
+        tmp[STATS].write_text(atomic.json_text(result.stats))
+
+
+SCORES, QUEUE, STATS = "scores.parquet", "review_queue.parquet", "stats.json"
 
 
 def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:

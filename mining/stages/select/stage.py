@@ -35,7 +35,9 @@ from mining.publishing.licences import licence_label
 from mining.settings.options import SelectOptions
 from mining.retrieval.methodstores import rank_order
 from mining.evidence.screening import leakrisk_filter_order, neardup_filter_order
-from mining.files.tables import load_decisions
+from mining.files import answers
+from mining.files.checksums import check_described
+from mining.files.tables import load_decisions, read_file, read_table
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +64,39 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
         if not p.is_file():
             raise UserError(f"{p} not found (is {scores_dir} the output of `mining score`?)")
     stats = json.loads(stats_path.read_text())
+    check_described(scores_dir, "stats.json", stats.get("files_sha256"))  # one score run's files, not two
     scores: pd.DataFrame = pq.read_table(table_path).to_pandas()
     for col in ("photo_id", "score"):
         if col not in scores.columns:
             raise UserError(f"{table_path} has no column {col!r}")
     return scores, stats
+
+
+def review_coverage(scores_dir: Path, path: Path, decisions: Any, policy: str) -> dict[str, Any]:
+    """How much of the scores' review queue the answers cover. Answers to another queue (their label's
+    digest is not this queue's, and they leave some of its photos unanswered) are refused; answers
+    that leave photos of this queue unanswered are refused unless `policy` is allow (then counted in
+    stats.json and the card): an unreviewed top-ranked photo may show a landmark."""
+    queue_path = scores_dir / "review_queue.parquet"
+    if not queue_path.is_file():
+        raise UserError(f"{queue_path} not found (is {scores_dir} the whole output of `mining score`?); score again")
+    queue = np.unique(read_file(queue_path, ["photo_id"]).column("photo_id").to_numpy(zero_copy_only=False)
+                      .astype(np.int64))
+    label = answers.read_label(read_table(path, ("photo_id",), "decisions file").schema.metadata)
+    digest = answers.queue_digest(queue)
+    same = label is not None and label.digest == digest
+    missing = np.setdiff1d(queue, decisions.photo_id.to_numpy(np.int64))
+    if missing.size and not same:
+        raise UserError(f"{path}: answers {label.words() if label else 'an unnamed queue'}, not this run's review "
+                        f"queue (photos digest {digest}, {queue_path}): {missing.size} of its {queue.size} photos have "
+                        "no answer; import this queue into the review (`mining review import`) and export its answers")
+    if missing.size and policy != "allow":
+        raise UserError(f"{path}: answers {queue.size - missing.size} of the review queue's {queue.size} photos; "
+                        f"{missing.size} (e.g. photo {missing[0]}) have none, and an unreviewed top-ranked photo may "
+                        "show a landmark: finish the review and export it again, or keep the partial review with "
+                        "--partial-review allow (counted in selected/stats.json)")
+    return {"queue_photos": int(queue.size), "answered": int(queue.size - missing.size),
+            "unanswered": int(missing.size), "answers_label_is_this_queue": bool(same), "partial_review": policy}
 
 
 def check_fingerprints(stats: dict, decisions_fp: str | None, landmarks: Any) -> str | None:
@@ -110,6 +140,7 @@ class Ranked:
     drop: np.ndarray
     near_duplicates: dict | None
     leak_risk: dict | None
+    review: dict
 
 
 def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
@@ -121,6 +152,7 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     fingerprint = check_fingerprints(stats, decisions_fp, inputs.landmarks)
     pid = scores.photo_id.to_numpy(np.int64)
     check_decisions(decisions, pid, list(stats.get("landmarks", [])))
+    coverage = review_coverage(inputs.scores, inputs.decisions, decisions, options.partial_review)
 
     confirmed = np.unique(decisions.photo_id[decisions.decision == "landmark"].to_numpy(np.int64))
     unclear = np.setdiff1d(np.unique(decisions.photo_id[decisions.decision == "unclear"].to_numpy(np.int64)),
@@ -137,7 +169,7 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
     if inputs.leak_risk is not None:  # high-risk candidates beyond the reviewed depth (mining.stages.leakrisk.stage)
 
         order, risk_stats = leakrisk_filter_order(order, pid, decisions, Path(inputs.leak_risk), options.leak_risk)
-    return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats)
+    return Ranked(scores, decisions, fingerprint, pid, order, confirmed, unclear, drop, nd_stats, risk_stats, coverage)
 
 
 def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | None = None,
@@ -283,4 +315,5 @@ def summary(scores_dir: Path, r: Ranked, chosen: Chosen, table: Any, options: Se
         "licences": {str(k): int(v) for k, v in licences.items()},
         "near_duplicates": r.near_duplicates,
         "leak_risk": r.leak_risk,
+        "review": r.review,
     }

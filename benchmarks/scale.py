@@ -185,6 +185,8 @@ def make_run(root: Path, pool: int, landmarks_dir: Path, seed: int = 0) -> Path:
         dec_rows["landmark"] += [lm] * pick.size
         dec_rows["photo_id"] += ids[pick].tolist()
         dec_rows["decision"] += np.where(u < 0.02, "landmark", np.where(u < 0.03, "unclear", "not_landmark")).tolist()
+    pq.write_table(pa.table({"landmark": dec_rows["landmark"], "photo_id": pa.array(dec_rows["photo_id"], pa.int64())}),
+                   run / "scores" / "review_queue.parquet")  # the queue the answers answer (select checks it)
     (run / "review").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"landmark": dec_rows["landmark"], "photo_id": pa.array(dec_rows["photo_id"], pa.int64()),
                              "decision": dec_rows["decision"]}).replace_schema_metadata(  # labelled as an export

@@ -89,10 +89,11 @@ class Store:
         bad = ~np.isfinite(rows).all(axis=1) if rows.ndim == 2 else np.zeros(0, bool)
         zero = ~rows.any(axis=1) if rows.ndim == 2 else np.zeros(0, bool)
         if bad.any() or zero.any():
-            which = int(np.flatnonzero(bad | zero)[0])
-            raise UserError(f"{self.path}: shard {shard} has {int(bad.sum())} row(s) with NaN or infinite values and "
-                            f"{int(zero.sum())} of zeros (first: {self.shard_ids(shard)[which]}); describe this set "
-                            "again with a current `mining describe`, which refuses such descriptors")
+            row = int(np.flatnonzero(bad | zero)[0])
+            what = "has NaN or infinite values" if bad[row] else "is all zeros"
+            raise UserError(f"{self.path}: shard {shard} row {row} ({self.shard_ids(shard)[row]}) {what} "
+                            f"({int(bad.sum())} row(s) not finite, {int(zero.sum())} of zeros): not a descriptor; "
+                            "describe this set again with a current `mining describe`, which refuses such rows")
         return rows
 
     def iter_blocks(self) -> Iterator[tuple[list[str], Any]]:

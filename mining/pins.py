@@ -12,7 +12,7 @@ that level or above. `mining/__init__.py` calls it, so importing anything of min
 `check()` verifies that the libraries a stage loaded really run at that level (a library loaded
 before mining was imported escapes the pin) and that this CPU has it; otherwise it stops with one
 line. ONNX Runtime has no switch: its bytes on both levels are checked by the test suite instead
-(tests/unit/test_cpu.py, under QEMU's Haswell model). `MINING_SIMD=native` turns the pin off (the
+(tests/workflow/test_any_cpu.py, under QEMU's Haswell model). `MINING_SIMD=native` turns the pin off (the
 libraries' own choice; recorded in every provenance, for speed experiments only).
 
 docs/reproducibility.md says what is pinned, why and what it costs.
@@ -42,12 +42,11 @@ _PINS: tuple[tuple[str, str, str], ...] = (
     # OpenCV's dispatched code above AVX2: the names this CPU has (_OPENCV_ABOVE; OpenCV warns
     # on stderr about disabling what the CPU lacks)
     ("OPENCV_CPU_DISABLE", "", "add"),
-    # numpy 2.x's dispatch groups above x86-64-v3
     # OpenCV's bundled Intel IPP dispatches on its own (AVX-512 "k0" here, another build on an
     # AVX2 CPU, measured: other RootSIFTs even with OPENCV_IPP=sse42); off, OpenCV's own code runs
     ("OPENCV_IPP", "disabled", "set"),
     ("OPENCV_LOG_LEVEL", "ERROR", "default"),  # not OpenCV's warning that IPP is off (a user's level stays)
-    ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR", "add"),
+    ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR", "add"),  # numpy 2.x's groups above v3
     ("OPENBLAS_CORETYPE", "Haswell", "set"),     # numpy's, scipy's and faiss's OpenBLAS
     ("FAISS_OPT_LEVEL", "avx2", "set"),          # faiss-cpu's extension build
     ("ATEN_CPU_CAPABILITY", "avx2", "set"),      # torch's own kernels

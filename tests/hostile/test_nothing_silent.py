@@ -211,3 +211,21 @@ def test_answers_changed_after_the_estimate_or_missing_are_refused(leaky_audit, 
     code, err = _release_with(root, audit / "audit.json", tmp_path / "rel", capsys)  # the honest audit is taken
     assert code == 0, err
     assert "evidence_sha256" in json.loads((audit / "audit.json").read_text())
+
+
+def test_a_mapping_given_to_param_points_to_the_params_spelling_that_works(tmp_path, capsys):
+    import shlex
+
+    from mining.cli import main
+
+    images = _folder(tmp_path / "images", n=2)
+    base = ["describe", "--images", str(images), "--set", "candidates", "--method", "rsift-asmk", "--workers", "0",
+            "--out", str(tmp_path / "store"), "--no-progress"]
+    assert main(base + ["--param", "rsift-asmk:spatial_verification={top_k: 5}"]) == 2
+    err = capsys.readouterr().err
+    assert "a mapping goes in --params, e.g. --params '{rsift-asmk: {spatial_verification: {top_k: 5}}}'" in err
+    suggested = shlex.split(err.split("e.g. ", 1)[1])
+    main(base + suggested)  # 2 tiny photos are too few to learn a vocabulary from; the settings are taken:
+    assert "VALUE must be" not in capsys.readouterr().err
+    plan = json.loads((tmp_path / "store" / "describe.json").read_text())  # what the store is being made with
+    assert plan["params"]["spatial_verification"]["top_k"] == 5

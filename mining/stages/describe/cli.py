@@ -80,7 +80,9 @@ def parse_param(text: str) -> tuple[str | None, str, object]:
         raise UserError(f"--param {text!r}: expected KEY=VALUE or METHOD:KEY=VALUE")
     value = flag_value(raw, f"--param {text!r}: VALUE")
     if isinstance(value, dict):
-        raise UserError(f"--param {text!r}: VALUE must be a number, text, true/false or a list")
+        where = f"{method.strip() or 'METHOD'}: {{{key.strip()}: {raw.strip()}}}"
+        raise UserError(f"--param {text!r}: VALUE must be a number, text, true/false or a list; a mapping goes in "
+                        f"--params, e.g. --params '{{{where}}}'")
     return (method.strip() or None), key.strip(), value
 
 

@@ -33,9 +33,9 @@ REGISTRY: dict[str, str] = {
     "rsift-vlad": "mining.methods.rsift_vlad:RSiftVlad",
     "onnx-global": "mining.methods.onnx_global:OnnxGlobal",
 }
-# `onnx-global-NAME`: another instance of onnx-global (its own settings and store), so that a
-# manifest can describe with several ONNX models
-INSTANCES = re.compile(r"(onnx-global)-[A-Za-z0-9][A-Za-z0-9_-]*")
+# `onnx-global-NAME`, `cnn-gem-NAME`: another instance of the method (its own settings and
+# store), so that a manifest can describe with several ONNX models or backbones
+INSTANCES = re.compile(r"(onnx-global|cnn-gem)-[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -156,6 +156,11 @@ class Method:
     def learns(self) -> bool:
         """True when `fit` must run on candidates before anything can be described."""
         return False
+
+    def skip_learning(self, sample: int) -> str | None:
+        """Why learning on `sample` candidate images would learn nothing, decided before the
+        learning pass (which is then not run, and the state is empty); None: learn."""
+        return None
 
     def fit_features(self, image: np.ndarray) -> np.ndarray:
         """Raw features of one training image (rows), what `fit` learns from."""
@@ -317,6 +322,13 @@ class WhitenedGlobal(Method):
     @property
     def learns(self) -> bool:
         return bool(self.params["whiten"])
+
+    def skip_learning(self, sample: int) -> str | None:
+        dim = int(self.params["whiten_dim"])
+        if sample < 2 * dim:  # the rule of fit_pca_whitening_if_enough, known before any image is read
+            return (f"{sample} candidates to learn from < 2 x whiten_dim {dim}: not whitening, no learning pass "
+                    f"(whiten: false says so in the manifest; whiten_dim ≤ {sample // 2} whitens)")
+        return None
 
     def fit_features(self, image: np.ndarray) -> np.ndarray:
         return self.raw(image)[None, :]

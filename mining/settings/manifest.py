@@ -54,7 +54,8 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
         raise Locator(source, lines).error(("metadata",), "required: the yfcc100m_dataset file(s) to mine "
                                            "(only a demo run, with a demo: section, has none)")
     check_methods(data["methods"], Locator(source, lines))
-    check_method_params(data["methods"], data["describe"]["params"], Locator(source, lines))
+    check_held_out(data["methods"], data["evaluate"]["held_out"], Locator(source, lines))
+    check_method_params(data["methods"] + data["evaluate"]["held_out"], data["describe"]["params"], Locator(source, lines))
     check_benchmarks(data["landmarks"], Locator(source, lines))
     check_several(data, Locator(source, lines))
     return data
@@ -94,7 +95,8 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
                                   f"(describe: {{params: {{{name}: {{{missing[0]}: ...}}}}}})")
     for name, settings in params.items():
         if name not in methods:
-            raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
+            raise where.error(("describe", "params", name), f"settings for {name!r}, which is in neither methods nor "
+                              f"evaluate: held_out ({', '.join(methods)})")
         cls = method_class(name)
         for key, value in settings.items():
             if key not in cls.defaults:
@@ -114,6 +116,17 @@ def check_methods(methods: list[str], where: Locator) -> None:
     for i, name in enumerate(methods):
         if resolve(name) is None:
             raise where.error(("methods", i), f"unknown method {name!r} (known: {', '.join(known)})")
+
+
+def check_held_out(methods: list[str], held_out: list[str], where: Locator) -> None:
+    """`evaluate: {held_out: [...]}` names known methods that do not mine (a method cannot both
+    choose the set and be the witness that it is hard)."""
+    for i, name in enumerate(held_out):
+        if resolve(name) is None:
+            raise where.error(("evaluate", "held_out", i), f"unknown method {name!r} (known: {', '.join(method_names())})")
+        if name in methods:
+            raise where.error(("evaluate", "held_out", i), f"{name!r} is in methods too: a held-out method never mines "
+                              "(remove it from one of the two)")
 
 
 def check(instance: Any, sch: dict[str, Any], where: Locator, prefix: tuple[str | int, ...] = ()) -> None:
@@ -228,7 +241,13 @@ class Manifest(dict):
 
     @property
     def methods(self) -> list[str]:
+        """The methods that mine (scored, they choose the set)."""
         return cast(list[str], self["methods"])
+
+    @property
+    def described(self) -> list[str]:
+        """Every method described: those that mine, then the held-out ones (evaluated only)."""
+        return self.methods + cast(list[str], self["evaluate"]["held_out"])
 
     def benchmarks(self, demo_gnds: Any = ()) -> list[Any]:
         """The run's benchmarks (`mining.datasets.benchmarks.Benchmark`, in manifest order); for

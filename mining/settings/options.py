@@ -114,6 +114,7 @@ class EvaluateOptions:
     aqe_alpha: float
     dba_n: int  # DBA's neighbours (0: off)
     dba_alpha: float
+    held_out: list[str]  # evaluated, never scored or mined (docs/protocols.md "Held-out methods")
 
 
 LicenceCode = Literal["by", "by-sa", "by-nd", "by-nc", "by-nc-sa", "by-nc-nd", "cc0", "pdm", "nkcr", "us-gov"]
@@ -219,7 +220,9 @@ def add_flags(p: argparse.ArgumentParser, name: str, keys: list[str] | None = No
         elif kind == "string":
             kw["metavar"] = "TEXT"
         elif kind == "array":
-            kw.update(nargs="+", action="extend", type=_value, metavar="VALUE")
+            # a list that may be empty takes none (`--held-out` alone: the empty list over the manifest's)
+            kw.update(nargs="*" if not sub.get("minItems") and sub.get("default") == [] else "+", action="extend",
+                      type=_value, metavar="VALUE")
         else:
             kw.update(type=_value, metavar="VALUE")
         named[key] = flag_of(key, flags)

@@ -74,6 +74,26 @@ def test_lite0_backbone_loads_every_checkpoint_key_strictly():
     assert fmap.shape == (1, 1280, 4, 5)  # TF "same" padding: ceil(97/32), ceil(131/32)
 
 
+@pytest.mark.parametrize("variant, side, blocks", [("lite0", 224, 16), ("lite2", 260, 21)])
+def test_each_lite_backbone_loads_strictly_and_sees_the_cat_in_a_real_photo(variant, side, blocks):
+    """EfficientNet-Lite0 and -Lite2 (cnn-gem's `backbone`) as written out: every checkpoint key
+    loads, and the ImageNet head puts a cat class (281-285) first for scikit-image's photo of
+    Chelsea the cat (TF preprocessing, mean = std = 0.5), so the stages' table is the network's."""
+    import torch
+    from PIL import Image
+    from skimage import data
+
+    from mining.methods.lite0 import build_lite0
+
+    net = build_lite0(variant)
+    assert len(net._blocks) == blocks
+    img = np.asarray(Image.fromarray(data.chelsea()).resize((side, side), Image.BILINEAR), np.float32) / 255.0
+    x = torch.from_numpy((img - 0.5) / 0.5).permute(2, 0, 1)[None].contiguous()
+    with torch.inference_mode():
+        top = int(net.logits(x).argmax())
+    assert 281 <= top <= 285, top
+
+
 def test_asmk_kernel_matches_the_asmk_package_inverted_file():
     from asmk import inverted_file
     from asmk.functional import asmk_kernel
@@ -210,7 +230,7 @@ def test_an_onnx_model_off_tolerance_is_refused_and_not_cached(tmp_path, monkeyp
 
     good = lite0_onnx.ensure_model()
     monkeypatch.setenv("MINING_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(lite0_onnx, "export", lambda p: shutil.copyfile(good, p))
+    monkeypatch.setattr(lite0_onnx, "export", lambda p, variant: shutil.copyfile(good, p))
     monkeypatch.setattr(lite0_onnx, "TOLERANCE", 1e-9)
     with pytest.raises(UserError, match=r"ONNX export differs from the torch backbone at [0-9]+x[0-9]+ .*use backend=torch"):
         lite0_onnx.ensure_model()

@@ -35,6 +35,7 @@ OTHER = {
     ("evaluate", "n"): 7,
     ("evaluate", "random_seeds"): [5],
     ("evaluate", "setups"): ["hard"],
+    ("evaluate", "held_out"): ["rsift-vlad"],
     ("release", "licenses"): "commercial",
     ("review", "decisions"): "d.parquet",
     ("review", "budget"): 50,
@@ -111,7 +112,7 @@ def _flag_words(sp: argparse.ArgumentParser, flag: str, value: object) -> list[s
     action = _action(sp, flag)
     if isinstance(action, argparse.BooleanOptionalAction):
         return [flag if value else "--no-" + flag[2:]]
-    items = value if action.nargs == "+" else [value]
+    items = value if action.nargs in ("+", "*") else [value]
     return [flag, *(json.dumps(v) if not isinstance(v, str) else v for v in items)]
 
 

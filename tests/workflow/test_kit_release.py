@@ -118,7 +118,10 @@ def test_evaluate_kit_reproduces_the_demo_table_without_any_image(demo_run, kit_
                     n_values += 1
             assert got["curve"][m][s]["sizes"] == run["curve"][m][s]["sizes"]
             assert np.allclose(got["curve"][m][s]["mined"], run["curve"][m][s]["mined"], rtol=0, atol=1e-6)
-    assert n_values == 3 * 3 * 2 * 4
+    assert n_values == 4 * 3 * 2 * 4  # cnn-gem, rsift-asmk, rsift-vlad and the held-out cnn-gem-lite2
+    assert got["held_out"] == ["cnn-gem-lite2"] and "cnn-gem-lite2 (held out)" in printed
+    # the rows a kit cannot compute are named, not silently missing
+    assert "rsift-asmk+SP" in got["reproduced"]["not_reproduced"] and "rsift-asmk+SP" in printed
     assert "Reproduces the run's evaluation.json" in printed and f"mined {run['n']}" in printed
     # the mined set is harder than none for some method and setup: the table is not trivially equal
     assert any(run["results"][m][s]["mined"]["mAP"] < run["results"][m][s]["none"]["mAP"] - 1e-3

@@ -70,7 +70,7 @@ def test_a_plugin_method_is_listed_checked_and_set_from_the_manifest(tmp_path):
     m["describe"]["params"] = {"cnn-gem": {"whiten_dim": 64}}
     bad.write_text(yaml.safe_dump(m))
     r = snakemake(tmp_path / "w", "-n", "--cores", "1", manifest=bad, env=env)
-    assert r.returncode != 0 and "settings for 'cnn-gem', which is not in methods (tiny-hist)" in r.stdout + r.stderr
+    assert r.returncode != 0 and "settings for 'cnn-gem', which is in neither methods nor evaluate: held_out (tiny-hist)" in r.stdout + r.stderr
     # without the plug-in installed, the manifest names an unknown method
     m["describe"]["params"] = {}
     bad.write_text(yaml.safe_dump(m))

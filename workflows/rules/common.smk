@@ -13,7 +13,9 @@ from mining.settings.layout import RunLayout
 
 L = RunLayout(R)
 ENV = "../envs/mining.yaml"
-METHODS = M.methods
+METHODS = M.methods  # they mine: scored, they choose the set
+# evaluate: held_out: described like the others, evaluated, never scored (docs/protocols.md)
+DESCRIBED = M.described
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
 NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
 # The methods that keep keypoints (`spatial_verification` in their describe params): the first

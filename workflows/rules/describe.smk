@@ -8,7 +8,7 @@ import re as _re
 
 from mining.stages.describe.stage import shared_groups as _shared_groups
 
-DESCRIBE_GROUPS = _shared_groups(METHODS)
+DESCRIBE_GROUPS = _shared_groups(DESCRIBED)
 DESCRIBE_SHARED = [g for g in DESCRIBE_GROUPS if len(g) > 1]
 DESCRIBE_ALONE = "|".join(_re.escape(g[0]) for g in DESCRIBE_GROUPS if len(g) == 1) or "(?!)"  # (?!): none
 # A landmark set's store: DESC/<method>/{set}, or with several benchmarks one per benchmark,

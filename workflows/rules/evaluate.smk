@@ -4,7 +4,7 @@
 rule evaluate:
     input:
         gnd=landmark_gnds(),
-        stores=stores_of(METHODS),
+        stores=stores_of(DESCRIBED),
         scores=L.scores_table,
         selected=L.distractors_table,
         decisions=decisions_path(),

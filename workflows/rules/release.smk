@@ -10,7 +10,7 @@ rule release:
         candidates_stats=L.candidates_stats,
         evaluation=L.evaluation_json,
         manifest=MANIFEST_PATH,
-        stores=stores_of(METHODS) if M.release["kit"] else [],
+        stores=stores_of(DESCRIBED) if M.release["kit"] else [],
     output:
         card=report(L.release_card, category="Release", caption="../report/card.rst"),
         sums=L.release_sums,

@@ -336,6 +336,8 @@ def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str 
     for p in plans:
         p.info["ids_sha256"] = ids_hash
         check_resumable(p.out, p.info)
+        if p.learn:  # a pool too small to learn from is known now, not after a learning pass
+            p.info["learning_skipped"] = p.method.skip_learning(min(fit_images, len(items)))
     return plans, items
 
 
@@ -355,6 +357,13 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
            seed: int, progress: bool) -> None:
     """Learn each method's state on one seeded sample of the candidates (features extracted on
     the cluster, in task order) and write it to its model.npz."""
+    for p in [p for p in fitting if p.info.get("learning_skipped")]:
+        log.warning("%s: %s", p.name, p.info["learning_skipped"])
+        p.method.set_state({})
+        with atomic.atomic_path(p.state_path) as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f)
+    fitting = [p for p in fitting if not p.info.get("learning_skipped")]
     if not fitting:
         return
     rng = np.random.default_rng(seed)

@@ -24,6 +24,7 @@ from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.histograms import MethodData, Ranking
 from mining.stages.evaluate.protocols.setups import KAPPAS, setup_gnd
 from mining.retrieval.metrics import positions_to_metrics
+from mining.publishing.result import row_label
 from mining.publishing.text import pct as _pct
 from mining.retrieval.methodstores import rank_order
 from mining.files.tables import load_decisions
@@ -276,7 +277,7 @@ def _result_rows(report: dict[str, Any], row: str, results: dict[str, Any]) -> l
                 if r and kind == "random" and f"{key}_std" in r:
                     v += f" ± {_pct(r[f'{key}_std'])}"
                 cells.append(v)
-        lines.append(f"| {row} | {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row_label(report, row)} | {label} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -294,6 +295,9 @@ def markdown_table(report: dict[str, Any]) -> str:
         for row, results in [(m, report["results"][m])] + [(v, x["results"]) for v, x in variants.items()
                                                            if x["method"] == m]:
             lines += _result_rows(report, row, results)
+    if report.get("held_out"):
+        lines += ["", f"Held out: {', '.join(report['held_out'])}: described and evaluated, never scored, so they "
+                  "took no part in choosing the set (docs/protocols.md)."]
     ex = report.get("expansion")
     if ex:  # mining.stages.evaluate.expansion
         lines += ["", f"+αQE: each query plus its top {ex['aqe']['n']} (weights similarity^{ex['aqe']['alpha']:g}); "
@@ -308,7 +312,7 @@ def markdown_table(report: dict[str, Any]) -> str:
         for m in report["methods"]:
             for s in setups:
                 ab = report["ablation"][m][s]
-                lines.append(f"| {m} | {s} | {_pct(report['results'][m][s]['mined']['mAP'])} | "
+                lines.append(f"| {row_label(report, m)} | {s} | {_pct(report['results'][m][s]['mined']['mAP'])} | "
                              + " | ".join(_pct(ab[r]["mAP"]) if r in ab else "–" for r in removed) + " |")
     lines += bootstrap.markdown(report)
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
 from mining.methods import get_method
+from mining.publishing.result import row_label
 from mining.publishing.text import pct
 from mining.retrieval.methodstores import LandmarkSims
 
@@ -97,6 +98,7 @@ def _bench_report(kit: Any, bench: str | None, dataset: Any, ev: dict[str, Any],
         sims = {m: kit.similarities(m, bench) for m in kit.methods}
         agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
         report = _report(dataset, ev, stores, ranking, n, sizes, sims)
+        report["held_out"] = [m for m in report["methods"] if m in (ev.get("held_out") or ())]
         report["reproduced"] = compare(report, ev)
         report["descriptors_vs_similarities"] = agree
         return report
@@ -170,7 +172,10 @@ def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
                 count += 1
                 if d > worst or where is None:
                     worst, where = max(d, worst), f"{m} {s} {label}"
-    return {"values": count, "max_abs_diff": worst, "worst": where, "ok": bool(count) and worst <= TOLERANCE}
+    # rows of the run's table this kit does not compute: named, never silently missing
+    absent = [m for m in run.get("methods", []) if m not in mine["methods"]] + list(run.get("variants") or {})
+    return {"values": count, "max_abs_diff": worst, "worst": where, "ok": bool(count) and worst <= TOLERANCE,
+            "not_reproduced": absent}
 
 
 def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Path) -> tuple[str, Any]:
@@ -265,6 +270,9 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
                        "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
                       + where + why + ".", ""]
+            if rp.get("not_reproduced"):
+                lines += [f"Rows of the run's table this kit does not compute: {', '.join(rp['not_reproduced'])} "
+                          "(the kit holds no keypoints and no re-ranking inputs).", ""]
         agree = rep.get("descriptors_vs_similarities")
         if agree:
             lines += ["The kit's descriptors give its stored similarities again (largest difference per method: "
@@ -274,6 +282,6 @@ def markdown(report: dict[str, Any]) -> str:
             for s in rep["setups"]:
                 for kind, label in (("none", "none"), ("mined", f"mined {n}")):
                     r = rep["results"][m][s][kind]
-                    lines.append(f"| {m} | {s} | {label} | " + " | ".join(pct(r[k]) for k in _METRICS) + " |")
+                    lines.append(f"| {row_label(rep, m)} | {s} | {label} | " + " | ".join(pct(r[k]) for k in _METRICS) + " |")
         lines.append("")
     return "\n".join(lines)

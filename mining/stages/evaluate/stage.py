@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from mining import pins
 from mining.files import atomic
@@ -49,6 +50,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
     benchmarks = as_list(landmarks)
     datasets = load_all(benchmarks)
     check_scores_landmarks(Path(scores), benchmarks, datasets)
+    held_out = held_out_methods(descriptors, Path(scores), options.held_out)
     sets = build_sets(Path(scores), Path(selected), decisions, options.n, options.random_seeds)
     rankings, _ = rankings_of(sets)
     reports = []
@@ -59,11 +61,13 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
         report = experiment_report(dataset, sets, options.n, options.random_seeds, options.setups, loaded,
                                    [str(d) for d, _ in rows], boot)
         expansion.add_rows(report, descriptors, dataset, sets, options.setups, expansion.Expansion.of(options), bench)
+        report["held_out"] = [m for m in report["methods"] if m.split("+")[0] in held_out]  # rows never mined
         reports.append(report)
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:
         report = combined_report(benchmarks, reports, Path(selected), Path(scores))
+        report["held_out"] = reports[0]["held_out"]
         text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["pins"] = pins.fingerprint()
@@ -91,6 +95,25 @@ def check_scores_landmarks(scores: Path, benchmarks: Sequence[Any], datasets: Se
         fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
         if fp and fp != run_fp:
             raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
+
+
+def held_out_methods(descriptors: Sequence[Path], scores: Path, declared: Sequence[str]) -> list[str]:
+    """The evaluated methods that took no part in mining (not among the scores' methods): the
+    manifest's `evaluate: held_out` and any other method given only here. A declared one that
+    score used, or that has no --descriptors folder, is one line."""
+    given = [Path(d).name for d in descriptors]
+    stats_path = scores / "stats.json"
+    mined = set(json.loads(stats_path.read_text()).get("methods") or {}) if stats_path.is_file() else set()
+    if not mined:  # an older score folder: its per-method columns
+        names = pq.read_schema(scores / "scores.parquet").names if (scores / "scores.parquet").is_file() else []
+        mined = {c[len("score_"):] for c in names if c.startswith("score_")}
+    for m in declared:
+        if m in mined:
+            raise UserError(f"held-out method {m!r} took part in mining ({stats_path} lists it): a held-out method "
+                            "must never be scored; remove it from methods or from evaluate: held_out")
+        if m not in given:
+            raise UserError(f"held-out method {m!r}: give its folder too (--descriptors DESC/{m})")
+    return [m for m in given if m not in mined]
 
 
 def run_protocol(*, protocol: str, gt: Path, results: Results, out: Path | None = None,

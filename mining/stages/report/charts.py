@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from mining.publishing.result import row_label
 from mining.stages.report.common import NA, Inputs, esc, png, read_json, table
 
 
@@ -34,6 +35,17 @@ def _described(inp: Inputs) -> list[tuple[str, int]]:
                 n = sum(pq.read_metadata(p).num_rows for p in (info.parent / "shards").glob("*.ids.parquet"))
             out.append((info.parent.parent.name, int(n)))
     return out
+
+
+def _learning_notes(inp: Inputs) -> str:
+    """Methods that learned nothing on this pool (too small to whiten), decided before describing."""
+    notes = []
+    if inp.descriptors:
+        for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
+            why = (read_json(info) or {}).get("learning_skipped")
+            if why:
+                notes.append(f"<p>{esc(info.parent.parent.name)}: {esc(why)}.</p>")
+    return "".join(notes)
 
 
 def funnel(inp: Inputs) -> str:
@@ -106,7 +118,8 @@ def funnel(inp: Inputs) -> str:
         charts += _bars("Metadata rows", "rows", rows_chart)
     if review_chart:
         charts += _bars("Review (one item = one candidate for one landmark)", "review items", review_chart)
-    return '<div class="charts">' + charts + "</div>" + table(rows, ["stage", "step", "count", "unit"])
+    return ('<div class="charts">' + charts + "</div>" + table(rows, ["stage", "step", "count", "unit"])
+            + _learning_notes(inp))
 
 
 def score_distribution(inp: Inputs) -> str:
@@ -212,9 +225,10 @@ def _curve(rep: dict[str, Any]) -> str:
             color = f"C{i}"
             r = np.array([np.nan if v is None else 100 * v for v in c["random"]])
             sd = 100 * np.array(c.get("random_std") or [0] * len(r), dtype=float)
-            ax.plot(x, r, "--o", color=color, label=f"{m} random")
+            m_label = row_label(rep, m)
+            ax.plot(x, r, "--o", color=color, label=f"{m_label} random")
             ax.fill_between(x, r - sd, r + sd, color=color, alpha=0.15)
-            ax.plot(x, 100 * np.array(c["mined"], dtype=float), "-s", color=color, label=f"{m} mined")
+            ax.plot(x, 100 * np.array(c["mined"], dtype=float), "-s", color=color, label=f"{m_label} mined")
             ci = (rep.get("ci") or {}).get(m, {}).get(s, {}).get("curve_mined")
             if ci and len(ci) == len(x):  # the bootstrap interval over queries of each mined point
                 band = 100 * np.array([[np.nan if v is None else v for v in b] for b in ci], dtype=float)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.publishing.text import code_version, fmt_interval, fmt_p
-from mining.publishing.result import mined_minus_random, per_benchmark, sentence
+from mining.publishing.result import mined_minus_random, per_benchmark, row_label, sentences
 from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
 
 
@@ -37,7 +37,7 @@ def _rows(name: str, rep: dict[str, Any]) -> list[list[Any]]:
             d = mined_minus_random(rep, m, s)
             if not d:
                 continue
-            rows.append([name, m, s, f"{100 * d['diff']:+.2f}", fmt_interval(d["ci"]), fmt_p(d.get("p_not_lower"))])
+            rows.append([name, row_label(rep, m), s, f"{100 * d['diff']:+.2f}", fmt_interval(d["ci"]), fmt_p(d.get("p_not_lower"))])
     return rows
 
 
@@ -46,7 +46,7 @@ def headline(inp: Inputs) -> str:
     benches = per_benchmark(read_json(inp.evaluation))
     if not benches:
         return NA
-    said = [sentence(n, r) for n, r in benches.items()]
+    said = [" ".join(sentences(n, r)) for n, r in benches.items()]
     rows = [row for n, r in benches.items() for row in _rows(n, r)]
     level = next((r["bootstrap"]["level"] for r in benches.values() if r.get("bootstrap")), 0.95)
     head = ["benchmark", "method", "setup", "mined − random (mAP points)", f"{100 * level:g} % interval", "p"]

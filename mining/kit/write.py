@@ -31,7 +31,7 @@ from mining.retrieval.descriptors import (
 )
 from mining.errors import UserError
 from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
-from mining.publishing.text import code_version
+from mining.publishing.text import code_version, md_text
 from mining.retrieval.methodstores import open_method, parse_ids
 
 SHARD_ROWS = 10_000  # distractors per shard of a kit's store
@@ -226,11 +226,31 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
                         for m, v in methods.items()}, "bytes": _tree_bytes(out)}
 
 
+# the settings that say which network a method ran: a file by name and checksum, a built-in by name
+MODEL_KEYS = ("model", "model_sha256", "model_file", "backbone", "onnx_sha256")
+
+
+def model_lines(methods: dict[str, Any]) -> str:
+    """Which model file (name and sha256 prefix) or built-in network each method ran: the file
+    with that checksum, and only it, reproduces the kit's descriptors (`mining describe` checks it)."""
+    rows = []
+    for m, v in methods.items():
+        got = {k: (v.get("params") or {}).get(k) for k in MODEL_KEYS}
+        said = ", ".join(f"{k} {md_text(x)}" for k, x in got.items() if x)  # a file's name is anyone's text
+        if said:
+            rows.append(f"- {md_text(m)}: {said}")
+    if not rows:
+        return ""
+    return ("Models (a file is named by its name and checksum; describing your queries with it, give its path with "
+            "`--param M:model=PATH` and the checksum is checked):\n\n" + "\n".join(rows) + "\n")
+
+
 def readme(info: dict[str, Any]) -> str:
     """KIT/README.md: what the kit is and the three ways to use it."""
     sel = info["selection"]
     rows = "\n".join(f"| {m} | {v['kind']} | {v['distractors']} | {v['bytes_per_distractor']} | {v['gb_per_million']} |"
                      for m, v in info["methods"].items())
+    models = model_lines(info["methods"])
     return f"""# Evaluation kit
 
 The descriptors of the {sel['distractors']} selected distractors ({sel['released']} of them released as images),
@@ -241,6 +261,7 @@ them: evaluate against the set without downloading an image.
 |---|---|---|---|---|
 {rows}
 
+{models}
 - Check it: `sha256sum -c SHA256SUMS` (the tools below check it before reading).
 - Reproduce the run's table (`evaluation.json`):
   `mining evaluate --kit . --landmarks gnd_<name>.pkl`

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -113,6 +114,13 @@ class Method:
     # settings without which nothing can be described (e.g. onnx-global's model file): checked
     # when a manifest loads and when a store is planned
     required: ClassVar[tuple[str, ...]] = ()
+    # settings that name a local file (a model): a store, a kit and a card record its name only,
+    # beside its checksum setting, never the path of the machine that described
+    files: ClassVar[tuple[str, ...]] = ()
+
+    def recorded_params(self) -> dict[str, Any]:
+        """The settings as a store records them: each file setting by its file's name."""
+        return {k: (os.path.basename(str(v)) if k in self.files and v else v) for k, v in self.params.items()}
 
     @classmethod
     def check_params(cls, params: dict[str, Any] | None) -> None:

@@ -100,6 +100,7 @@ class OnnxGlobal(WhitenedGlobal):
     kind = GLOBAL
     mode = "RGB"
     required = ("model",)
+    files = ("model",)
     defaults = {
         "model": None,
         "model_sha256": None,
@@ -149,7 +150,9 @@ class OnnxGlobal(WhitenedGlobal):
         path = self.params["model"]
         if path is not None:
             if not os.path.isfile(path):
-                raise UserError(f"method onnx-global: model {path}: file not found")
+                raise UserError(f"method onnx-global: model {path}: file not found (a store or kit names its model "
+                                f"by file name and checksum, {self.params['model_sha256'] or 'none'}: give the file's "
+                                "path, --param onnx-global:model=PATH or the manifest's describe: params)")
             sha = cached_sha256(path)
             if self.params["model_sha256"] not in (None, sha):
                 raise UserError(f"method onnx-global: model {path} has checksum {sha}, but the store was made with "

@@ -214,8 +214,29 @@ def test_a_store_made_with_another_model_file_is_refused(tmp_path):
     onnx.save(other, str(model))
     with pytest.raises(UserError, match=r"existing store was made with different params \(model_sha256\)"):
         _run(images, ["onnx-global"], out, {"onnx-global": {"model": str(model), "whiten": False}})
+    recorded = json.loads((out / "store.json").read_text())["params"]
     with pytest.raises(UserError, match="has checksum .* but the store was made with"):  # a landmark set's --model
-        get_method("onnx-global", json.loads((out / "store.json").read_text())["params"])
+        get_method("onnx-global", {**recorded, "model": str(model)})
+
+
+def test_a_store_names_its_model_by_file_name_and_checksum_never_by_path(tmp_path, monkeypatch):
+    images = _folder(tmp_path / "images")
+    (tmp_path / "models").mkdir()
+    model = cnn_model(tmp_path / "models" / "my-net.onnx")
+    _run(images, ["onnx-global"], tmp_path / "cand", {"onnx-global": {"model": str(model), "whiten": False}})
+    text = (tmp_path / "cand" / "store.json").read_text() + (tmp_path / "cand" / "describe.json").read_text()
+    assert str(tmp_path / "models") not in text
+    params = json.loads((tmp_path / "cand" / "store.json").read_text())["params"]
+    assert params["model"] == "my-net.onnx" and params["model_sha256"] == file_sha256(model)
+    gnd = _folder(tmp_path / "queries")  # a landmark set described with the candidates' store as --model
+    opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": {"model": str(model)}})
+    info = describe.run(images=gnd, image_set="candidates", methods=["onnx-global"], out=tmp_path / "again",
+                        models=tmp_path / "cand", options=opts, progress=False)
+    assert info["onnx-global"]["params"]["model"] == "my-net.onnx"
+    monkeypatch.chdir(tmp_path)  # the store's name alone does not find a file: one line that says what to give
+    with pytest.raises(UserError, match=r"model my-net.onnx: file not found .*give the file's path"):
+        describe.run(images=gnd, image_set="candidates", methods=["onnx-global"], out=tmp_path / "third",
+                     models=tmp_path / "cand", options=replace(opts, params={}), progress=False)
 
 
 def test_the_manifest_names_several_instances_and_requires_their_model(tmp_path):

@@ -64,11 +64,14 @@ def plan(method_name: str, images: str | Path, image_set: str, out: Path, params
         if mstore.method != method_name:
             raise UserError(f"--model {model} is a {mstore.method!r} store, not {method_name!r}")
         base = dict(mstore.info.get("params", {}))
-        clash = {k: v for k, v in params.items() if k in base and base[k] != v}
+        # a model file is recorded by name and checksum: the path given here finds it (the checksum decides)
+        files = method_class(method_name).files
+        clash = {k: v for k, v in params.items() if k in base and k not in files and base[k] != v}
         if clash:
             raise UserError(f"options {sorted(clash)} differ from the --model store's; landmark sets must be "
                             "described with the candidates' settings")
-        params = {**params, **base}  # a setting newer than the store (e.g. cnn-gem backend) can be given
+        # a setting newer than the store (e.g. cnn-gem backend) can be given
+        params = {**params, **{k: v for k, v in base.items() if not (k in files and params.get(k))}}
         if (Path(model) / MODEL_FILE).is_file():
             state_path = (Path(model) / MODEL_FILE).resolve()
             model_info = {"store": str(Path(model).resolve()), "sha256": file_sha(state_path)}
@@ -83,7 +86,7 @@ def plan(method_name: str, images: str | Path, image_set: str, out: Path, params
                             "--model CANDIDATE_STORE (learning on the landmark dataset is forbidden)")
         state_path = (out / MODEL_FILE).resolve()
     info: dict[str, Any] = {
-        "method": method_name, "kind": method.kind, "set": image_set, "params": params,
+        "method": method_name, "kind": method.kind, "set": image_set, "params": method.recorded_params(),
         "shard_size": shard_size, "images": str(Path(images).resolve()), "ids_sha256": None,
         "fit_images": fit_images if method.learns and model is None else None, "seed": seed,
         "pins": pins.fingerprint(),  # the lock and the SIMD level: a store is not resumed across them

@@ -10,6 +10,7 @@ from typing import Any
 from mining.publishing.leakbound import sentence
 from mining.publishing.text import md_text, pct as _pct
 from mining.files.tables import read_json
+from mining.kit.write import model_lines
 
 
 def _cell(v: Any) -> str:
@@ -66,7 +67,8 @@ def _kit_md(kit: dict | None) -> list[str]:
            "  | method | distractors | bytes per distractor | per million distractors |", "  |---|---|---|---|"]
     for m, v in kit["methods"].items():
         out.append(f"  | {_cell(m)} | {v['distractors']} | {v['bytes_per_distractor']} | {v['gb_per_million']} GB |")
-    return out + [""]
+    models = model_lines(kit["methods"])
+    return out + ([""] + ["  " + line if line else line for line in models.splitlines()] if models else []) + [""]
 
 
 def dataset_card(stats: dict, cand_stats: dict | None, evaluation: dict | None) -> str:

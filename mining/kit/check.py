@@ -187,6 +187,14 @@ def check_kit(root: Path, info: dict[str, Any]) -> None:
             n_q, n_db = (check_store(folder / part, method, kind, dim) for part in ("queries", "database"))
             check_npy(folder / "similarities" / "landmarks.npy", SIMILARITY, (n_q, n_db))
             check_npy(folder / "similarities" / "distractors.npy", SIMILARITY, (n_q, n_dis))
+            sp = spec.get("spatial") if isinstance(spec, dict) else None
+            if sp is not None and not (isinstance(sp, dict) and set(sp) == {"top_k", "min_inliers"}
+                                       and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                               for v in sp.values())):
+                raise _bad(kit_json, f"method {method!r}: spatial must be null or {{top_k, min_inliers}}, found {sp!r}")
+            if sp is not None:  # the +SP rows' similarities
+                check_npy(folder / "similarities+SP" / "landmarks.npy", SIMILARITY, (n_q, n_db))
+                check_npy(folder / "similarities+SP" / "distractors.npy", SIMILARITY, (n_q, n_dis))
     check_table(root / "distractors.parquet", selection)
     check_evaluation(root / "evaluation.json", list(methods), benchmarks)
 

@@ -38,6 +38,7 @@ TABLE = "distractors.parquet"
 METHODS = "methods"
 PARTS = ("queries", "database", "distractors")
 SIMS = "similarities"  # the run's own similarities, beside a method's (or benchmark's) landmark stores
+SIMS_SP = "similarities+SP"  # its +SP (verified) similarities, for a method that kept keypoints
 
 
 @dataclass
@@ -85,13 +86,19 @@ class Kit:
         return MethodStores(self.method_dir(method), q, self.store(method, "database", benchmark),
                             self.store(method, "distractors"))
 
-    def similarities(self, method: str, benchmark: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def similarities(self, method: str, benchmark: str | None = None,
+                     spatial: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The float32 similarities the run's evaluation ranked by: queries × database (rows and
         columns in the queries' and database's store order) and queries × distractors (the
-        distractors store's order)."""
-        folder = store_dir(self.method_dir(method), self._bench(benchmark)) / SIMS
+        distractors store's order); `spatial`: those of its `<method>+SP` rows (`spatial_of`)."""
+        folder = store_dir(self.method_dir(method), self._bench(benchmark)) / (SIMS_SP if spatial else SIMS)
         return (np.load(folder / "landmarks.npy", allow_pickle=False),
                 np.load(folder / "distractors.npy", allow_pickle=False))
+
+    def spatial_of(self, method: str) -> dict[str, int] | None:
+        """The method's spatial verification settings when the kit has its +SP similarities."""
+        spec = self.info["methods"][method].get("spatial") if method in self.info["methods"] else None
+        return spec if isinstance(spec, dict) else None
 
     def model(self, method: str) -> dict[str, np.ndarray] | None:
         """What the method learned on the candidates (PCA-whitening, codebook), or None."""

@@ -30,9 +30,10 @@ from mining.retrieval.descriptors import (
     write_store_info,
 )
 from mining.errors import UserError
-from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, TABLE, VERSION
+from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, SIMS_SP, TABLE, VERSION
 from mining.publishing.text import code_version, md_text
 from mining.retrieval.methodstores import open_method, parse_ids
+from mining.retrieval.reranking import verified_candidates, verified_landmark
 
 SHARD_ROWS = 10_000  # distractors per shard of a kit's store
 # the libraries a method's descriptors depend on (those installed are recorded in kit.json)
@@ -138,12 +139,31 @@ def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int,
                   for b, c in cols.items()}
 
 
+def _landmark_sims(queries: Any, database: Any) -> np.ndarray:
+    """Queries × database (store orders), float32, as evaluate computes them."""
+    blocks = [sims for _, sims in iter_similarities(queries, database)]
+    return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(queries.ids()), 0), np.float32)
+
+
 def _write_sims(out: Path, queries: Any, database: Any, distractors: np.ndarray) -> None:
     """SIMS/landmarks.npy (queries × database, store orders, as evaluate computes them) and
     SIMS/distractors.npy (queries × the kit's distractors), float32."""
-    blocks = [sims for _, sims in iter_similarities(queries, database)]
-    nq = len(queries.ids())
-    landmarks = np.concatenate(blocks, axis=1) if blocks else np.zeros((nq, 0), np.float32)
+    _save_sims(out, _landmark_sims(queries, database), distractors)
+
+
+def _spatial_sims(out: Path, stores: Any, wanted: np.ndarray) -> None:
+    """SIMS_SP/: the +SP similarities the run's evaluation ranked its `<method>+SP` rows by
+    (`mining.retrieval.reranking`: each query's shortlist of the database and of the whole pool
+    verified, the verified entries lifted), in the same shapes and orders as SIMS/. What +SP needs
+    beyond the descriptors (keypoints of the whole pool, for the shortlist) stays out of the kit."""
+    landmarks = verified_landmark(stores.queries, stores.database, stores.queries.ids(), stores.database.ids(),
+                                  _landmark_sims(stores.queries, stores.database), stores.spatial)
+    cols = [sims[:, np.isin(parse_ids(ids, str(stores.path)), wanted)]
+            for ids, sims in verified_candidates(stores.queries, stores.candidates, stores.spatial)]
+    _save_sims(out, landmarks, np.concatenate(cols, axis=1) if cols else np.zeros((landmarks.shape[0], 0), np.float32))
+
+
+def _save_sims(out: Path, landmarks: np.ndarray, distractors: np.ndarray) -> None:
     out.mkdir(parents=True)
     for name, arr in (("landmarks", landmarks), ("distractors", distractors)):
         with atomic.atomic_path(out / f"{name}.npy") as tmp, open(tmp, "wb") as f:
@@ -188,18 +208,25 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
         kept, sims = _subset_store(cand, base / "distractors", wanted, shard_rows, {b: r.queries for b, r in run.items()})
         for bench, stores in run.items():
             _write_sims(store_dir(base, bench) / SIMS, stores.queries, stores.database, sims[bench])
+        spatial = {b: open_method(d, benchmark=b, spatial=None, method_of=method_of) for b in benchmarks or [None]}
+        spatial = {b: st for b, st in spatial.items() if st.spatial is not None}
+        for bench, stores in spatial.items():  # the +SP rows' similarities (the kit holds no keypoints)
+            _spatial_sims(store_dir(base, bench) / SIMS_SP, stores, wanted)
         model = cand.info.get("model")
         model_file = base / "distractors" / MODEL_FILE
         model_bytes = model_file.stat().st_size if model_file.is_file() else 0
         sims_bytes = sum((store_dir(base, b) / SIMS / "distractors.npy").stat().st_size for b in benchmarks or [None])
+        sp_bytes = sum(_tree_bytes(store_dir(base, b) / SIMS_SP) for b in spatial)
         dist_bytes = _tree_bytes(base / "distractors") - model_bytes  # what grows with the set
-        landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes
+        landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes - sp_bytes
         methods[name] = {
             "kind": cand.kind, "dim": cand.info.get("dim"), "params": cand.info.get("params"),
             "model_sha256": model["sha256"] if model else None, "distractors": kept,
             "missing": int(wanted.size - kept),  # selected photos this method could not describe
             "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes, "model": model_bytes,
-                      "similarities": sims_bytes},
+                      "similarities": sims_bytes, "similarities_sp": sp_bytes},
+            # +SP rows reproduced from the run's verified similarities (SIMS_SP), when it had them
+            "spatial": next(iter(spatial.values())).spatial if spatial else None,
             # what grows with the set: its descriptors, and the run's similarities of every query to it
             "bytes_per_distractor": round((dist_bytes + sims_bytes) / kept, 1) if kept else None,
             "gb_per_million": round((dist_bytes + sims_bytes) / kept * 1e6 / 1e9, 3) if kept else None,
@@ -263,7 +290,7 @@ them: evaluate against the set without downloading an image.
 
 {models}
 - Check it: `sha256sum -c SHA256SUMS` (the tools below check it before reading).
-- Reproduce the run's table (`evaluation.json`):
+- Reproduce the run's table (`evaluation.json`: none and mined rows of every method, +SP, +αQE and +DBA):
   `mining evaluate --kit . --landmarks gnd_<name>.pkl`
 - Your own queries, described with a method of the kit and its model:
   `mining describe --method M --images LANDMARKS --set queries --model methods/M/distractors --out Q` then

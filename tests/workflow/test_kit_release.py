@@ -120,8 +120,18 @@ def test_evaluate_kit_reproduces_the_demo_table_without_any_image(demo_run, kit_
             assert np.allclose(got["curve"][m][s]["mined"], run["curve"][m][s]["mined"], rtol=0, atol=1e-6)
     assert n_values == 4 * 3 * 2 * 4  # cnn-gem, rsift-asmk, rsift-vlad and the held-out cnn-gem-lite2
     assert got["held_out"] == ["cnn-gem-lite2"] and "cnn-gem-lite2 (held out)" in printed
-    # the rows a kit cannot compute are named, not silently missing
-    assert "rsift-asmk+SP" in got["reproduced"]["not_reproduced"] and "rsift-asmk+SP" in printed
+    # every row of the run's table: +SP from the verified similarities the kit keeps, αQE/DBA again
+    assert got["reproduced"]["not_reproduced"] == [] and "rsift-asmk+SP" in got["methods"]
+    assert sorted(got["variants"]) == sorted(run["variants"]) and "cnn-gem-lite2+DBA+αQE (held out)" in printed
+    for row in ["rsift-asmk+SP"]:
+        for s in run["setups"]:
+            for kind in ("none", "mined"):
+                assert got["results"][row][s][kind]["mAP"] == pytest.approx(run["results"][row][s][kind]["mAP"], abs=1e-9)
+    for row, v in run["variants"].items():
+        for s in run["setups"]:
+            for kind in ("none", "mined"):
+                assert got["variants"][row]["results"][s][kind]["mAP"] == pytest.approx(
+                    v["results"][s][kind]["mAP"], abs=1e-9), (row, s, kind)
     assert "Reproduces the run's evaluation.json" in printed and f"mined {run['n']}" in printed
     # the mined set is harder than none for some method and setup: the table is not trivially equal
     assert any(run["results"][m][s]["mined"]["mAP"] < run["results"][m][s]["none"]["mAP"] - 1e-3

@@ -58,6 +58,13 @@ class Expansion:
     def of(cls, options: Any) -> "Expansion":
         return cls(int(options.aqe_n), float(options.aqe_alpha), int(options.dba_n), float(options.dba_alpha))
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any] | None) -> "Expansion":
+        """The settings `as_json` wrote into evaluation.json (none: both steps off)."""
+        if not doc:
+            return cls()
+        return cls(int(doc["aqe"]["n"]), float(doc["aqe"]["alpha"]), int(doc["dba"]["n"]), float(doc["dba"]["alpha"]))
+
     def variants(self) -> list[tuple[str, ...]]:
         """The step lists reported: +αQE, +DBA, and +DBA+αQE when both are on."""
         out: list[tuple[str, ...]] = []
@@ -210,11 +217,17 @@ def method_rows(method_dir: Path, dataset: Any, sets: Sets, setups: Sequence[str
                 benchmark: str | None = None) -> dict[str, Any]:
     """{row name: {method, steps, results: {setup: {none, random, mined, all: None}}}} for one
     method; {} when it is not a global method or no step is on."""
-    stores = open_method(method_dir, benchmark=benchmark)
-    if not ex.variants() or not stores.is_global:
-        return {}
     chosen = {"none": [np.zeros(0, np.int64)], "mined": [np.asarray(sets.mined[:sets.n], np.int64)],
               "random": [np.asarray(r[:sets.n], np.int64) for r in sets.random]}
+    return rows_of(open_method(method_dir, benchmark=benchmark), dataset, chosen, setups, ex)
+
+
+def rows_of(stores: MethodStores, dataset: Any, chosen: dict[str, list[np.ndarray]], setups: Sequence[str],
+            ex: Expansion) -> dict[str, Any]:
+    """`method_rows` of a method's stores (a run's, or a kit's) with the distractor sets `chosen`
+    ({kind: [photo ids, ...]}; several for random: mean ± std); a kind not chosen is None."""
+    if not ex.variants() or not stores.is_global:
+        return {}
     wanted = np.unique(np.concatenate([a for parts in chosen.values() for a in parts]))
     v = _load(stores, dataset, wanted)
     per: dict[tuple[str, ...], dict[str, list[Any]]] = {steps: {k: [] for k in chosen} for steps in ex.variants()}
@@ -227,7 +240,7 @@ def method_rows(method_dir: Path, dataset: Any, sets: Sets, setups: Sequence[str
     for steps, by_kind in per.items():
         results = {}
         for s in setups:
-            rnd = [r[s] for r in by_kind["random"]]
+            rnd = [r[s] for r in by_kind.get("random", [])]
             results[s] = {"none": by_kind["none"][0][s], "random": _mean_std(rnd) if rnd else None,
                           "mined": by_kind["mined"][0][s], "all": None}
         out[row_name(v.name, steps)] = {"method": v.name, "steps": list(steps), "results": results}

@@ -6,6 +6,10 @@ with the mined N (the selected set, in rank order), and the mined curve (its sma
 exactly as `mining evaluate` computed them: the same stores' bytes, the same similarity code
 (`mining.retrieval`, `mining.retrieval.descriptors`) and the same exact counting (`experiment.reduce_method`,
 `evaluate_setups`). Random N and all candidates need the whole pool, which a kit does not hold.
+Also every `<method>+SP` row (from the run's verified similarities the kit keeps, `similarities+SP/`,
+checked against the plain ones: equal but where a verified match lifted them) and every +αQE/+DBA
+row (computed again from the kit's global descriptors, `expansion.rows_of`). A row the kit cannot
+compute is named in `reproduced.not_reproduced`, never silently left out.
 
 A user's queries: a descriptor store (`mining describe --set queries --model KIT/methods/M/distractors`:
 the kit's model and settings, which are checked) or, for a global method, a `.npy` (queries, dim)
@@ -25,6 +29,7 @@ from mining.files import atomic
 from mining.datasets.benchmarks import as_list, load_all
 from mining.retrieval.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
 from mining.errors import UserError
+from mining.stages.evaluate import expansion
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
@@ -33,6 +38,7 @@ from mining.methods import get_method
 from mining.publishing.result import row_label
 from mining.publishing.text import pct
 from mining.retrieval.methodstores import LandmarkSims
+from mining.retrieval.reranking import LIFT
 
 TOLERANCE = 1e-6
 UNIT_TOLERANCE = 1e-2  # a float16 row's length is 1 within ~1e-3; a row that is not a descriptor is far off
@@ -97,7 +103,16 @@ def _bench_report(kit: Any, bench: str | None, dataset: Any, ev: dict[str, Any],
         stores = [(m, kit.stores(m, bench)) for m in kit.methods]
         sims = {m: kit.similarities(m, bench) for m in kit.methods}
         agree = agreement(stores, sims)  # first: the similarities fit the stores, or one line
-        report = _report(dataset, ev, stores, ranking, n, sizes, sims)
+        rows = [(row, st) for m, st in stores for row in ([m] + ([m + "+SP"] if kit.spatial_of(m) else []))]
+        for m, _ in stores:
+            if kit.spatial_of(m):  # the run's verified similarities: checked against the plain ones
+                sims[m + "+SP"] = spatial_agreement(m, sims[m], kit.similarities(m, bench, spatial=True),
+                                                    kit.spatial_of(m))
+        report = _report(dataset, ev, rows, ranking, n, sizes, sims)
+        chosen = {"none": [np.zeros(0, np.int64)], "mined": [np.asarray(mined[:n], np.int64)]}
+        ex = expansion.Expansion.from_json(ev.get("expansion"))
+        report["variants"] = {row: v for m, st in stores for row, v in expansion.rows_of(st, dataset, chosen,
+                                                                                         report["setups"], ex).items()}
         report["held_out"] = [m for m in report["methods"] if m in (ev.get("held_out") or ())]
         report["reproduced"] = compare(report, ev)
         report["descriptors_vs_similarities"] = agree
@@ -134,6 +149,21 @@ def _report(dataset: Any, ev: dict[str, Any], stores: list[tuple[str, Any]], ran
     return rep
 
 
+def spatial_agreement(method: str, plain: tuple[np.ndarray, np.ndarray], sp: tuple[np.ndarray, np.ndarray],
+                      settings: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The kit's +SP similarities, when they are the plain ones but where verification lifted
+    them (`mining.retrieval.reranking.lifted`: by at least LIFT × min_inliers), else one line."""
+    for a, b, what in ((plain[0], sp[0], "landmarks"), (plain[1], sp[1], "distractors")):
+        if a.shape != b.shape:
+            raise UserError(f"{method}: the kit's +SP similarities ({what}) have shape {b.shape}, not {a.shape}")
+        changed = a != b
+        lift = (b[changed].astype(np.float64) - a[changed]) if changed.any() else np.zeros(0)
+        if lift.size and not float(lift.min()) >= LIFT * settings["min_inliers"] - 1:
+            raise UserError(f"{method}: the kit's +SP similarities ({what}) differ from its plain ones by "
+                            f"{float(lift.min()):.3g}, less than a verified match's lift; the kit is inconsistent")
+    return sp
+
+
 def agreement(stores: list[tuple[str, Any]], sims: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
     """Per method, the largest difference between the kit's stored similarities and those its
     descriptors give here (float32 products in another order or on another CPU differ in the
@@ -159,21 +189,26 @@ def compare(mine: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         return {"values": 0, "max_abs_diff": None, "ok": False,
                 "why": f"the run's mined set was {run['mined_source']}, bigger than the selection the kit holds"}
     worst, where, count = 0.0, None, 0
-    for m in mine["methods"]:
-        if m not in run["results"]:
-            continue
+    theirs_variants, mine_variants = run.get("variants") or {}, mine.get("variants") or {}
+    rows = [(m, mine["results"][m], run["results"][m], mine["curve"][m], run["curve"][m])
+            for m in mine["methods"] if m in run["results"]]
+    rows += [(v, mine_variants[v]["results"], theirs_variants[v]["results"], None, None)
+             for v in mine_variants if v in theirs_variants]
+    for m, ours, theirs, curve_ours, curve_theirs in rows:
         for s in mine["setups"]:
-            pairs = [(f"{kind} {key}", mine["results"][m][s][kind][key], run["results"][m][s][kind][key])
+            pairs = [(f"{kind} {key}", ours[s][kind][key], theirs[s][kind][key])
                      for kind in ("none", "mined") for key in _METRICS]
-            curve, theirs = mine["curve"][m][s], run["curve"][m][s]["mined"]
-            pairs += [(f"curve {k}", a, b) for k, a, b in zip(curve["sizes"], curve["mined"], theirs)]
+            if curve_ours is not None:
+                curve = curve_ours[s]
+                pairs += [(f"curve {k}", a, b) for k, a, b in zip(curve["sizes"], curve["mined"], curve_theirs[s]["mined"])]
             for label, a, b in pairs:
                 d = abs(float(a) - float(b))
                 count += 1
                 if d > worst or where is None:
                     worst, where = max(d, worst), f"{m} {s} {label}"
     # rows of the run's table this kit does not compute: named, never silently missing
-    absent = [m for m in run.get("methods", []) if m not in mine["methods"]] + list(run.get("variants") or {})
+    absent = [m for m in run.get("methods", []) if m not in mine["methods"]] + [
+        v for v in theirs_variants if v not in mine_variants]
     return {"values": count, "max_abs_diff": worst, "worst": where, "ok": bool(count) and worst <= TOLERANCE,
             "not_reproduced": absent}
 
@@ -271,17 +306,17 @@ def markdown(report: dict[str, Any]) -> str:
                        "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
                       + where + why + ".", ""]
             if rp.get("not_reproduced"):
-                lines += [f"Rows of the run's table this kit does not compute: {', '.join(rp['not_reproduced'])} "
-                          "(the kit holds no keypoints and no re-ranking inputs).", ""]
+                lines += [f"Rows of the run's table this kit does not compute: {', '.join(rp['not_reproduced'])}.", ""]
         agree = rep.get("descriptors_vs_similarities")
         if agree:
             lines += ["The kit's descriptors give its stored similarities again (largest difference per method: "
                       + ", ".join(f"{m} {d:.2g}" for m, d in agree.items()) + ").", ""]
         lines += ["| method | setup | distractors | " + " | ".join(_METRICS) + " |", "|" + "---|" * (3 + len(_METRICS))]
-        for m in rep["methods"]:
+        variants = rep.get("variants") or {}
+        for m, results in [(m, rep["results"][m]) for m in rep["methods"]] + [(v, x["results"]) for v, x in variants.items()]:
             for s in rep["setups"]:
                 for kind, label in (("none", "none"), ("mined", f"mined {n}")):
-                    r = rep["results"][m][s][kind]
+                    r = results[s][kind]
                     lines.append(f"| {row_label(rep, m)} | {s} | {label} | " + " | ".join(pct(r[k]) for k in _METRICS) + " |")
         lines.append("")
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
+from mining.kit.check import npy_file
 from mining.methods import get_method
 from mining.publishing.text import pct
 from mining.retrieval.methodstores import LandmarkSims
@@ -211,6 +212,7 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
     if method not in globals_:
         raise UserError(f"--method {method}: a .npy holds global descriptors; the kit's global methods are "
                         f"{', '.join(globals_) or 'none'} (others take a descriptor store)")
+    npy_file(path, f"--queries {path}", "")  # its header against the file's size, before numpy allocates
     try:
         x = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:

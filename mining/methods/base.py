@@ -24,6 +24,7 @@ import numpy as np
 
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
+from mining.files.yamlfile import number_as_text
 
 
 # name -> "module:Class"; imported lazily so `mining --help` never loads torch or OpenCV.
@@ -127,7 +128,9 @@ class Method:
         for key, value in (params or {}).items():
             dom = cls.domains.get(key)
             if value is not None and dom is not None and not dom.accepts(value):
-                raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})")
+                hint = next((h for v in (value if isinstance(value, list) else [value]) if (h := number_as_text(v))), "")
+                raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})"
+                                + hint)
 
     @classmethod
     def missing(cls, params: dict[str, Any] | None) -> list[str]:

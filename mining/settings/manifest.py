@@ -20,7 +20,7 @@ from mining.settings.exclusion import is_known_code, parse_section
 from mining.methods import method_class, method_names
 from mining.methods.base import resolve
 from mining.schemas.loader import schema
-from mining.files.yamlfile import Locator, read_yaml
+from mining.files.yamlfile import Locator, number_as_text, read_yaml
 
 
 def _fill_defaults(validator_class: type) -> type:
@@ -164,18 +164,8 @@ def _message(err: Any) -> str:
         return f"{err.instance!r}: {err.schema['errorMessage']}"
     if err.validator == "type":
         kinds = [err.validator_value] if isinstance(err.validator_value, str) else list(err.validator_value)
-        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}" + _as_text(err.instance)
+        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}" + number_as_text(err.instance)
     return str(err.message)
-
-
-def _as_text(value: Any) -> str:
-    """A hint when a number was read as text (quoted; or PyYAML's `1e-2`, `1e3`, which lack a dot)."""
-    try:
-        float(value) if isinstance(value, str) else None
-    except ValueError:
-        return ""
-    return (" (text, not a number: unquote it; YAML reads 1e-2 or 1e3 without a dot as text: write 0.01, "
-            "1000 or 1.0e-2)") if isinstance(value, str) else ""
 
 
 _KINDS = {"integer": "an integer (a whole number, no decimal point)", "number": "a finite number", "string": "a text",

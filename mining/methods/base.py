@@ -114,6 +114,9 @@ class Method:
     # settings without which nothing can be described (e.g. onnx-global's model file): checked
     # when a manifest loads and when a store is planned
     required: ClassVar[tuple[str, ...]] = ()
+    # settings that name an input file (a model): checked to be a readable file when the workflow
+    # loads its manifest (mining.settings.manifest.check_inputs), before anything runs
+    files: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check_params(cls, params: dict[str, Any] | None) -> None:

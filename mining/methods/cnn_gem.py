@@ -88,6 +88,7 @@ class CnnGem(WhitenedGlobal):
     name = "cnn-gem"
     kind = GLOBAL
     mode = "RGB"
+    files = ("model_file",)
     defaults = {
         "max_side": 768,
         "scales": [1.0, 1 / math.sqrt(2)],

@@ -100,6 +100,7 @@ class OnnxGlobal(WhitenedGlobal):
     kind = GLOBAL
     mode = "RGB"
     required = ("model",)
+    files = ("model",)
     defaults = {
         "model": None,
         "model_sha256": None,

@@ -295,6 +295,9 @@ def _input_files(m: Manifest) -> list[tuple[tuple[str | int, ...], str, str]]:
     for i, src in enumerate(m.download.get("sources") or []):
         if src.get("kind") == "local" and src.get("path"):
             out.append((("download", "sources", i, "path"), str(Path(src["path"]).expanduser()), "folder"))
+    for name, settings in m.describe["params"].items():  # a method's model file
+        out += [(("describe", "params", name, key), settings[key], "file") for key in method_class(name).files
+                if settings.get(key) is not None]
     return out
 
 

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mining.retrieval import spatial
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
 from mining.files.yamlfile import number_as_text
@@ -63,7 +64,7 @@ class Param:
         elif self.type == "device":
             text = "auto, cpu, cuda or cuda:N"
         elif self.type == "spatial":
-            text = "a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"
+            text = spatial.RULE
         elif self.type in ("bool", "str"):
             text = {"bool": "true or false", "str": "text"}[self.type]
         else:
@@ -96,8 +97,7 @@ class Param:
         if self.type == "choice":
             return v in self.choices
         if self.type == "spatial":
-            return (isinstance(v, dict) and set(v) <= {"top_k", "min_inliers"}
-                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v.values()))
+            return spatial.valid(v)
         return isinstance(v, str)
 
 

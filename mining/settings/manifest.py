@@ -92,9 +92,19 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
             if missing:
                 raise where.error(("describe", "params"), f"method {name!r} needs the setting(s) {', '.join(missing)} "
                                   f"(describe: {{params: {{{name}: {{{missing[0]}: ...}}}}}})")
-    for name, settings in params.items():
+    for name in params:
         if name not in methods:
             raise where.error(("describe", "params", name), f"settings for {name!r}, which is not in methods ({', '.join(methods)})")
+    check_settings(params, where)
+
+
+def check_settings(params: dict[str, dict[str, Any]], where: Locator) -> None:
+    """Each method's settings are keys it declares, with values in their domains (describe's own
+    check, `Method.check_params`); one line naming describe.params.METHOD.KEY otherwise."""
+    for name, settings in params.items():
+        if resolve(name) is None:
+            raise where.error(("describe", "params", name), f"settings for an unknown method {name!r} (known: "
+                              f"{', '.join(method_names())}): params maps each method's name to its settings")
         cls = method_class(name)
         for key, value in settings.items():
             if key not in cls.defaults:

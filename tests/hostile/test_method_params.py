@@ -125,3 +125,24 @@ def test_a_number_yaml_reads_as_text_says_so_and_how_to_write_it(tmp_path, capsy
         manifest.validate(m, "x.yaml")
     m["describe"]["params"] = {method: {key: yaml.safe_load(raw.replace(raw.strip("[]").split()[-1], spelled))}}
     manifest.validate(m, "x.yaml")
+
+
+@pytest.mark.parametrize("sv", [{"top_k": 0}, {"top_k": 5, "min_inliers": 0}, {"top_k": 2.5}, {"k": 3}])
+def test_spatial_verification_out_of_its_domain_is_refused_by_every_reader_with_describes_rule(tmp_path, sv):
+    """describe's rule (a mapping {top_k: integer >= 1, min_inliers: integer >= 1}) is the one
+    rule: the settings (`options.build`, the manifest) and a store whose store.json says
+    otherwise (score's and evaluate's reader, which wrote top_k 0 into score's stats.json)."""
+    from mining.retrieval.descriptors import open_store, write_store_info
+    from mining.retrieval.reranking import store_settings
+    from mining.settings import options
+
+    rule = "spatial_verification must be a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"
+    with pytest.raises(UserError, match=re.escape(rule)):
+        method_class("rsift-asmk").check_params({"spatial_verification": sv})
+    with pytest.raises(UserError, match=r"describe\.params\.rsift-asmk\.spatial_verification: .*" + re.escape(rule)):
+        options.build("describe", {"params": {"rsift-asmk": {"spatial_verification": sv}}})
+    write_store_info(tmp_path, {"method": "rsift-asmk", "kind": "asmk", "count": 0, "shards": 0,
+                                "params": {"spatial_verification": sv}})
+    with pytest.raises(UserError, match=rf"^{re.escape(str(tmp_path))}: store.json's .*{re.escape(rule)}"):
+        store_settings(open_store(tmp_path), True)
+    options.build("describe", {"params": {"rsift-asmk": {"spatial_verification": {"top_k": 5}}}})

@@ -272,17 +272,27 @@ def method_class(name: str) -> type[Method]:
     return cls
 
 
-def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0) -> dict[str, np.ndarray]:
+def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0, who: str = "whitening") -> dict[str, np.ndarray]:
     """PCA-whitening (Jégou & Chum 2012) learned on candidate descriptors.
 
     `dim` is capped by the sample size; `shrink` adds that fraction of the mean eigenvalue
     before whitening, which keeps noise directions from being blown up on small samples.
+    Descriptors it cannot learn from (not finite, or all the same: nothing to whiten but
+    rounding noise, blown up into zero descriptors) are refused in one line (`who`: the method).
     """
     x = np.asarray(x, np.float64)
+    cannot = f"{who}: cannot learn the whitening from {len(x)} candidate descriptors"
     mean = x.mean(0)
     xc = x - mean
-    cov = xc.T @ xc / max(1, len(x) - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cov = xc.T @ xc / max(1, len(x) - 1)
+    if not np.isfinite(cov).all():
+        raise UserError(f"{cannot}: their values are NaN, infinite or too large (the model's output); set "
+                        "whiten: false (--no-whiten) or use a model whose descriptors are finite unit vectors")
     eig, vec = np.linalg.eigh(cov)
+    if eig.max() <= 1e-12:
+        raise UserError(f"{cannot}: they are all the same (no variance: copies of one photo, or a model that ignores "
+                        "its image); set whiten: false (--no-whiten), or check the model and the candidates")
     order = np.argsort(eig)[::-1]
     keep = max(1, min(dim, len(x) - 1, x.shape[1]))
     eig, vec = eig[order][:keep], vec[:, order][:, :keep]
@@ -299,7 +309,7 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
     apart (measured: it turns a correct top-1 into a wrong one on small worlds).
     """
     if dim and len(x) >= 2 * dim:
-        return fit_pca_whitening(x, dim, shrink)
+        return fit_pca_whitening(x, dim, shrink, who)
 
     logging.getLogger(__name__).warning("%s: %d training images < 2 x dim %d: not whitening", who, len(x), dim)
     return {}
@@ -328,6 +338,9 @@ class WhitenedGlobal(Method):
         return self.raw(image)[None, :]
 
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+        if not features:
+            raise UserError(f"{self.name}: cannot learn the whitening: none of the sampled images gave a usable "
+                            "descriptor (the model or its settings?); check them, or set whiten: false (--no-whiten)")
         x = np.concatenate(features)
         if len(x) < 2:
             raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --no-whiten)")

@@ -327,6 +327,12 @@ def test_own_queries_whose_header_claims_186_tib_are_refused_before_any_allocati
     rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(q))
     _one_line(rc, err, f"--queries {q}", "its header declares a float32 array of shape (34359738368, 1488)",
               "but 64 bytes follow it")
+    store = tmp_path / "store"  # a store folder's shard likewise
+    shutil.copytree(made[0] / "methods/gem/queries", store)
+    shard = store / "shards/00000.npy"
+    shard.write_bytes(_npy_header((2 ** 35, 1488), "<f2") + b"\0" * 64)
+    rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
+    _one_line(rc, err, f"--queries {shard}", "its header declares a float16 array", "but 64 bytes follow it")
 
 
 def test_an_npz_member_whose_zip_entry_claims_more_than_the_file_holds_is_refused(tmp_path):

@@ -196,6 +196,8 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
             raise UserError(f"--queries {path}: described with another model than the kit's {name} (sha256 {have} ≠ "
                             f"{want}); describe with --model {ref.path}")
         if store.kind == GLOBAL:  # its rows as they will be used
+            for shard in store.shard_names():  # each header against its file's size, before numpy allocates
+                npy_file(path / "shards" / f"{shard}.npy", f"--queries {path / 'shards' / shard}.npy", "")
             try:
                 _, rows = store.load_all(as_stored=True)
             except (OSError, ValueError) as exc:

@@ -127,3 +127,16 @@ def test_a_full_disk_while_writing_leaves_nothing_and_a_rerun_builds(tmp_path, c
     monkeypatch.setattr(Path, "write_bytes", full)
     assert main(["landmarks", "build", str(table), "--out", str(out), "--name", "city"]) == 1
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # the old build, whole
+
+
+def test_a_real_full_disk_leaves_nothing(tmp_path, capsys):
+    """The same on a real full file system (a 64 KiB tmpfs, tests/helpers/faults.py: skipped where
+    mounting is not allowed): one line, and not a file left on it."""
+    from faults import full_disk
+
+    table = _table(tmp_path, [*GOOD, *(f"n{k}.jpg,,negative,,,,," for k in range(40))])
+    with full_disk(tmp_path / "disk") as disk:
+        assert main(["landmarks", "build", str(table), "--out", str(disk / "out"), "--name", "city"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "No space left" in err, err
+        assert [p for p in disk.rglob("*")] == []

@@ -255,6 +255,7 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
         if name in negatives:
             problems.add(negatives[name].line, f"{negatives[name].image} is a negative but line {r.line} makes it "
                                                f"{r.role} for {lm!r}")
+    _queries_labelled_against(rows, queries, problems)
     if not queries:
         problems.add(0, "no query rows (role query, with its box): a benchmark needs queries")
     problems.raise_any()
@@ -277,6 +278,18 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
     return data, {n: p for n, (p, _) in files.items()}
 
 
+def _queries_labelled_against(rows: list[Row], queries: dict[str, Row], problems: _Problems) -> None:
+    """A query's image shows its landmark: the same image as a negative (it shows none) or as junk
+    of that landmark (too little of it to tell) contradicts the query row."""
+    for r in rows:
+        q = queries.get(r.name)
+        if q is None or r is q or not (r.role == "negative" or (r.role == "junk" and r.landmark == q.landmark)):
+            continue
+        what = "a negative (it shows no landmark)" if r.role == "negative" else f"junk for {q.landmark!r}"
+        problems.add(r.line, f"{r.image} is the query of {q.landmark!r} on line {q.line}, so it shows {q.landmark!r}; "
+                             f"it cannot also be {what}: remove this row or choose another query image")
+
+
 def build_landmarks(table: str | Path, out: str | Path, name: str | None = None,
                     images: str | Path | None = None) -> tuple[Path, CheckReport]:
     """Write OUT/jpg/ and OUT/gnd_<name>.pkl (name: OUT's folder name by default) from the table;
@@ -294,7 +307,11 @@ def build_landmarks(table: str | Path, out: str | Path, name: str | None = None,
     errors = [x for x in validate_gnd(data) if x.level == "error"]  # what the check below would refuse
     if errors:
         raise UserError(f"{table}: {errors[0].message}; nothing was written")
-    for image_name, src in sorted(files.items()):
-        atomic.write_bytes(out / "jpg" / f"{image_name}.jpg", src.read_bytes())
-    atomic.write_bytes(gnd_path, pickle.dumps(data, protocol=4))
+    jpgs = {f"jpg/{image_name}.jpg": src for image_name, src in sorted(files.items())}
+    # all or nothing (a full disk leaves no image and no gnd file, an old build whole); the gnd file last
+    with atomic.output_folder(out), atomic.output_folder(out / "jpg"), \
+            atomic.files_together(out, [*jpgs, gnd_path.name]) as tmp:
+        for rel, src in jpgs.items():
+            tmp[rel].write_bytes(src.read_bytes())
+        tmp[gnd_path.name].write_bytes(pickle.dumps(data, protocol=4))
     return gnd_path, check_dataset(gnd_path)

@@ -124,13 +124,15 @@ def files_together(folder: str | os.PathLike[str], names: Sequence[str]) -> Iter
     the commit (a reader that finds it finds the others complete and from the same run). A failure
     in the block (full disk, error) leaves every old file as it was. The last name's old file is
     removed before the renames, so a kill during them leaves no last file (the output is not made;
-    run again), never one beside files it does not describe."""
+    run again), never one beside files it does not describe. A name may be in a subfolder
+    (`jpg/a.jpg`): its temporary file is beside its final one."""
     final = Path(folder)
     final.mkdir(parents=True, exist_ok=True)
     tmps: dict[str, Path] = {}
     try:
         for name in names:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=final)
+            (final / name).parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{Path(name).name}.", suffix=".tmp", dir=(final / name).parent)
             os.close(fd)
             os.chmod(tmp, 0o666 & ~_UMASK)
             tmps[name] = Path(tmp)

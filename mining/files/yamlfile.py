@@ -10,6 +10,7 @@ validation errors can point at the line too.
 
 from __future__ import annotations
 
+import math
 import re
 
 from pathlib import Path
@@ -121,6 +122,24 @@ def _refuse_surprising_number(node: yaml.ScalarNode) -> None:
         raise _Refused(node.start_mark, f"{value}: YAML reads this as {what} number "
                        f"({yaml.safe_load(value)}); write the number you mean without a leading 0 or colon, "
                        "or quote it")
+
+
+def number_as_text(value: Any) -> str:
+    """A hint (or "") for a value read as text that is a number's spelling: quoted, or YAML 1.1's
+    `1e-3` and `1e3`, which it reads as text (its floats need a dot and a signed exponent); the
+    hint names a spelling YAML reads as the number."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    mantissa, e, exponent = value.strip().lower().partition("e")
+    if not e or not math.isfinite(number):
+        return " (text, not a number: unquote it)" if math.isfinite(number) else ""
+    spelled = (mantissa if "." in mantissa else f"{mantissa}.0") + "e" + (exponent if exponent[:1] in "+-" else
+                                                                          f"+{exponent}")
+    return f" (text, not a number: unquote it; YAML reads 1e-2 or 1e3 without a dot as text: write {spelled})"
 
 
 def read_yaml(path: str | Path, what: str = "manifest") -> tuple[Any, dict[KeyPath, int]]:

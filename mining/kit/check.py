@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import os
 import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,10 +41,12 @@ TABLE_COLUMNS = ("rank", "photo_id", "path", "released")
 _SETUPS = ("easy", "medium", "hard")
 _METRICS = ("mAP", "mP@1", "mP@5", "mP@10")
 _MAX_HEADER = 10_000  # bytes of a .npy header (numpy's own limit)
+_DEFLATE_MAX = 1032  # deflate's largest expansion: a member's bytes may claim at most this many times as many
+DAMAGED = "; the kit was changed or damaged"
 
 
-def _bad(path: Path, why: str) -> UserError:
-    return UserError(f"{path}: {why}; the kit was changed or damaged")
+def _bad(path: Path | str, why: str, damaged: str = DAMAGED) -> UserError:
+    return UserError(f"{path}: {why}{damaged}")
 
 
 def _count(value: Any, path: Path, key: str) -> int:
@@ -64,9 +67,10 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def npy_header(f: BinaryIO, path: Path, size: int) -> tuple[np.dtype, tuple[int, ...]]:
+def npy_header(f: BinaryIO, path: Path | str, size: int, damaged: str = DAMAGED) -> tuple[np.dtype, tuple[int, ...]]:
     """(dtype, shape) of the .npy array that starts at f's position, from its header only; its
-    data must be the `size` bytes that follow the header exactly. No pickle, no object."""
+    data must be the `size` bytes that follow the header exactly. No pickle, no object.
+    `path`: what the message names; `damaged`: what it ends with."""
     try:
         start = f.tell()
         version = np.lib.format.read_magic(f)
@@ -77,34 +81,42 @@ def npy_header(f: BinaryIO, path: Path, size: int) -> tuple[np.dtype, tuple[int,
         else:
             raise ValueError(f"format version {version}")
     except (ValueError, OSError, SyntaxError, TypeError) as exc:
-        raise _bad(path, f"not a .npy array ({exc})") from None
+        raise _bad(path, f"not a .npy array ({exc})", damaged) from None
     if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufcUS":
-        raise _bad(path, f"holds {dtype} values, not numbers or text (objects and pickles are refused)")
+        raise _bad(path, f"holds {dtype} values, not numbers or text (objects and pickles are refused)", damaged)
     if fortran and len(shape) > 1:
-        raise _bad(path, "holds a Fortran-ordered array; the kit writes C order")
+        raise _bad(path, "holds a Fortran-ordered array; the kit writes C order", damaged)
     data = size - (f.tell() - start)
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize  # Python ints: no overflow
     if need != data:
         raise _bad(path, f"its header declares a {dtype} array of shape {shape} ({need:,} bytes) but {data:,} "
-                         "bytes follow it")
+                         "bytes follow it", damaged)
     return dtype, tuple(int(s) for s in shape)
+
+
+def npy_file(path: Path, name: Path | str | None = None, damaged: str = DAMAGED) -> tuple[np.dtype, tuple[int, ...]]:
+    """(dtype, shape) of the .npy file `path` by its header (`npy_header`), checked against the
+    file's real size before numpy allocates a byte; `name`: what a refusal names (the path)."""
+    try:
+        with open(path, "rb") as f:
+            return npy_header(f, path if name is None else name, os.fstat(f.fileno()).st_size, damaged)
+    except FileNotFoundError:
+        raise _bad(path if name is None else name, "missing", damaged) from None
 
 
 def check_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
     """`path` holds exactly a C-order array of this dtype and shape."""
-    try:
-        with open(path, "rb") as f:
-            got = npy_header(f, path, path.stat().st_size)
-    except FileNotFoundError:
-        raise _bad(path, "missing") from None
+    got = npy_file(path)
     if got != (dtype, shape):
         raise _bad(path, f"holds a {got[0]} array of shape {got[1]}, expected {dtype} {shape}")
 
 
 def check_npz(path: Path) -> None:
-    """Every member of an .npz a numeric .npy whose header matches its size (no pickle)."""
+    """Every member of an .npz a numeric .npy whose header matches its size (no pickle), a size the
+    zip's bytes can hold (its own size fields are claims too: `_zip_sizes`)."""
     try:
         with zipfile.ZipFile(path) as z:
+            _zip_sizes(path, z.infolist())
             for m in z.infolist():
                 if not m.filename.endswith(".npy"):
                     raise _bad(path, f"member {m.filename!r} is not a .npy array")
@@ -114,6 +126,23 @@ def check_npz(path: Path) -> None:
         raise _bad(path, "missing") from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise _bad(path, f"not a readable .npz ({exc})") from None
+
+
+def _zip_sizes(path: Path, members: list[zipfile.ZipInfo]) -> None:
+    """Each member's claimed size is one its bytes can hold: a stored member's is its bytes, a
+    deflated one's at most `_DEFLATE_MAX` times them; and the members' bytes fit in the file."""
+    for m in members:
+        most = m.compress_size * (_DEFLATE_MAX if m.compress_type == zipfile.ZIP_DEFLATED else 1)
+        if m.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise _bad(path / m.filename, f"compressed with method {m.compress_type} (numpy writes stored or "
+                                          "deflated members)")
+        if m.file_size > most or (m.compress_type == zipfile.ZIP_STORED and m.file_size != m.compress_size):
+            raise _bad(path / m.filename, f"its zip entry claims {m.file_size:,} bytes but holds {m.compress_size:,} "
+                                          "bytes" + (" (deflate expands at most 1032 times)" if most > m.compress_size
+                                                     else ""))
+    held = sum(m.compress_size for m in members)
+    if held > path.stat().st_size:
+        raise _bad(path, f"its zip entries claim {held:,} bytes but the file has {path.stat().st_size:,}")
 
 
 def _rows(path: Path) -> int:

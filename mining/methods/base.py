@@ -23,8 +23,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mining.retrieval import spatial
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
+from mining.files.yamlfile import number_as_text
 
 
 # name -> "module:Class"; imported lazily so `mining --help` never loads torch or OpenCV.
@@ -63,7 +65,7 @@ class Param:
         elif self.type == "device":
             text = "auto, cpu, cuda or cuda:N"
         elif self.type == "spatial":
-            text = "a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"
+            text = spatial.RULE
         elif self.type in ("bool", "str"):
             text = {"bool": "true or false", "str": "text"}[self.type]
         else:
@@ -96,8 +98,7 @@ class Param:
         if self.type == "choice":
             return v in self.choices
         if self.type == "spatial":
-            return (isinstance(v, dict) and set(v) <= {"top_k", "min_inliers"}
-                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v.values()))
+            return spatial.valid(v)
         return isinstance(v, str)
 
 
@@ -114,8 +115,9 @@ class Method:
     # settings without which nothing can be described (e.g. onnx-global's model file): checked
     # when a manifest loads and when a store is planned
     required: ClassVar[tuple[str, ...]] = ()
-    # settings that name a local file (a model): a store, a kit and a card record its name only,
-    # beside its checksum setting, never the path of the machine that described
+    # settings that name a local file (a model): checked to be a readable file when the workflow
+    # loads its manifest (mining.settings.manifest.check_inputs), before anything runs; a store, a
+    # kit and a card record its name only, beside its checksum setting, never the local path
     files: ClassVar[tuple[str, ...]] = ()
 
     def recorded_params(self) -> dict[str, Any]:
@@ -135,7 +137,9 @@ class Method:
         for key, value in (params or {}).items():
             dom = cls.domains.get(key)
             if value is not None and dom is not None and not dom.accepts(value):
-                raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})")
+                hint = next((h for v in (value if isinstance(value, list) else [value]) if (h := number_as_text(v))), "")
+                raise UserError(f"method {cls.name}: {key}={value!r} is not allowed ({key} must be {dom.allowed()})"
+                                + hint)
 
     @classmethod
     def missing(cls, params: dict[str, Any] | None) -> list[str]:
@@ -279,17 +283,27 @@ def method_class(name: str) -> type[Method]:
     return cls
 
 
-def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0) -> dict[str, np.ndarray]:
+def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0, who: str = "whitening") -> dict[str, np.ndarray]:
     """PCA-whitening (Jégou & Chum 2012) learned on candidate descriptors.
 
     `dim` is capped by the sample size; `shrink` adds that fraction of the mean eigenvalue
     before whitening, which keeps noise directions from being blown up on small samples.
+    Descriptors it cannot learn from (not finite, or all the same: nothing to whiten but
+    rounding noise, blown up into zero descriptors) are refused in one line (`who`: the method).
     """
     x = np.asarray(x, np.float64)
+    cannot = f"{who}: cannot learn the whitening from {len(x)} candidate descriptors"
     mean = x.mean(0)
     xc = x - mean
-    cov = xc.T @ xc / max(1, len(x) - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cov = xc.T @ xc / max(1, len(x) - 1)
+    if not np.isfinite(cov).all():
+        raise UserError(f"{cannot}: their values are NaN, infinite or too large (the model's output); set "
+                        "whiten: false (--no-whiten) or use a model whose descriptors are finite unit vectors")
     eig, vec = np.linalg.eigh(cov)
+    if eig.max() <= 1e-12:
+        raise UserError(f"{cannot}: they are all the same (no variance: copies of one photo, or a model that ignores "
+                        "its image); set whiten: false (--no-whiten), or check the model and the candidates")
     order = np.argsort(eig)[::-1]
     keep = max(1, min(dim, len(x) - 1, x.shape[1]))
     eig, vec = eig[order][:keep], vec[:, order][:, :keep]
@@ -306,7 +320,7 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
     apart (measured: it turns a correct top-1 into a wrong one on small worlds).
     """
     if dim and len(x) >= 2 * dim:
-        return fit_pca_whitening(x, dim, shrink)
+        return fit_pca_whitening(x, dim, shrink, who)
 
     logging.getLogger(__name__).warning("%s: %d training images < 2 x dim %d: not whitening", who, len(x), dim)
     return {}
@@ -342,6 +356,9 @@ class WhitenedGlobal(Method):
         return self.raw(image)[None, :]
 
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+        if not features:
+            raise UserError(f"{self.name}: cannot learn the whitening: none of the sampled images gave a usable "
+                            "descriptor (the model or its settings?); check them, or set whiten: false (--no-whiten)")
         x = np.concatenate(features)
         if len(x) < 2:
             raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --no-whiten)")

@@ -162,7 +162,11 @@ def verified_candidates(queries: Store, candidates: Store, sv: dict[str, int]) -
 
 def store_settings(store: Store, required: bool) -> dict[str, int] | None:
     """A store's spatial verification settings; None when it keeps no keypoints (an error
-    when `required`)."""
+    when `required`); one outside describe's rule (`spatial.valid`) is refused."""
+    raw = (store.info.get("params") or {}).get("spatial_verification")
+    if raw is not None and not spatial.valid(raw):
+        raise UserError(f"{store.path}: store.json's spatial_verification={raw!r} is not allowed (spatial_verification "
+                        f"must be {spatial.RULE} or null, as describe requires); describe this set again")
     sv = spatial.settings(store.info.get("params"))
     if sv is None and required:
         raise UserError(f"{store.path}: method {store.method} was described without spatial_verification "

@@ -38,6 +38,14 @@ CONFIDENCE = 0.999
 MIN_THRESHOLD_PX = 3.0
 THRESHOLD_FRACTION = 0.01
 DEFAULTS = {"top_k": 100, "min_inliers": 15}  # `spatial_verification` settings not given
+RULE = "a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"  # the values `valid` takes, in words
+
+
+def valid(value: Any) -> bool:
+    """Whether `value` is a `spatial_verification` setting (`RULE`): the one rule, which describe's
+    settings check (mining.methods.base.Param) and a store's reader both apply."""
+    return (isinstance(value, dict) and set(value) <= set(DEFAULTS)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value.values()))
 
 
 class Keypoints(NamedTuple):

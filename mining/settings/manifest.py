@@ -20,7 +20,7 @@ from mining.settings.exclusion import is_known_code, parse_section
 from mining.methods import method_class, method_names
 from mining.methods.base import resolve
 from mining.schemas.loader import schema
-from mining.files.yamlfile import Locator, read_yaml
+from mining.files.yamlfile import Locator, number_as_text, read_yaml
 
 
 def _fill_defaults(validator_class: type) -> type:
@@ -93,10 +93,20 @@ def check_method_params(methods: list[str], params: dict[str, dict[str, Any]], w
             if missing:
                 raise where.error(("describe", "params"), f"method {name!r} needs the setting(s) {', '.join(missing)} "
                                   f"(describe: {{params: {{{name}: {{{missing[0]}: ...}}}}}})")
-    for name, settings in params.items():
+    for name in params:
         if name not in methods:
             raise where.error(("describe", "params", name), f"settings for {name!r}, which is in neither methods nor "
                               f"evaluate: held_out ({', '.join(methods)})")
+    check_settings(params, where)
+
+
+def check_settings(params: dict[str, dict[str, Any]], where: Locator) -> None:
+    """Each method's settings are keys it declares, with values in their domains (describe's own
+    check, `Method.check_params`); one line naming describe.params.METHOD.KEY otherwise."""
+    for name, settings in params.items():
+        if resolve(name) is None:
+            raise where.error(("describe", "params", name), f"settings for an unknown method {name!r} (known: "
+                              f"{', '.join(method_names())}): params maps each method's name to its settings")
         cls = method_class(name)
         for key, value in settings.items():
             if key not in cls.defaults:
@@ -177,18 +187,8 @@ def _message(err: Any) -> str:
         return f"{err.instance!r}: {err.schema['errorMessage']}"
     if err.validator == "type":
         kinds = [err.validator_value] if isinstance(err.validator_value, str) else list(err.validator_value)
-        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}" + _as_text(err.instance)
+        return f"must be {' or '.join(_KINDS.get(k, k) for k in kinds)}, got {err.instance!r}" + number_as_text(err.instance)
     return str(err.message)
-
-
-def _as_text(value: Any) -> str:
-    """A hint when a number was read as text (quoted; or PyYAML's `1e-2`, `1e3`, which lack a dot)."""
-    try:
-        float(value) if isinstance(value, str) else None
-    except ValueError:
-        return ""
-    return (" (text, not a number: unquote it; YAML reads 1e-2 or 1e3 without a dot as text: write 0.01, "
-            "1000 or 1.0e-2)") if isinstance(value, str) else ""
 
 
 _KINDS = {"integer": "an integer (a whole number, no decimal point)", "number": "a finite number", "string": "a text",
@@ -324,6 +324,9 @@ def _input_files(m: Manifest) -> list[tuple[tuple[str | int, ...], str, str]]:
     for i, src in enumerate(m.download.get("sources") or []):
         if src.get("kind") == "local" and src.get("path"):
             out.append((("download", "sources", i, "path"), str(Path(src["path"]).expanduser()), "folder"))
+    for name, settings in m.describe["params"].items():  # a method's model file
+        out += [(("describe", "params", name, key), settings[key], "file") for key in method_class(name).files
+                if settings.get(key) is not None]
     return out
 
 

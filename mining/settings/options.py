@@ -152,6 +152,8 @@ def build(name: str, section: dict[str, Any], where: Locator | None = None) -> A
     """The options of a section (a copy validated, the schema's defaults filled in)."""
     data = json.loads(json.dumps(section))
     manifest.check(data, section_schema(name), where or Locator("command line", what="settings"), (name,))
+    if name == "describe":  # each method's settings, by describe's own rule (as a manifest's are)
+        manifest.check_settings(data["params"], where or Locator("command line", what="settings"))
     cls = SECTIONS[name]
     return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
 

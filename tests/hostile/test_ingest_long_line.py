@@ -97,3 +97,28 @@ def test_reading_a_100_mb_line_holds_about_a_block():
         tracemalloc.stop()
     assert items == [("LongLine", 100 << 20), ("bytes", b"short line\n")]
     assert peak < 4 * block + 2 * MAX_LINE  # the 100 MB line never held (it was, and more)
+
+
+def test_a_sqlite_value_of_16_mib_is_never_held_whole(tmp_path):
+    """The SQLite reader cuts a value longer than MAX_LINE in the query (its first LONG_LINE_HEAD
+    characters), so a row holding it is quarantined as line_too_long, as its TSV line is, without
+    the value reaching Python: a 100 MB description took ingest to ~600 MB."""
+    from mining.stages.ingest import sqlite
+
+    rows = [line.split(b"\t") for line in _lines(23)[:120]]
+    rows[50][7] = b"y" * (16 << 20)
+    db = tmp_path / "d.sql"
+    write_sqlite(db, rows)
+    source = sqlite.inspect(db)
+    reader = sqlite.Reader(source)
+    tracemalloc.start()
+    try:
+        block = reader.read(source.first, source.last)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        reader.close()
+    line = b"\t".join(rows[50])
+    assert [(n, why, raw) for n, why, raw in block.rejects if n == 51] == [(51, "line_too_long", line[:LONG_LINE_HEAD])]
+    assert [n for n, why, _ in block.rejects if why == "line_too_long"] == [51, 101]  # row 100: MAX_LINE + 1
+    assert peak < 4 * MAX_LINE + (1 << 20)  # row 100 (1 MiB) and the block; never the 16 MiB value

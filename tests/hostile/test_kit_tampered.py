@@ -317,3 +317,44 @@ def test_a_local_descriptor_store_is_checked_by_its_shards(tmp_path):
         check_store(store, "rsift-asmk", "asmk", None)
     npz.write_bytes(good)
     assert check_store(store, "rsift-asmk", "asmk", None) == 2
+
+
+def test_own_queries_whose_header_claims_186_tib_are_refused_before_any_allocation(made, tmp_path, capsys):
+    """`--queries Q.npy` is a stranger's file too: its header is checked against the file's real
+    size (as the kit's own arrays are) before numpy allocates what the header claims."""
+    q = tmp_path / "q.npy"
+    q.write_bytes(_npy_header((2 ** 35, 1488), "<f4") + b"\0" * 64)  # 186 TiB claimed, 192 bytes on disk
+    rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(q))
+    _one_line(rc, err, f"--queries {q}", "its header declares a float32 array of shape (34359738368, 1488)",
+              "but 64 bytes follow it")
+    store = tmp_path / "store"  # a store folder's shard likewise
+    shutil.copytree(made[0] / "methods/gem/queries", store)
+    shard = store / "shards/00000.npy"
+    shard.write_bytes(_npy_header((2 ** 35, 1488), "<f2") + b"\0" * 64)
+    rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
+    _one_line(rc, err, f"--queries {shard}", "its header declares a float16 array", "but 64 bytes follow it")
+
+
+def test_an_npz_member_whose_zip_entry_claims_more_than_the_file_holds_is_refused(tmp_path):
+    """The zip's own size field is a claim too: a stored member's size is the bytes it really
+    holds, a compressed one's at most what deflate can expand them to (1032 times)."""
+    import struct
+    import zipfile
+
+    from mining.errors import UserError
+    from mining.kit.check import check_npz
+
+    path = tmp_path / "model.npz"
+    head = _npy_header((2 ** 30 - 64,), "<f4")  # 4 GiB claimed
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("pca_mean.npy", head + b"\0" * 16)
+    data = bytearray(path.read_bytes())
+    claimed = len(head) + 4 * (2 ** 30 - 64)
+    struct.pack_into("<I", data, 22, claimed)  # the local header's uncompressed size
+    central = data.rindex(b"PK\x01\x02")
+    struct.pack_into("<I", data, central + 24, claimed)  # and the central directory's
+    path.write_bytes(bytes(data))
+    assert zipfile.ZipFile(path).infolist()[0].file_size == claimed  # what the header check compared with
+    with pytest.raises(UserError, match=rf"^{path}/pca_mean.npy: its zip entry claims {claimed:,} bytes but holds "
+                                        r"144 bytes"):
+        check_npz(path)

@@ -142,8 +142,14 @@ def test_a_real_run_without_metadata_is_refused_naming_the_key(tmp_path, real):
      "download.sources[0].path", "folder not found"),
     (lambda m: m["geofilter"]["areas"].append({"name": "pw", "geojson": "/etc/passwd"}),
      "geofilter.areas[1].geojson", "cannot read GeoJSON /etc/passwd"),
-], ids=["metadata", "places", "hashes", "gnd", "local-source", "geojson"])
+    (lambda m: m.update(methods=[*m["methods"], "onnx-global"]) or m.setdefault("describe", {}).setdefault("params", {}).update(
+        {"onnx-global": {"model": "models/dino.onnx"}}), "describe.params.onnx-global.model",
+     "file not found: models/dino.onnx"),
+    (lambda m: m.setdefault("describe", {}).setdefault("params", {}).update({"cnn-gem": {"model_file": "models"}}),
+     "describe.params.cnn-gem.model_file", "not a file: models"),
+], ids=["metadata", "places", "hashes", "gnd", "local-source", "geojson", "onnx-model", "torchscript-model"])
 def test_every_input_the_manifest_names_is_checked_at_load(tmp_path, real, edit, key, says):
+    (tmp_path / "models").mkdir()  # a method's model file (onnx-global's, cnn-gem's): not found, or a folder
     edit(real)
     path = _write(tmp_path / "m.yaml", real)
     with pytest.raises(UserError) as err:

@@ -3,6 +3,7 @@ allowed, from `mining describe` and from the manifest, before any image is read.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,44 @@ def test_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
     rc = _describe(tmp_path, "cnn-gem", "--param", "device=cuda:1")
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "cnn-gem" in err and "CUDAExecutionProvider is not available" in err, err
+
+
+TEXT_NUMBERS = [("cnn-gem", "whiten_shrink", "1e-3", "1.0e-3"), ("rsift-asmk", "tau", "1e-30", "1.0e-30"),
+                ("rsift-asmk", "alpha", "3e2", "3.0e+2"), ("cnn-gem", "scales", "[1, 1e-3]", "1.0e-3")]
+
+
+@pytest.mark.parametrize("method, key, raw, spelled", TEXT_NUMBERS, ids=[f"{m}:{k}" for m, k, _, _ in TEXT_NUMBERS])
+def test_a_number_yaml_reads_as_text_says_so_and_how_to_write_it(tmp_path, capsys, method, key, raw, spelled):
+    """YAML 1.1 reads `1e-3` (no dot) as text: as a --param value and in the manifest the refusal
+    says the value is text and gives a spelling YAML reads as the number, which is then taken."""
+    assert yaml.safe_load(spelled) == float(spelled) and isinstance(yaml.safe_load(raw.strip("[]").split()[-1]), str)
+    rc = _describe(tmp_path, method, "--param", f"{key}={raw}")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "text, not a number" in err and f"write {spelled}" in err, err
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    m["describe"]["params"] = {method: {key: yaml.safe_load(raw)}}
+    with pytest.raises(UserError, match=rf"describe\.params\.{method}\.{key}: .*text, not a number.*write {re.escape(spelled)}"):
+        manifest.validate(m, "x.yaml")
+    m["describe"]["params"] = {method: {key: yaml.safe_load(raw.replace(raw.strip("[]").split()[-1], spelled))}}
+    manifest.validate(m, "x.yaml")
+
+
+@pytest.mark.parametrize("sv", [{"top_k": 0}, {"top_k": 5, "min_inliers": 0}, {"top_k": 2.5}, {"k": 3}])
+def test_spatial_verification_out_of_its_domain_is_refused_by_every_reader_with_describes_rule(tmp_path, sv):
+    """describe's rule (a mapping {top_k: integer >= 1, min_inliers: integer >= 1}) is the one
+    rule: the settings (`options.build`, the manifest) and a store whose store.json says
+    otherwise (score's and evaluate's reader, which wrote top_k 0 into score's stats.json)."""
+    from mining.retrieval.descriptors import open_store, write_store_info
+    from mining.retrieval.reranking import store_settings
+    from mining.settings import options
+
+    rule = "spatial_verification must be a mapping {top_k: integer >= 1, min_inliers: integer >= 1}"
+    with pytest.raises(UserError, match=re.escape(rule)):
+        method_class("rsift-asmk").check_params({"spatial_verification": sv})
+    with pytest.raises(UserError, match=r"describe\.params\.rsift-asmk\.spatial_verification: .*" + re.escape(rule)):
+        options.build("describe", {"params": {"rsift-asmk": {"spatial_verification": sv}}})
+    write_store_info(tmp_path, {"method": "rsift-asmk", "kind": "asmk", "count": 0, "shards": 0,
+                                "params": {"spatial_verification": sv}})
+    with pytest.raises(UserError, match=rf"^{re.escape(str(tmp_path))}: store.json's .*{re.escape(rule)}"):
+        store_settings(open_store(tmp_path), True)
+    options.build("describe", {"params": {"rsift-asmk": {"spatial_verification": {"top_k": 5}}}})

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from download_folder import photo_folder
-from fixtures.onnx_models import scaled_pooled_model, vit_model
+from fixtures.onnx_models import failing_model, scaled_pooled_model, vit_model
 from mining.errors import UserError
 from mining.methods.onnx_run import gem
 from mining.retrieval import descriptors
@@ -40,8 +40,8 @@ def test_a_model_whose_every_descriptor_is_unusable_stops_describe_naming_the_mo
     images = _folder(tmp_path / "images")
     model = scaled_pooled_model(tmp_path / "m.onnx", k)
     out = tmp_path / "store"
-    with pytest.raises(UserError, match=rf"6 of 6 images could not be described \(6 of them: .*{why}.*the method, "
-                                        r"its model or its settings are the cause"):
+    with pytest.raises(UserError, match=rf"6 of 6 images could not be described, each by its model {model} \(the "
+                                        rf"first error: .*{why}.*the model \(with these settings\) is the cause"):
         _describe(images, out, {"model": model, "whiten": False, "output": "descriptor"})
     assert not (out / "store.json").exists()  # no complete store for score to take
     errors = pq.read_table(out / "failures.parquet").column("error").to_pylist()
@@ -229,3 +229,44 @@ def test_a_mapping_given_to_param_points_to_the_params_spelling_that_works(tmp_p
     assert "VALUE must be" not in capsys.readouterr().err
     plan = json.loads((tmp_path / "store" / "describe.json").read_text())  # what the store is being made with
     assert plan["params"]["spatial_verification"]["top_k"] == 5
+
+
+@pytest.mark.parametrize("case, why", [("nan", "none of the 8 sampled images gave a usable descriptor"),
+                                       ("copies", "they are all the same")])
+def test_whitening_learned_from_unusable_or_identical_descriptors_is_one_line_naming_the_store(tmp_path, case, why):
+    """PCA-whitening learned from no usable descriptor was a ValueError traceback (NaN ones a
+    LinAlgError); from descriptors that are all the same (copies of one photo; a model that
+    ignores its image) it blew the noise up a million times into zero descriptors. Either is one
+    line naming the store and what to do."""
+    images = _folder(tmp_path / "images", n=8)
+    if case == "copies":
+        jpgs = sorted(images.rglob("*.jpg"))
+        for p in jpgs[1:]:
+            p.write_bytes(jpgs[0].read_bytes())
+    model = scaled_pooled_model(tmp_path / "m.onnx", math.nan if case == "nan" else 1.0)
+    out = tmp_path / "store"
+    with pytest.raises(UserError, match=rf"^{out}: onnx-global: cannot learn the whitening .*{why}.*whiten: false"):
+        _describe(images, out, {"model": model, "whiten": True, "whiten_dim": 2, "output": "descriptor"})
+
+
+def test_pca_whitening_refuses_descriptors_it_cannot_learn_from():
+    from mining.methods.base import fit_pca_whitening
+
+    x = np.random.default_rng(0).random((40, 8))
+    assert np.isfinite(fit_pca_whitening(x, 4)["pca_proj"]).all()
+    for bad, why in [(np.full((40, 8), 1e200), "NaN, infinite or too large"), (np.tile(x[0], (40, 1)), "all the same")]:
+        with pytest.raises(UserError, match=f"^cnn-gem: cannot learn the whitening from 40 candidate descriptors: .*{why}"):
+            fit_pca_whitening(bad, 4, who="cnn-gem")
+
+
+def test_a_model_that_fails_on_every_image_is_named_as_the_cause(tmp_path):
+    """A model whose graph raises at run time for every input was filed as one failure per image;
+    the stop names the model file as the cause, with its first error (the images decode)."""
+    images = _folder(tmp_path / "images")
+    model = failing_model(tmp_path / "broken.onnx")
+    out = tmp_path / "store"
+    with pytest.raises(UserError, match=rf"^onnx-global: 6 of 6 images could not be described, each by its model "
+                                        rf"{model} \(the first error: Fail: .*Reshape.*\), and the images decode: the "
+                                        r"model \(with these settings\) is the cause, not the images"):
+        _describe(images, out, {"model": model, "whiten": False, "output": "descriptor"})
+    assert not (out / "store.json").exists()

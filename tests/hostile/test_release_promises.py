@@ -158,3 +158,25 @@ def test_commercial_release_leaves_out_every_unknown_licence_and_the_card_counts
         assert f"| unknown licence | {len(EVIL)} | 0 |" in card and "left out" in card
         assert "All Rights Reserved" in card and "http://evil.example" not in card  # listed, inert (no autolink)
         assert "evil" not in (out / "ATTRIBUTION.md").read_text()
+
+
+def test_the_card_says_when_the_selection_was_made_from_a_partial_review(tmp_path):
+    """select --partial-review allow counts the unanswered queue photos in selected/stats.json;
+    the card says so (they were never looked at and may show a landmark), and nothing when whole."""
+    data = io.BytesIO()
+    upright_source().resize((224, 256)).save(data, "JPEG", quality=90)
+    for pid in (3000, 3001):
+        p = tmp_path / "images" / image_relpath(pid)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.getvalue())
+    sel = _selection(tmp_path, [(3000, *BY), (3001, *BY)])
+    review = {"queue_photos": 239, "answered": 10, "unanswered": 229, "answers_label_is_this_queue": True,
+              "partial_review": "allow"}
+    for entry, says in [(review, True), ({**review, "answered": 239, "unanswered": 0}, False), (None, False)]:
+        (sel / "stats.json").write_text(json.dumps({"n_selected": 2, "review": entry}))
+        out = tmp_path / f"rel-{says}-{entry is None}"
+        stats = run_release(sel, tmp_path / "images", out, blur=False, candidates=None)
+        card = (out / "README.md").read_text()
+        assert ("made from a partial review: 10 of the review queue's 239 photos were answered" in card) == says, card
+        assert ("229 of them were never looked at" in card) == says
+        assert stats["review"] == entry

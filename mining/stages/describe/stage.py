@@ -377,7 +377,14 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
     bar.close()
     for k, p in enumerate(fitting):
         feats = [per_method[k] for chunk in results for per_method in chunk if per_method[k] is not None]
-        state = p.method.fit(feats, seed=seed)
+        try:
+            if not feats:
+                raise UserError(f"{p.name}: cannot learn the whitening or codebook: none of the {len(sample)} sampled "
+                                "images gave a usable descriptor (the model or its settings are the cause, not the "
+                                "images); check them, or set whiten: false (--no-whiten) where the method whitens")
+            state = p.method.fit(feats, seed=seed)
+        except UserError as exc:
+            raise UserError(f"{p.out}: {exc}") from None
         with atomic.atomic_path(p.state_path) as tmp:
             with open(tmp, "wb") as f:
                 np.savez(f, **state)

@@ -22,6 +22,7 @@ from mining.errors import UserError
 from mining.datasets.landmarks import load_landmarks
 from mining.methods.base import GLOBAL, Method, get_method, method_class
 from mining.files.tables import read_file
+from mining.photos.imagedecode import load_image
 
 log = logging.getLogger("mining.stages.describe.stage")  # the stage's name in the run's logs
 
@@ -103,7 +104,7 @@ def finish(p: Plan, shards: list[tuple[str, list[Any]]]) -> dict[str, Any]:
     atomic.write_parquet(p.out / "failures.parquet", failed)
     info = dict(p.info)
     count = len(descriptors.Store(p.out, info).ids())
-    refuse_mostly_failed(p.name, p.out, count, failed)
+    refuse_mostly_failed(p.name, p.out, count, failed, None if count else failing_model(p.method, failed))
     dim = p.method.dim()
     if p.method.kind == GLOBAL and shards:
         dim = int(np.load(p.out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
@@ -115,17 +116,38 @@ def finish(p: Plan, shards: list[tuple[str, list[Any]]]) -> dict[str, Any]:
     return info
 
 
-def refuse_mostly_failed(method: str, out: Path, count: int, failed: pa.Table) -> None:
+def refuse_mostly_failed(method: str, out: Path, count: int, failed: pa.Table, model: str | None = None) -> None:
     """Stop when most images failed: then the method, its model or its settings are the cause, not
     the images (a NaN model, an overflowing GeM), and a store of the few that passed would be a
-    silent wrong answer. The failures stay in failures.parquet; store.json is not written."""
+    silent wrong answer. `model`: the model file that failed on every image (`failing_model`),
+    named as the cause with its first error. The failures stay in failures.parquet; store.json
+    is not written."""
     if failed.num_rows <= count:
         return
     errors = Counter(str(e).split(":", 1)[-1].strip() or str(e) for e in failed.column("error").to_pylist())
     top, n = errors.most_common(1)[0]
-    raise UserError(f"{method}: {failed.num_rows} of {failed.num_rows + count} images could not be described "
-                    f"({n} of them: {top[:200]}); when most images fail, the method, its model or its settings are "
-                    f"the cause, not the images: check them (every failure: {out / 'failures.parquet'})")
+    total = f"{method}: {failed.num_rows} of {failed.num_rows + count} images could not be described"
+    where = f"(every failure: {out / 'failures.parquet'})"
+    if model is not None:
+        raise UserError(f"{total}, each by its model {model} (the first error: {str(failed.column('error')[0])[:200]}), "
+                        f"and the images decode: the model (with these settings) is the cause, not the images; check "
+                        f"it, or export it again {where}")
+    raise UserError(f"{total} ({n} of them: {top[:200]}); when most images fail, the method, its model or its settings "
+                    f"are the cause, not the images: check them {where}")
+
+
+def failing_model(method: Method, failed: pa.Table) -> str | None:
+    """The method's model file (`Method.files`) when the first image it failed on decodes: then
+    the model failed on a good image. None without a model file or failure, or when the image
+    does not decode (the images may be the cause)."""
+    model = next((str(method.params[k]) for k in method.files if method.params.get(k)), None)
+    if model is None or not failed.num_rows:
+        return None
+    try:
+        load_image(str(failed.column("path")[0]), method.max_side, method.mode)
+    except Exception:  # noqa: BLE001 - any decode failure: the image's, maybe
+        return None
+    return model
 
 
 def check_resumable(out: Path, info: dict[str, Any]) -> None:

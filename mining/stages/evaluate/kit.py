@@ -34,6 +34,7 @@ from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
+from mining.kit.check import npy_file
 from mining.methods import get_method
 from mining.publishing.result import row_label
 from mining.publishing.text import pct
@@ -235,6 +236,8 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
             raise UserError(f"--queries {path}: described with another model than the kit's {name} (sha256 {have} ≠ "
                             f"{want}); describe with --model {ref.path}")
         if store.kind == GLOBAL:  # its rows as they will be used
+            for shard in store.shard_names():  # each header against its file's size, before numpy allocates
+                npy_file(path / "shards" / f"{shard}.npy", f"--queries {path / 'shards' / shard}.npy", "")
             try:
                 _, rows = store.load_all(as_stored=True)
             except (OSError, ValueError) as exc:
@@ -251,6 +254,7 @@ def user_queries(kit: Any, path: Path, method: str | None, dataset: Any, tmp: Pa
     if method not in globals_:
         raise UserError(f"--method {method}: a .npy holds global descriptors; the kit's global methods are "
                         f"{', '.join(globals_) or 'none'} (others take a descriptor store)")
+    npy_file(path, f"--queries {path}", "")  # its header against the file's size, before numpy allocates
     try:
         x = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:

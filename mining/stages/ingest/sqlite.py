@@ -9,7 +9,10 @@ that parses back to the same float64, written without a trailing `.0`; text and 
 are) and the lines go through `yfcc.parse_block`: a row gives exactly the Parquet row, or the
 quarantine reason, that its TSV line gives. A value holding a TAB, LF or CR cannot be a TSV
 field: its row is quarantined as `control_character`, the raw line being the row's values
-joined by TABs. Line numbers are rows' 1-based positions in rowid order.
+joined by TABs. Line numbers are rows' 1-based positions in rowid order. A value longer than
+MAX_LINE (so its row's line is too) is cut to its first LONG_LINE_HEAD characters by the query
+itself and its row quarantined as `line_too_long`, as the TSV line is: it never reaches Python
+(SQLite still reads it once, as any value it returns).
 
 Rows are read by rowid ranges (`rowid BETWEEN lo AND hi`, at most `rows` rowids each), one
 range per task on the parser threads, each thread with a read-only connection of its own:
@@ -133,21 +136,23 @@ def to_lines(rows: list[tuple[Any, ...]]) -> list[bytes]:
     return lines
 
 
-def rows_block(rows: list[tuple[Any, ...]]) -> Block:
+def rows_block(rows: list[tuple[Any, ...]], cut: frozenset[int] = frozenset()) -> Block:
     """Parse rows of the 23 columns as `parse_block` parses their TSV lines; rows with a TAB,
-    LF or CR in a value are quarantined as control_character. Lines are numbered from 1."""
+    LF or CR in a value are quarantined as control_character. Lines are numbered from 1. `cut`:
+    the (0-based) rows whose values the query cut (`Reader`): line_too_long, their heads as raw."""
     lines = to_lines(rows)
     n = len(lines)
     if not n:
         return Block(table=SCHEMA.empty_table(), rejects=[], lines=0)
     data = b"\n".join(lines) + b"\n"
     longest = max(map(len, lines))
-    if data.count(b"\t") == _TABS * n and data.count(b"\n") == n and b"\r" not in data and longest <= MAX_LINE:
+    if (data.count(b"\t") == _TABS * n and data.count(b"\n") == n and b"\r" not in data and longest <= MAX_LINE
+            and not cut):
         return parse_block(data, len(COLUMNS))
     kept: list[int] = []
     bad: list[tuple[int, str, bytes]] = []
     for number, line in enumerate(lines, 1):
-        if len(line) > MAX_LINE:  # as the TSV line would be
+        if len(line) > MAX_LINE or number - 1 in cut:  # as the TSV line would be
             bad.append((number, LINE_TOO_LONG, line[:LONG_LINE_HEAD]))
         elif line.count(b"\t") != _TABS or b"\n" in line or b"\r" in line:
             bad.append((number, CONTROL_CHARACTER, line))
@@ -167,8 +172,12 @@ class Reader:
     def __init__(self, source: Source):
         self.source = source
         table = _quote(source.table)
-        self._select = (f"SELECT {', '.join(_quote(c) for c in source.columns)} FROM {table} "
-                        "WHERE rowid BETWEEN ? AND ? ORDER BY rowid")
+        cols = [_quote(c) for c in source.columns]
+        # a value over MAX_LINE characters (so bytes) is cut to its head here, and its row flagged: never fetched whole
+        cut = ", ".join(f"CASE WHEN length({c}) > {MAX_LINE} THEN substr({c}, 1, {LONG_LINE_HEAD}) ELSE {c} END"
+                        for c in cols)
+        longest = f"max({', '.join(f'coalesce(length({c}), 0)' for c in cols)}) > {MAX_LINE}"
+        self._select = f"SELECT {longest}, {cut} FROM {table} WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
         self._next = f"SELECT min(rowid) FROM {table} WHERE rowid > ?"
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -221,7 +230,7 @@ class Reader:
             raise self._error(exc, f"in rowids {lo}-{hi}") from None
         finally:
             self._give(conn)
-        return rows_block(rows)
+        return rows_block([r[1:] for r in rows], frozenset(k for k, r in enumerate(rows) if r[0]))
 
     def close(self) -> None:
         """Close the idle connections; one in use (a read still running after an error) is

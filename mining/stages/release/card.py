@@ -130,15 +130,21 @@ def _funnel_md(stats: dict, cand_stats: dict | None) -> list[str]:
             lines.append(f"| excluded: {_cell(reason)} | {count} |")
         if "photos_out" in cand_stats:
             lines.append(f"| candidates (geofilter) | {cand_stats['photos_out']} |")
-    audit = stats.get("audit")
+    audit, review = stats.get("audit"), stats.get("review") or {}
+    reviewed = "partly reviewed" if review.get("unanswered") else "reviewed"
     if audit:
-        lines += [f"| selected (top-N by distractor score, reviewed) | {audit['set_size']} |",
+        lines += [f"| selected (top-N by distractor score, {reviewed}) | {audit['set_size']} |",
                   f"| removed by the leak audit (landmark images found, their near-duplicates) | {audit['removed']} |"]
     else:
-        lines.append(f"| selected (top-N by distractor score, reviewed) | {stats['selected']} |")
+        lines.append(f"| selected (top-N by distractor score, {reviewed}) | {stats['selected']} |")
     for reason, count in stats["excluded"].items():
         lines.append(f"| left out by the release: {_cell(reason)} | {count} |")
     lines.append(f"| **released** | **{stats['released']}** |")
+    if review.get("unanswered"):
+        lines += ["", f"The selection was made from a partial review: {review.get('answered')} of the review queue's "
+                  f"{review.get('queue_photos')} photos were answered (`mining select --partial-review allow`); "
+                  f"{review['unanswered']} of them were never looked at by a person and may show a landmark, and the "
+                  "selection may hold some of them."]
     return lines
 
 

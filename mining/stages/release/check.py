@@ -27,6 +27,7 @@ class Selection:
     candidates_stats: dict | None  # geofilter's stats.json: the funnel
     evaluation: dict | None  # evaluation.json: the hardness table (and the kit's)
     audit: dict | None  # audit.json, its bound recomputed against the target (leakbound.release_gate)
+    review: dict | None = None  # select's stats.json `review`: how much of the review queue was answered
 
 
 def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOptions, workers: int,
@@ -60,7 +61,11 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
                                    target.confidence, folder=Path(inputs.audit).parent if inputs.audit else None)
     if inputs.manifest is not None and not inputs.manifest.is_file():
         raise UserError(f"manifest not found: {inputs.manifest}")
-    return Selection(frame, table_path, policy, cand_stats, evaluation, audit)
+    select_stats = table_path.parent / "stats.json"  # select's, beside its distractors.parquet
+    doc = read_json(select_stats, "selection stats") if select_stats.is_file() else None
+    review = doc.get("review") if isinstance(doc, dict) else None
+    return Selection(frame, table_path, policy, cand_stats, evaluation, audit,
+                     review if isinstance(review, dict) else None)
 
 
 def _check_settings(options: ReleaseOptions, workers: int, margin: float) -> None:

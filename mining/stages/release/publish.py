@@ -69,6 +69,7 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
                   "blur_sigma_of_box": BLUR_SIGMA},
         "webdataset_shards": shards,
         "audit": sel.audit,
+        "review": sel.review,
         "kit": kit_stats,
         "sources": card.sources(sel.frame, released, inputs.images),
         "code": code_version(),

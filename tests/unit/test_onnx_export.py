@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 
+from mining.compute.cluster import Cluster
 from mining.errors import UserError
 from mining.methods import get_method, onnx_settings
 from mining.methods.onnx_export import Request, export
@@ -219,3 +220,15 @@ def test_a_bad_settings_file_is_refused_in_one_line(siglip_file, tmp_path):
     onnx_settings.settings_path(path).write_text(json.dumps({"onnx_global": {"whiten": False}}))
     with pytest.raises(UserError, match=r"unknown setting\(s\) \['whiten'\]"):
         get_method("onnx-global", {"model": str(path)})
+
+
+def test_a_describe_run_says_a_conflict_once_workers_included(siglip_file, photos, tmp_path, capfd, caplog,
+                                                               monkeypatch):
+    """The stage makes the method, then each worker process rebuilds it: the warning is the stage's, once."""
+    monkeypatch.setattr(onnx_settings, "_SAID", set())
+    params = {"onnx-global": {"model": str(siglip_file), "whiten": False, "mean": [0.485, 0.456, 0.406]}}
+    opts = replace(options.defaults("describe"), shard_size=1, params=params)
+    describe.run(images=photos, image_set="candidates", methods=["onnx-global"], out=tmp_path / "s", options=opts,
+                 progress=False, cluster=Cluster(workers=2))
+    said = capfd.readouterr().err + caplog.text
+    assert said.count("the settings given differ from siglip.onnx.json") == 1, said

@@ -16,6 +16,11 @@ for landmarks), described by ONNX Runtime, with what the file does not say given
 - `device`: auto (default: the CUDA provider where onnxruntime-gpu is installed, else the
   CPU), cpu, cuda, cuda:N. On the CPU one thread per image, as every method.
 
+A settings file beside the model (`MODEL.onnx.json`, `onnx_settings.py`; written by `python -m
+mining.methods.export`) replaces the defaults of the settings it holds; the given settings win
+over it, with a warning where they differ. Settings that are likely wrong (`cls_token` beside a
+pooled output, mean/std other than the model's own metadata) are warned about, once.
+
 A model whose input or output does not fit these settings (not one float input of rank 4
 with 3 channels, a fixed size other than `square`'s, an output of another rank than
 `output`'s) is refused when it is loaded, in one line. Several models run in one manifest as

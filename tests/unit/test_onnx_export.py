@@ -108,8 +108,8 @@ def _same_upper_convs(path: Path) -> int:
 
 # ---- the four families -------------------------------------------------------------------
 def test_a_same_padding_cnn_exports_with_dynamic_size_at_same_upper_and_describes(tmp_path, photos):
-    """timm-style Conv2dSame (padding from the input's size) would hang torch.export with a
-    dynamic size: exported as SAME_UPPER, checked at every parity of each side mod the stride."""
+    """timm-style Conv2dSame (padding computed from the input's size): exported as plain
+    convolutions set to SAME_UPPER, checked at every parity of each side mod the stride."""
     path = tmp_path / "cnn.onnx"
     report = export(_request("same_cnn", path, output="feature_map", mean=HALF, std=HALF, stride=8))
     assert report["same_padding_convs"] == ["stem", "dw", "head"] and _same_upper_convs(path) == 3

@@ -10,7 +10,8 @@
   width symbolic multiples of `patch`; `long_side` with height and width symbolic. A
   convolution whose padding depends on the input's size (TF "same": timm's `Conv2dSame`,
   efficientnet_pytorch's `Conv2dDynamicSamePadding`, or a class named in `same_padding`)
-  is exported as a plain convolution and its ONNX node set to `auto_pad = SAME_UPPER`: ONNX
+  is exported as a plain convolution padded symmetrically (for an odd kernel, the output
+  size "same" gives) and its ONNX node set to `auto_pad = SAME_UPPER`: ONNX
   Runtime pads it from the actual input at run time (the odd pixel at the end, as pad_same
   does), as `mining/methods/lite0_onnx.py` does for cnn-gem's backbone; `torch.export` never
   sees the size arithmetic it hangs on.
@@ -135,8 +136,11 @@ def same_convs(model: Any, classes: tuple[str, ...]) -> list[str]:
 
 @contextlib.contextmanager
 def plain_convs(model: Any, names: list[str]) -> Iterator[None]:
-    """The convolutions `names` replaced by plain unpadded ones (the same parameters) for the
-    block, put back after it."""
+    """The convolutions `names` replaced for the block by plain ones with the same parameters,
+    padded `dilation * (kernel - 1) // 2` on each side: for an odd kernel the output has the
+    size "same" gives (ceil(size / stride)) at any size, so every later shape is traced right
+    (unpadded, a deep stack shrinks below its kernel at small sizes and torch.export refuses);
+    only where the padding goes differs, which SAME_UPPER then sets. Put back after the block."""
     import torch
 
     saved = []
@@ -144,7 +148,8 @@ def plain_convs(model: Any, names: list[str]) -> Iterator[None]:
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         conv = getattr(parent, leaf)
-        plain = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, 0, conv.dilation,
+        pad = tuple(d * (k - 1) // 2 for k, d in zip(conv.kernel_size, conv.dilation))
+        plain = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, pad, conv.dilation,
                                 conv.groups, conv.bias is not None)
         plain.weight, plain.bias = conv.weight, conv.bias
         saved.append((parent, leaf, conv))
@@ -250,8 +255,8 @@ def export(req: Request) -> dict[str, Any]:
     same = same_convs(net, req.same_padding)
     with plain_convs(net, same):
         proto = to_onnx(net, fields, hw, settings)
-    finish_graph(proto, [f"{n}.weight" for n in same], settings)
     settings["output_name"] = onnx_parity.chosen_output(proto, settings, fields)
+    finish_graph(proto, [f"{n}.weight" for n in same], settings)
     sizes = list(req.sizes) or onnx_parity.check_sizes(settings, hw, req.stride)
     with atomic.atomic_path(req.out) as tmp:
         onnx.save(proto, str(tmp))

@@ -112,7 +112,7 @@ def test_a_same_padding_cnn_exports_with_dynamic_size_at_same_upper_and_describe
     convolutions set to SAME_UPPER, checked at every parity of each side mod the stride."""
     path = tmp_path / "cnn.onnx"
     report = export(_request("same_cnn", path, output="feature_map", mean=HALF, std=HALF, stride=8))
-    assert report["same_padding_convs"] == ["stem", "dw", "head"] and _same_upper_convs(path) == 3
+    assert report["same_padding_convs"] == ["stem", "dw", "mid", "head"] and _same_upper_convs(path) == 4
     assert len(report["sizes"]) == 11 and report["max_abs_diff"] < 1e-4
     doc = json.loads(onnx_settings.settings_path(path).read_text())
     assert doc["onnx_global"] == {"input": "long_side", "mean": HALF, "std": HALF, "channels": "RGB",

@@ -152,14 +152,20 @@ def _stride2(model: Any) -> list[Any]:
 def same_upper(model: Any) -> None:
     """Set the stride-2 convolutions' padding to SAME_UPPER (TF "same", computed from the
     input's size at run time) in place of the traced size's `pads`."""
-    import onnx
-
     inits = {i.name: i for i in model.graph.initializer}
     convs = _stride2(model)
     kernels = tuple(int(inits[n.input[1]].dims[2]) for n in convs)
     if kernels != STRIDE2_KERNELS:
         raise UserError(f"cnn-gem: the ONNX export has stride-2 kernels {kernels}, not EfficientNet-Lite0's "
                         f"{STRIDE2_KERNELS} (another torch version?); use backend=torch")
+    set_same_upper(convs)
+
+
+def set_same_upper(convs: list[Any]) -> None:
+    """In place: these Conv nodes pad `auto_pad = SAME_UPPER` (TF "same", from the input's size
+    at run time) in place of their `pads`."""
+    import onnx
+
     for node in convs:
         keep = [a for a in node.attribute if a.name not in ("pads", "auto_pad")]
         del node.attribute[:]

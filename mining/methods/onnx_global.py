@@ -16,6 +16,11 @@ for landmarks), described by ONNX Runtime, with what the file does not say given
 - `device`: auto (default: the CUDA provider where onnxruntime-gpu is installed, else the
   CPU), cpu, cuda, cuda:N. On the CPU one thread per image, as every method.
 
+A settings file beside the model (`MODEL.onnx.json`, `onnx_settings.py`; written by `python -m
+mining.methods.export`) replaces the defaults of the settings it holds; the given settings win
+over it, with a warning where they differ. Settings that are likely wrong (`cls_token` beside a
+pooled output, mean/std other than the model's own metadata) are warned about, once.
+
 A model whose input or output does not fit these settings (not one float input of rank 4
 with 3 channels, a fixed size other than `square`'s, an output of another rank than
 `output`'s) is refused when it is loaded, in one line. Several models run in one manifest as
@@ -35,6 +40,7 @@ import numpy as np
 from mining.errors import UserError
 from mining.retrieval.descriptors import GLOBAL
 from mining.methods.base import Param, WhitenedGlobal
+from mining.methods import onnx_settings
 from mining.methods.lite0 import cached_sha256
 from mining.methods.onnx_run import OUTPUT_RANK, OUTPUTS, multiscale, pool, providers, rescale, resize, session, to_input
 
@@ -81,6 +87,9 @@ class Runner:
             raise UserError(f"{who}: output {out.name!r} has rank {rank} {out.shape}; output={output} needs rank "
                             f"{OUTPUT_RANK[output]}")
         self.input, self.output, self.rank, self.who = inp.name, out.name, OUTPUT_RANK[output], who
+        # what the settings checks read: the other (1, D) outputs, the file's own metadata
+        self.pooled = [o.name for o in outs if o.name != out.name and isinstance(o.shape, list) and len(o.shape) == 2]
+        self.meta = dict(self.session.get_modelmeta().custom_metadata_map)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         out = self.session.run([self.output], {self.input: x})[0]
@@ -143,7 +152,13 @@ class OnnxGlobal(WhitenedGlobal):
     }
 
     def __init__(self, params: dict[str, Any] | None = None, query: bool = False) -> None:
-        super().__init__(params, query)
+        given = {k: v for k, v in (params or {}).items() if v is not None}
+        self.check_params(given)
+        self.filed: dict[str, Any] = {}  # what the model's settings file says (onnx_settings)
+        if isinstance(given.get("model"), str) and os.path.isfile(given["model"]):  # its settings file, under the given
+            self.filed = onnx_settings.read(given["model"], self.check_params)
+            given = onnx_settings.merged(f"onnx-global {given['model']}", given["model"], given, self.filed)
+        super().__init__(given, query)
         for key in ("mean", "std"):
             if len(self.params[key]) != 3:
                 raise UserError(f"method onnx-global: {key} must have 3 values (one per channel), not {self.params[key]}")
@@ -159,7 +174,8 @@ class OnnxGlobal(WhitenedGlobal):
                                 f"{self.params['model_sha256']} (another file); describe with that file, or into a "
                                 "new store")
             self.params["model_sha256"] = sha
-            self.runner()  # refused now, in one line, when the model does not fit the settings
+            net = self.runner()  # refused now, in one line, when the model does not fit the settings
+            onnx_settings.likely_wrong(net.who, self.params, net.pooled, net.meta, self.filed)
 
     @classmethod
     def check_here(cls, params: dict[str, Any] | None) -> None:

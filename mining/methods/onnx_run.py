@@ -44,8 +44,9 @@ def providers(device: str, who: str) -> list[Any]:
     return [("CUDAExecutionProvider", {"device_id": int(device.partition(":")[2] or 0)})]
 
 
-def session(model: str | bytes, device: str, who: str) -> Any:
-    """An ONNX Runtime session of a model file (or its bytes) for describing."""
+def session(model: str | bytes, device: str, who: str, log_level: int = 3) -> Any:
+    """An ONNX Runtime session of a model file (or its bytes) for describing (`log_level` 4:
+    not even its errors, for a caller that reports them itself)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -53,7 +54,7 @@ def session(model: str | bytes, device: str, who: str) -> Any:
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
+    so.log_severity_level = log_level
     return ort.InferenceSession(model, so, providers=providers(device, who))
 
 

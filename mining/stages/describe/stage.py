@@ -197,6 +197,19 @@ def iter_described(items: Sequence[ImageItem], methods: Sequence[Method], fns: S
 
 
 # ---- one shard (runs in a Dask worker) -------------------------------------------------
+@contextlib.contextmanager
+def _said_by_the_stage() -> Iterator[None]:
+    """A worker rebuilds a method the stage made already (`plan`): what the method warns about its
+    settings as it is made (onnx-global's settings file) was said there, once, not again per worker."""
+    methods = logging.getLogger("mining.methods")
+    level = methods.level
+    methods.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        methods.setLevel(level)
+
+
 @lru_cache(maxsize=8)
 def _cached_method(spec_json: str) -> Method:
     import cv2
@@ -205,7 +218,8 @@ def _cached_method(spec_json: str) -> Method:
     pins.check("describe worker")  # a worker of one's own scheduler may run unpinned libraries
     single_threaded_numerics()  # in this worker process for good (restored in-process by describe)
     spec = json.loads(spec_json)
-    method = get_method(spec["method"], spec["params"], query=spec["query"])
+    with _said_by_the_stage():
+        method = get_method(spec["method"], spec["params"], query=spec["query"])
     if spec.get("state"):
         with np.load(spec["state"]) as z:
             method.set_state({k: z[k] for k in z.files})

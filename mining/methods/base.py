@@ -11,15 +11,17 @@ and bring their own kernel, which `mining.retrieval.descriptors` calls through `
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
 import os
 import re
+import threading
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 
@@ -100,6 +102,34 @@ class Param:
         if self.type == "spatial":
             return spatial.valid(v)
         return isinstance(v, str)
+
+
+_SAID: set[str] = set()
+_SAID_LOCK = threading.Lock()
+_REMADE = threading.local()  # this thread is making a method again (`remade`): its warnings were said
+
+
+@contextlib.contextmanager
+def remade() -> Iterator[None]:
+    """A method made again from settings the stage already made it with (a describe worker's
+    copy): what it would warn about its settings was said there, once; this thread says nothing."""
+    _REMADE.on = True
+    try:
+        yield
+    finally:
+        _REMADE.on = False
+
+
+def warn_once(logger: str, message: str) -> None:
+    """A warning on the log, the first time this process meets it (a method is made several
+    times per run: by the stage, per landmark set, per worker task), never while `remade`."""
+    if getattr(_REMADE, "on", False):
+        return
+    with _SAID_LOCK:
+        if message in _SAID:
+            return
+        _SAID.add(message)
+    logging.getLogger(logger).warning("%s", message)
 
 
 class Method:

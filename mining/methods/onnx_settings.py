@@ -17,33 +17,17 @@ are likely wrong.
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from mining.errors import UserError
 from mining.files import atomic
 from mining.files.tables import read_json
+from mining.methods.base import warn_once
 
-log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
 KEYS = ("input", "size", "patch", "mean", "std", "channels", "output", "output_name", "prefix_tokens", "p")
-_SAID: set[str] = set()
-_SAID_LOCK = threading.Lock()
-
-
-def warn_once(message: str) -> None:
-    """A warning on the log, the first time this process meets it (a method is made several
-    times per run: by the stage, per landmark set, per worker task)."""
-    with _SAID_LOCK:
-        if message in _SAID:
-            return
-        _SAID.add(message)
-    log.warning("%s", message)
-
-
 def settings_path(model: str | Path) -> Path:
     """Where a model's settings file is: beside it, its name + `.json` (`dino.onnx.json`)."""
     return Path(str(model) + SUFFIX)
@@ -85,7 +69,8 @@ def merged(who: str, model: str | Path, given: dict[str, Any], found: dict[str, 
     clash = sorted(k for k in found if k in given and _differ(given[k], found[k]))
     if clash:
         said = ", ".join(f"{k}={given[k]!r} (the file: {found[k]!r})" for k in clash)
-        warn_once(f"{who}: the settings given differ from {settings_path(model).name}, the model's own: {said}; "
+        warn_once(__name__,
+                  f"{who}: the settings given differ from {settings_path(model).name}, the model's own: {said}; "
                   "the given ones are used")
     return {**found, **given}
 
@@ -122,12 +107,12 @@ def likely_wrong(who: str, params: dict[str, Any], pooled: Sequence[str], meta: 
     has a pooled (1, D) output too, mean/std other than the ONNX file's own metadata (those the
     settings file holds, `filed`, were compared with it already)."""
     if params["output"] == "cls_token" and pooled:
-        warn_once(f"{who}: output=cls_token takes token 0, but the model also outputs a pooled vector "
+        warn_once(__name__, f"{who}: output=cls_token takes token 0, but the model also outputs a pooled vector "
                   f"({', '.join(repr(p) for p in pooled)}): a model without a CLS token (SigLIP) has a patch there; "
                   f"use output: descriptor, output_name: {pooled[0]} (or export the tokens alone)")
     own = metadata_norm(meta)
     off = [k for k in ("mean", "std") if k in own and k not in filed and _differ(list(params[k]), own[k])]
     if off:
         said = ", ".join(f"{k}={list(params[k])} (the model's: {own[k]})" for k in off)
-        warn_once(f"{who}: {said}: the model's own metadata says otherwise; the image is normalised as set, "
+        warn_once(__name__, f"{who}: {said}: the model's own metadata says otherwise; the image is normalised as set, "
                   "check which is right")

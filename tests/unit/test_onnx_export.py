@@ -20,7 +20,7 @@ import pytest
 
 from mining.compute.cluster import Cluster
 from mining.errors import UserError
-from mining.methods import get_method, onnx_settings
+from mining.methods import base, get_method, onnx_settings
 from mining.methods.onnx_export import Request, export
 from mining.methods.onnx_run import to_input
 from mining.photos import imageindex
@@ -173,7 +173,7 @@ def siglip_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _warnings(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, params: dict) -> list[str]:
-    monkeypatch.setattr(onnx_settings, "_SAID", set())
+    monkeypatch.setattr(base, "_SAID", set())
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="mining.methods"):
         for _ in range(3):  # made several times in a run: said once
@@ -203,7 +203,7 @@ def test_mean_std_other_than_the_models_own_warn(siglip_file, caplog, monkeypatc
 
 def test_a_fixed_size_model_described_at_another_size_is_refused(siglip_file, caplog, monkeypatch):
     """Refused, not warned: a fixed-size graph cannot run at another size (the file says which)."""
-    monkeypatch.setattr(onnx_settings, "_SAID", set())
+    monkeypatch.setattr(base, "_SAID", set())
     with pytest.raises(UserError, match="fixed size 64x64, which input=square size=96 does not give") as exc:
         get_method("onnx-global", {"model": str(siglip_file), "size": 96})
     assert "\n" not in str(exc.value) and "size=96 (the file: 64)" in caplog.text
@@ -225,7 +225,7 @@ def test_a_bad_settings_file_is_refused_in_one_line(siglip_file, tmp_path):
 def test_a_describe_run_says_a_conflict_once_workers_included(siglip_file, photos, tmp_path, capfd, caplog,
                                                                monkeypatch):
     """The stage makes the method, then each worker process rebuilds it: the warning is the stage's, once."""
-    monkeypatch.setattr(onnx_settings, "_SAID", set())
+    monkeypatch.setattr(base, "_SAID", set())
     params = {"onnx-global": {"model": str(siglip_file), "whiten": False, "mean": [0.485, 0.456, 0.406]}}
     opts = replace(options.defaults("describe"), shard_size=1, params=params)
     describe.run(images=photos, image_set="candidates", methods=["onnx-global"], out=tmp_path / "s", options=opts,

@@ -43,7 +43,7 @@ from mining.compute.cluster import Cluster, available_cpus, connect, run_tasks
 from mining.errors import UserError
 from mining.photos.imagedecode import load_image  # the describe stage's decode (kept importable from here)
 from mining.datasets.landmarks import load_landmarks
-from mining.methods.base import Method, get_method
+from mining.methods.base import Method, get_method, remade
 from mining.settings.options import DescribeOptions
 from mining.stages.describe.stores import (PLAN_FILE, RESUME_KEYS, Plan, check_resumable, failure_table, file_sha,
                                             finish, plan, sha)
@@ -197,19 +197,6 @@ def iter_described(items: Sequence[ImageItem], methods: Sequence[Method], fns: S
 
 
 # ---- one shard (runs in a Dask worker) -------------------------------------------------
-@contextlib.contextmanager
-def _said_by_the_stage() -> Iterator[None]:
-    """A worker rebuilds a method the stage made already (`plan`): what the method warns about its
-    settings as it is made (onnx-global's settings file) was said there, once, not again per worker."""
-    methods = logging.getLogger("mining.methods")
-    level = methods.level
-    methods.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        methods.setLevel(level)
-
-
 @lru_cache(maxsize=8)
 def _cached_method(spec_json: str) -> Method:
     import cv2
@@ -218,7 +205,7 @@ def _cached_method(spec_json: str) -> Method:
     pins.check("describe worker")  # a worker of one's own scheduler may run unpinned libraries
     single_threaded_numerics()  # in this worker process for good (restored in-process by describe)
     spec = json.loads(spec_json)
-    with _said_by_the_stage():
+    with remade():  # the stage made it already and said what its settings deserve, once
         method = get_method(spec["method"], spec["params"], query=spec["query"])
     if spec.get("state"):
         with np.load(spec["state"]) as z:

@@ -159,6 +159,36 @@ def test_a_changed_kit_is_refused_in_one_line(kit_copy, tmp_path, capsys, damage
     assert shard.name in lines[0] or "99999.npy" in lines[0]
 
 
+@pytest.mark.parametrize("change", ["nudged", "unlifted", "spatial-field"])
+def test_changed_sp_similarities_with_their_sums_remade_are_refused_in_one_line(kit_copy, tmp_path, capsys, change):
+    """The +SP rows come from similarities the kit keeps (no keypoints): a forger who edits them and
+    remakes SHA256SUMS is caught by their agreement with the plain similarities."""
+    from mining.files import checksums
+
+    kit = tmp_path / "kit"
+    shutil.copytree(kit_copy / "kit", kit)
+    sp_file = kit / "methods/rsift-asmk/similarities+SP/distractors.npy"
+    plain, sp = np.load(kit / "methods/rsift-asmk/similarities/distractors.npy"), np.load(sp_file)
+    lifted = np.argwhere(sp != plain)
+    if change == "nudged":  # a distractor made to look a little more similar, as no verification would
+        sp[0, 0] = plain[0, 0] + 0.25
+        np.save(sp_file, sp)
+    elif change == "unlifted":  # a verified distractor's lift shrunk below what a verified match gives
+        assert lifted.size, "the demo's mined set has verified distractors"
+        r, c = lifted[0]
+        sp[r, c] = plain[r, c] + 1.0
+        np.save(sp_file, sp)
+    else:
+        info = json.loads((kit / "kit.json").read_text())
+        info["methods"]["rsift-asmk"]["spatial"] = {"top_k": 0, "min_inliers": 15}
+        (kit / "kit.json").write_text(json.dumps(info))
+    (kit / checksums.SUMS).write_text(checksums.sha256sums(kit))
+    rc = main(["evaluate", "--kit", str(kit), "--landmarks", str(kit_copy / "gnd_demo.pkl")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert ("+SP similarities" in err and "inconsistent" in err) if change != "spatial-field" else "spatial" in err
+
+
 def test_the_kits_own_queries_as_a_user_npy_give_the_same_table(kit_copy, tmp_path):
     kit = open_kit(kit_copy / "kit")
     gnd = pickle.loads((kit_copy / "gnd_demo.pkl").read_bytes())

@@ -26,7 +26,7 @@ include: "workflows/rules/common.smk"
 
 
 # Each stage's rules: workflows/rules/<stage>.smk, for every stage in mining/stages/
-# (mining.stages.names(), in pipeline order; tests/unit/test_code_shape.py checks the files).
+# (mining.stages.names(), in pipeline order; tests/unit/test_architecture.py checks the files).
 for _stage in _stages.names():
 
     include: f"workflows/rules/{_stage}.smk"

@@ -31,12 +31,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]  # run as `python -m benchmarks.bill_run` from here
 
 RESULTS = str(ROOT / "results" / "bill-run")  # the manifest's results (gitignored)
 POOL = str(ROOT / "results" / "bill-run-pool")  # its local download source

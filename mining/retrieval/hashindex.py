@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from mining.retrieval.kernels import _jit
+from mining.compute.jit import compiled
 
 MAX_BITS = 24  # a substring's bucket table: 2^24 + 1 offsets (128 MB) at most
 MAX_PROBES = 1 << 20  # neighbour values per bucket and substring
@@ -59,7 +59,7 @@ def _masks(b: int, rho: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-@_jit
+@compiled
 def _popcount(x: np.uint64) -> int:
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
@@ -67,7 +67,7 @@ def _popcount(x: np.uint64) -> int:
     return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
-@_jit
+@compiled
 def _substring_pairs(buckets, offsets, order, masks, hashes, radius, earlier):  # pragma: no cover (compiled)
     """Pairs (i < j) found by one substring from the buckets `buckets` (values), in the
     order visited. `earlier`: (shift, mask, rho) rows of the substrings searched before."""

@@ -14,28 +14,14 @@ the count is exact by construction (see `mining.stages.score.PositiveCounter`).
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Callable
-
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic, overload
 
-log = logging.getLogger(__name__)
+from mining.compute.jit import compiled
 
 TILE = 512  # candidates per tile: a tile's similarities and sums stay in L2 across rows
-
-
-def _jit(fn: Callable[..., Any]) -> Any:
-    """njit(nogil, cache); without a writable cache location (a read-only install and a
-    read-only HOME, as in some containers) numba refuses `cache=True` outright, so compile
-    on every run instead (~1 s) rather than fail."""
-    try:
-        return njit(nogil=True, cache=True)(fn)
-    except RuntimeError as exc:
-        log.debug("numba cache unavailable (%s); compiling %s on every run", exc, fn.__name__)
-        return njit(nogil=True, cache=False)(fn)
 
 
 @intrinsic
@@ -50,7 +36,7 @@ def _half_bits_to_float32(typingctx, bits):  # noqa: ARG001 (numba's intrinsic s
     return sig, codegen
 
 
-@_jit
+@compiled
 def decode_f16(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover (compiled)
     """dst[...] = src as float32; `src` holds float16 values viewed as uint16, same shape."""
     s = src.reshape(-1)
@@ -70,7 +56,7 @@ def _as_float32_typed(x):  # noqa: ANN001, ANN202
     return lambda x: np.float32(x)
 
 
-@_jit
+@compiled
 def pair_cosines(rows, first, second, scale, out) -> None:  # pragma: no cover (compiled)
     """out[p] = Σ_k (rows[first[p], k] / scale[first[p]]) · (rows[second[p], k] / scale[second[p]]):
     each factor a float32 quotient (the bits of `mining.retrieval.methodstores.unit_rows` when `scale` is
@@ -84,7 +70,7 @@ def pair_cosines(rows, first, second, scale, out) -> None:  # pragma: no cover (
         out[p] = acc
 
 
-@_jit
+@compiled
 def bucket(s, lo, scale, n_buckets):  # pragma: no cover (compiled)
     """Monotone bucket of a float32 similarity: int(clip((s - lo)·scale, 0, B + 1)); NaN → 0."""
     x = (s - lo) * scale
@@ -95,13 +81,13 @@ def bucket(s, lo, scale, n_buckets):  # pragma: no cover (compiled)
     return int(x)
 
 
-@_jit
+@compiled
 def bucket_many(values, lo, scale, n_buckets, out) -> None:  # pragma: no cover (compiled)
     for i in range(values.size):
         out[i] = bucket(values[i], lo, scale, n_buckets)
 
 
-@_jit
+@compiled
 def count_block(sims, j0, j1, target, rows, lo, scale, n_buckets, tab_off, first, pos_off, positives, inv,
                 group, acc, group_sum) -> None:  # pragma: no cover (compiled)
     """Fractions for candidates j0..j1 of `sims` (candidate-major, (n, n_rows)).

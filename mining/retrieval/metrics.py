@@ -20,7 +20,7 @@ import numpy as np
 
 from mining.compute.cluster import available_cpus
 from mining.errors import UserError
-from mining.retrieval.kernels import _jit
+from mining.compute.jit import compiled
 
 _POS, _JUNK = 1, 2
 _CELLS_PER_THREAD = 1 << 22  # ranks cells below which one more thread is not worth starting
@@ -69,7 +69,7 @@ def positions_to_metrics(
     return float(total / valid), aps, pr / valid, prs
 
 
-@_jit
+@compiled
 def _metrics_kernel(qidx, pos, npos, kap, aps, prs, pr):  # pragma: no cover (compiled)
     """revisitop's `compute_map` loop body per query, on its found positives' positions."""
     nq = npos.size
@@ -110,7 +110,7 @@ def _metrics_kernel(qidx, pos, npos, kap, aps, prs, pr):  # pragma: no cover (co
     return total, valid
 
 
-@_jit
+@compiled
 def _collect_hits(ranks, r0, r1, words, colbits, bounds, items, labels, out_q, out_r, out_l):  # pragma: no cover
     """(query, row, label) of every ok/junk entry of ranks[r0:r1], row by row; stops early
     (returning the next row) when fewer than a row's worth of output slots are left.
@@ -250,12 +250,3 @@ def compute_map(
     keep = ~is_junk
     qidx, pos = q_all[keep], p_all[keep] - junk_before[keep]
     return positions_to_metrics(qidx, pos, npos, kappas)
-
-
-def mean_precision_at(prs: np.ndarray, kappas: Sequence[int]) -> dict[str, float]:
-    """{'mP@K': value} from per-query precisions, leaving out queries without positives."""
-    out = {}
-    for c, k in enumerate(kappas):
-        col = prs[:, c]
-        out[f"mP@{k}"] = float(np.nanmean(col)) if np.isfinite(col).any() else float("nan")
-    return out

@@ -170,10 +170,6 @@ class RunLayout:
     def images_summary(self) -> str:
         return f"{self.images}/summary.json"
 
-    @property
-    def images_index(self) -> str:
-        return f"{self.images}/index.parquet"
-
     def store(self, method: str, set_name: str, benchmark: str | None = None) -> str:
         """One method's descriptor store for one set (its store.json); `benchmark`: that
         benchmark's queries or database in a run with several (`mining.datasets.benchmarks.store_dir`)."""

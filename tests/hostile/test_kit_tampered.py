@@ -13,12 +13,9 @@ import json
 import os
 import pickle
 import shutil
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,8 +23,7 @@ from mining.files import checksums
 from mining.cli import main
 from mining.kit.write import write_kit
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from test_evaluate_experiment import build_world, run_inputs  # noqa: E402 - the unit tests' small world
+from evaluate_world import build_world, run_inputs
 
 
 @pytest.fixture(scope="module")

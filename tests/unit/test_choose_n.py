@@ -9,7 +9,7 @@ import pytest
 
 from mining.stages.evaluate import choose_n
 from mining.cli import main
-from test_evaluate_experiment import brute_force, build_world, run_inputs
+from evaluate_world import brute_force, build_world, run_inputs
 
 
 @pytest.fixture(scope="module")

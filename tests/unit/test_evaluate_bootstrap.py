@@ -11,7 +11,7 @@ from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, load_method
 from mining.datasets.landmarks import load_landmarks
-from test_evaluate_experiment import build_world, run_inputs
+from evaluate_world import build_world, run_inputs
 
 
 @pytest.fixture(scope="module")

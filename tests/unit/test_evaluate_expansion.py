@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 from oracle import compute_map_loop
-from test_evaluate_experiment import build_world, run_inputs
+from evaluate_world import build_world, run_inputs
 
 from mining.cli import main
 from mining.retrieval.descriptors import open_store

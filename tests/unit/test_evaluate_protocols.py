@@ -9,7 +9,7 @@ import pytest
 import scipy.io as sio
 
 from mining.errors import UserError
-from mining.stages.evaluate.loaders import load_gnd
+from mining.datasets.landmarks import load_gnd
 from mining.stages.evaluate.protocols.gldv2 import (gldv2_gap, gldv2_map_at_k, read_gldv2_recognition_predictions,
                                                     read_gldv2_retrieval_predictions, read_gldv2_solution)
 from mining.stages.evaluate.protocols.holidays import holidays_groups, holidays_map, read_holidays_results

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from test_evaluate_experiment import build_world, run_inputs
+from evaluate_world import build_world, run_inputs
 
 from mining.cli import main
 from mining.errors import UserError

@@ -15,7 +15,7 @@ from mining.stages.leakrisk import stage as leakrisk
 from mining.cli import main
 from mining.retrieval.descriptors import open_store
 from mining.datasets.landmarks import load_landmarks
-from test_evaluate_experiment import build_world
+from evaluate_world import build_world
 
 
 @pytest.fixture(scope="module")

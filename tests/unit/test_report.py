@@ -20,7 +20,7 @@ from mining.datasets.landmarks import load_landmarks
 from mining.photos import imageindex
 from mining.settings.layout import image_relpath
 from selection import write_decisions
-from test_evaluate_experiment import build_world, run_inputs
+from evaluate_world import build_world, run_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_evaluate_experiment import build_world
+from evaluate_world import build_world
 
 from mining.evidence import since
 from mining.cli import main

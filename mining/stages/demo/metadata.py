@@ -250,7 +250,7 @@ def format_row(rng: np.random.Generator, rec: PhotoRecord, junk_date: bool = Fal
         acc = ""
     else:
         acc = str(int(rng.integers(1, 6)) if rec.place.group == "sea" else int(rng.integers(11, 17)))
-    _hex(rng, 32)  # drawn as before, so that every other field of the world stays the same
+    _hex(rng, 32)  # a draw no field uses, kept: every field after it depends on the generator's position
     return row_fields(rec, RowText(tsv_photo_hash(rec), nsid, NICKS[int(rng.integers(len(NICKS)))], taken, uploaded,
                                    DEVICES[int(rng.integers(len(DEVICES)))], title, desc, chosen, machine, lic, acc))
 

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mining.retrieval.kernels import _jit
+from mining.compute.jit import compiled
 from mining.retrieval.methodstores import LandmarkSims, MethodStores, open_method, parse_ids, unit_rows
 from mining.stages.evaluate.experiment import Sets, _mean_std, evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
@@ -87,7 +87,7 @@ def row_name(method: str, steps: Sequence[str]) -> str:
 
 
 # ----------------------------------------------------------------------------- the two steps
-@_jit
+@compiled
 def _top_k(s, k, self_offset, idx, val):  # pragma: no cover (compiled)
     """Per row r of s: its k largest values, descending, ties to the lower column (the columns
     are scanned in order and an equal value never displaces an earlier one); column

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from mining.retrieval.kernels import _jit
+from mining.compute.jit import compiled
 from mining.methods import get_method
 from mining.console.progress import bar
 from mining.retrieval.reranking import has_keypoints
@@ -97,7 +97,7 @@ def _sorted_union(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
-@_jit
+@compiled
 def _first_classes(cols, sizes, row):  # pragma: no cover (compiled)
     """row[cols[i]] = the index of the first of `sizes` (sorted) above rank i, for the first
     rank i at which each column occurs (a repeated id counts once, at its best rank)."""
@@ -109,7 +109,7 @@ def _first_classes(cols, sizes, row):  # pragma: no cover (compiled)
             row[cols[i]] = c
 
 
-@_jit
+@compiled
 def _tally_block(sims, rows, thr, thr_off, cls, hist):  # pragma: no cover (compiled)
     """hist[o, c, thr_off[q] + q + b] += 1 for every candidate j of the block with class c ≥ 0
     in ranking o and bucket b ≥ 1 for query q = rows[r] (row r of `sims`, (rows, block)).

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mining.retrieval.kernels import _jit
+from mining.compute.jit import compiled
 
 _HEX = np.full(256, -1, dtype=np.int16)
 for _i, _c in enumerate(b"0123456789"):
@@ -48,7 +48,7 @@ def _binary(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     )
 
 
-@_jit
+@compiled
 def _decode_values(offsets, data, split, hexv, out, starts, bad, counts):  # pragma: no cover (compiled)
     """One pass over every value: `+` -> space, `%XX` -> byte (a `%` without two hex digits
     inside the same value stays and marks its value bad), and with `split` a raw comma ends

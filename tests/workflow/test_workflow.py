@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from mining.cli import build_parser, cluster_of
+from mining.cli import build_parser
+from mining.flags import cluster_of
 from snakerun import REPO, SNAKEMAKE, snakemake
 from snakerun import path_without_venv as _path_without_venv
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from mining.settings import options
-from mining.cli import add_progress_flag, cluster_of
+from mining.flags import add_progress_flag, cluster_of
 from mining.errors import UserError
 
 # CLI option -> method parameter (None = the method's default, or the --model store's value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mining.settings import options
-from mining.cli import add_cluster_flags, add_progress_flag, cluster_of
+from mining.flags import add_cluster_flags, add_progress_flag, cluster_of
 
 STEP = 4  # place in the pipeline (mining.stages.names)
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mining.settings import options
-from mining.cli import add_landmarks_flag, add_progress_flag
+from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
 
 STEP = 12  # place in the pipeline (mining.stages.names)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mining.cli import add_progress_flag
+from mining.flags import add_progress_flag
 
 STEP = 3  # place in the pipeline (mining.stages.names)
 

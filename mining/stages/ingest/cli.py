@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mining.cli import add_progress_flag
+from mining.flags import add_progress_flag
 
 DESCRIPTION = """\
 Read YFCC100M `yfcc100m_dataset` files and write a typed Parquet dataset to --out:

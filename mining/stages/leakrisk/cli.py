@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mining.cli import add_landmarks_flag
+from mining.flags import add_landmarks_flag
 
 STEP = 8  # place in the pipeline (mining.stages.names)
 

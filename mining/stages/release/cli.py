@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mining.settings import options
-from mining.cli import add_progress_flag
+from mining.flags import add_progress_flag
 
 STEP = 13  # place in the pipeline (mining.stages.names)
 

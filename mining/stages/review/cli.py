@@ -7,7 +7,7 @@ import json
 import sys
 
 from mining.settings import options
-from mining.cli import add_landmarks_flag
+from mining.flags import add_landmarks_flag
 
 STEP = 9  # place in the pipeline (mining.stages.names)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mining.settings import options
-from mining.cli import add_landmarks_flag, add_progress_flag
+from mining.flags import add_landmarks_flag, add_progress_flag
 
 STEP = 7  # place in the pipeline (mining.stages.names)
 

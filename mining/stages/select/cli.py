@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mining.settings import options
-from mining.cli import add_landmarks_flag
+from mining.flags import add_landmarks_flag
 
 STEP = 10  # place in the pipeline (mining.stages.names)
 

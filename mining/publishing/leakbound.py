@@ -279,7 +279,7 @@ def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_id
                 if isinstance(drawn, (int, float)) and drawn != max_leak_rate else "")
         raise UserError(f"the audit bounds the released set's leak rate at {100 * checked['released_upper']:.2f} % "
                         f"({confidence:.0%} one-sided, {checked['method']}, from its counts), above the target "
-                        f"{100 * max_leak_rate:.2f} %{note}: review more, or release anyway with --allow-over-target "
+                        f"{100 * max_leak_rate:.2f} %{note}: review more, or release anyway with --over-target allow "
                         "(manifest audit: {over_target: allow}); the card states the bound either way")
     return checked
 

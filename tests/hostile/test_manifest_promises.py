@@ -1,7 +1,7 @@
 """What a manifest promises:
 
 - its values reach a command line as values, never as flags: `release.licenses: [by,
-  "--no-blur"]` used to turn face blurring off. Licence lists are codes (the schema), and the
+  "--no-blur-faces"]` used to turn face blurring off. Licence lists are codes (the schema), and the
   rules pass the manifest itself (`--manifest`), never its values: each stage reads its section;
 - it is complete before anything runs: `metadata` (unless demo), and every input file it names
   (metadata, places, hashes, landmark ground truths, GeoJSON areas, local download folders)
@@ -43,7 +43,7 @@ def _demo(**edits) -> dict:
 # ---- item 8: values, never flags -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("licences", [["by", "--no-blur"], ["--no-blur"], ["by", "Attribution License"],
+@pytest.mark.parametrize("licences", [["by", "--no-blur-faces"], ["--no-blur-faces"], ["by", "Attribution License"],
                                       ["by", "http://creativecommons.org/licenses/by/2.0/"], ["by", "all"]])
 def test_licence_lists_are_known_codes_only(tmp_path, licences):
     path = _write(tmp_path / "m.yaml", _demo(release={"licenses": licences}))
@@ -63,8 +63,8 @@ def test_every_known_code_is_accepted_and_the_schema_lists_exactly_them(tmp_path
 def test_a_licence_value_that_looks_like_a_flag_stays_a_value():
     """How the workflow passes licences: `--licenses=L`, one word each."""
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o",
-                                      "--licenses=by", "--licenses=--no-blur"])
-    assert args.licenses == ["by", "--no-blur"] and options.from_args(args, "release").blur_faces is True
+                                      "--licenses=by", "--licenses=--no-blur-faces"])
+    assert args.licenses == ["by", "--no-blur-faces"] and options.from_args(args, "release").blur_faces is True
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o"])
     assert args.licenses is None  # run() reads that as `all`
     args = build_parser().parse_args(["release", "--selected", "s", "--images", "i", "--out", "o", "--licenses", "by",

@@ -162,8 +162,8 @@ def _release_with(root, audit_json, out, capsys):
     capsys.readouterr()
     code = main(["release", "--selected", str(audit_json.parent if (audit_json.parent / "distractors.parquet").exists()
                                               else root / "audit"),
-                 "--images", str(root / "images"), "--out", str(out), "--audit", str(audit_json), "--no-blur",
-                 "--no-kit", "--no-progress", "--allow-over-target"])
+                 "--images", str(root / "images"), "--out", str(out), "--audit", str(audit_json), "--no-blur-faces",
+                 "--no-kit", "--no-progress", "--over-target", "allow"])
     return code, capsys.readouterr().err
 
 

@@ -45,7 +45,7 @@ def test_an_edited_audit_json_does_not_open_the_gate(over_target, tmp_path, edit
     forge(tmp_path, audit, forged)
     out = tmp_path / "rel"
     code = main(["release", "--selected", str(audit), "--images", str(root / "images"), "--out", str(out),
-                 "--audit", str(tmp_path / "audit.json"), "--no-blur", "--no-kit", "--no-progress"])
+                 "--audit", str(tmp_path / "audit.json"), "--no-blur-faces", "--no-kit", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
     assert "above the target" in err or "do not add up" in err or "audit.json was edited" in err, err
@@ -73,7 +73,7 @@ def test_a_release_the_audit_emptied_is_an_error_that_says_why(tmp_path, capsys)
     assert json.loads((audit / "audit.json").read_text())["released_set_size"] == 0
     capsys.readouterr()
     code = main(["release", "--selected", str(audit), "--images", str(tmp_path / "images"), "--out",
-                 str(tmp_path / "rel"), "--audit", str(audit / "audit.json"), "--no-blur", "--no-kit", "--no-progress"])
+                 str(tmp_path / "rel"), "--audit", str(audit / "audit.json"), "--no-blur-faces", "--no-kit", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "0 images" in err and "audit removed all 30" in err, err
     assert not (tmp_path / "rel").exists()
@@ -111,7 +111,7 @@ def test_a_release_never_replaces_a_folder_that_holds_its_inputs(tmp_path, capsy
     out = {"run": tmp_path, "selected": sel, "images": tmp_path / "images"}[where]
     capsys.readouterr()
     code = main(["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--out", str(out),
-                 "--no-blur", "--no-kit", "--no-progress"])
+                 "--no-blur-faces", "--no-kit", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and "is replaced whole" in err, err
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
@@ -123,7 +123,7 @@ def test_a_release_replaces_only_an_earlier_release_or_an_empty_folder(tmp_path,
     out = tmp_path / "docs"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
-    args = ["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--no-blur", "--no-kit",
+    args = ["release", "--selected", str(sel), "--images", str(tmp_path / "images"), "--no-blur-faces", "--no-kit",
             "--no-progress", "--out"]
     capsys.readouterr()
     assert main(args + [str(out)]) == 2

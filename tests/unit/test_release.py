@@ -351,7 +351,7 @@ def test_cli_writes_the_release(world, tmp_path, capsys):
     root, _ = world
     out = tmp_path / "cli"
     rc = main(["release", "--selected", str(root / "selected"), "--images", str(root / "images"), "--out", str(out),
-               "--licenses", "commercial", "--no-blur", "--no-kit"])
+               "--licenses", "commercial", "--no-blur-faces", "--no-kit"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["released"] == 5
     assert (out / "SHA256SUMS").is_file() and not any(out.parent.glob(".cli.*"))
     assert io.BytesIO((out / "distractors.txt").read_bytes()).read().count(b"\n") == 5

@@ -171,7 +171,7 @@ def _faces_md(fc: dict, stats: dict) -> list[str]:
     """The card's faces: how they were looked for and blurred (`fc`: stats.json's `faces`), and
     how many."""
     if not fc["blur"]:
-        return ["", "## Faces", "", "Faces were **not** blurred in this release (`--no-blur`)."]
+        return ["", "## Faces", "", "Faces were **not** blurred in this release (`--no-blur-faces`)."]
     return ["", "## Faces", "",
             f"Every image was checked for faces with {fc['detector']} (faces of at least "
             f"{fc['min_face_px']} px, confidence ≥ {fc['threshold']}); each face box, grown by "

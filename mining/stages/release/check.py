@@ -70,9 +70,9 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
 
 def _check_settings(options: ReleaseOptions, workers: int, margin: float) -> None:
     if not 0 < options.face_threshold <= 1:
-        raise UserError("--threshold must be in (0, 1]")
+        raise UserError("--face-threshold must be in (0, 1]")
     if options.min_face_px < 12:
-        raise UserError("--min-face must be at least 12 px (MTCNN's smallest window)")
+        raise UserError("--min-face-px must be at least 12 px (MTCNN's smallest window)")
     if options.shard_size < 1 or workers < 1:
         raise UserError("--shard-size and --workers must be at least 1")
     if not 0 <= margin <= 5:  # nan fails this too

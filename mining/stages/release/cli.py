@@ -43,17 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audit", type=Path, default=None,
                    help="AUDIT/audit.json (`mining audit estimate`): the measured leak rate in the card; the "
                         "selection must then be the set the audit left (AUDIT/distractors.parquet)")
-    p.add_argument("--allow-over-target", dest=options.dest("audit", "over_target"), action="store_const",
-                   const="allow", help="the same as --over-target allow")
-    p.add_argument("--no-blur", dest=options.dest("release", "blur_faces"), action="store_const", const=False,
-                   help="do not look for faces (the card says so): --no-blur-faces")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")
     p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
                    help="with --kit: the method folders the run evaluated (queries/, database/, candidates/)")
     options.add_flags(p, "release", keys=["blur_faces", "face_threshold", "min_face_px", "tar", "kit", "shard_size"],
-                      flags={"face_threshold": "--threshold", "min_face_px": "--min-face"},
                       manifest_help="the run's manifest: named and hashed in the card; its release: section "
                       "gives the settings below (a flag given here wins)")
     options.add_flags(p, "audit", keys=["max_leak_rate", "confidence", "over_target"])

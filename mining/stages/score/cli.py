@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one folder per method holding queries/, database/ and candidates/ stores")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     options.add_flags(p, "review", keys=["budget", "min_per_landmark"],
-                      flags={"budget": "--review-budget", "min_per_landmark": "--review-min"})
+                      flags={"budget": "--review-budget", "min_per_landmark": "--review-min-per-landmark"})
     p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default %(default)s; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")

@@ -199,10 +199,15 @@ class Method:
         """True when `fit` must run on candidates before anything can be described."""
         return False
 
-    def skip_learning(self, sample: int) -> str | None:
-        """Why learning on `sample` candidate images would learn nothing, decided before the
-        learning pass (which is then not run, and the state is empty); None: learn."""
+    def small_pool(self, sample: int) -> str | None:
+        """Why `sample` candidate images are too few for part of what the method learns (its
+        whitening), known before the learning pass and said once by the stage; None: enough."""
         return None
+
+    def skip_learning(self, sample: int) -> bool:
+        """True when the learning pass would learn nothing on `sample` images: it is not run, and
+        the state is empty."""
+        return False
 
     def fit_features(self, image: np.ndarray) -> np.ndarray:
         """Raw features of one training image (rows), what `fit` learns from."""
@@ -352,8 +357,18 @@ def fit_pca_whitening_if_enough(x: np.ndarray, dim: int, shrink: float, who: str
     if dim and len(x) >= 2 * dim:
         return fit_pca_whitening(x, dim, shrink, who)
 
-    logging.getLogger(__name__).warning("%s: %d training images < 2 x dim %d: not whitening", who, len(x), dim)
+    warn_once(__name__, f"{who}: {len(x)} training images < 2 x dim {dim}: not whitening")
     return {}
+
+
+def small_pool_reason(sample: int, dim: int, key: str, then: str) -> str | None:
+    """`fit_pca_whitening_if_enough`'s rule, known before any image is read: why a learning
+    sample of `sample` images is too small to whiten to `dim` (the setting `key`), or None."""
+    if sample >= 2 * dim:
+        return None
+    hint = f"whiten: false says so; {key} ≤ {sample // 2} whitens" if key == "whiten_dim" else \
+        f"{key} ≤ {sample // 2} whitens"
+    return f"{sample} candidates to learn from < 2 x {key} {dim}: not whitening, {then} ({hint})"
 
 
 def apply_pca_whitening(x: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
@@ -375,12 +390,11 @@ class WhitenedGlobal(Method):
     def learns(self) -> bool:
         return bool(self.params["whiten"])
 
-    def skip_learning(self, sample: int) -> str | None:
-        dim = int(self.params["whiten_dim"])
-        if sample < 2 * dim:  # the rule of fit_pca_whitening_if_enough, known before any image is read
-            return (f"{sample} candidates to learn from < 2 x whiten_dim {dim}: not whitening, no learning pass "
-                    f"(whiten: false says so in the manifest; whiten_dim ≤ {sample // 2} whitens)")
-        return None
+    def small_pool(self, sample: int) -> str | None:
+        return small_pool_reason(sample, int(self.params["whiten_dim"]), "whiten_dim", "no learning pass")
+
+    def skip_learning(self, sample: int) -> bool:
+        return self.small_pool(sample) is not None  # the pass learns the whitening only
 
     def fit_features(self, image: np.ndarray) -> np.ndarray:
         return self.raw(image)[None, :]

@@ -23,7 +23,7 @@ import numpy as np
 
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.errors import UserError
-from mining.methods.base import Param, apply_pca_whitening, fit_pca_whitening_if_enough
+from mining.methods.base import Param, apply_pca_whitening, fit_pca_whitening_if_enough, small_pool_reason
 from mining.methods.rootsift import RootSiftMethod
 
 
@@ -58,6 +58,9 @@ class RSiftVlad(RootSiftMethod):
         "dim": Param("int", 1),
         "whiten_shrink": Param("float", 0),
     }
+
+    def small_pool(self, sample: int) -> str | None:
+        return small_pool_reason(sample, int(self.params["dim"]), "dim", "the codebook is learned")
 
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
         import faiss

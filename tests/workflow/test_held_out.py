@@ -42,8 +42,15 @@ def test_the_held_out_method_is_described_evaluated_and_never_scored(demo_run):
 def test_a_pool_too_small_to_whiten_skips_the_learning_pass_and_says_so_once(demo_run):
     root = _root(demo_run)
     info = json.loads((root / "descriptors/cnn-gem/candidates/store.json").read_text())
-    assert info["learning_skipped"].startswith(f"{info['count']} candidates to learn from < 2 x whiten_dim 512")
+    assert info["small_pool"].startswith(f"{info['count']} candidates to learn from < 2 x whiten_dim 512: not "
+                                         "whitening, no learning pass")
+    vlad = json.loads((root / "descriptors/rsift-vlad/candidates/store.json").read_text())
+    assert vlad["small_pool"].startswith(f"{vlad['count']} candidates to learn from < 2 x dim 512: not whitening, the "
+                                         "codebook is learned")
+    shared = (root / "logs/describe/rsift-asmk+rsift-vlad_candidates.log").read_text()
+    assert shared.count("not whitening") == 1  # said before the pass, not again by the fit
     log = (root / "logs/describe/cnn-gem_candidates.log").read_text()
     assert log.count("not whitening") == 1 and "learning on candidates" not in log
     report = (root / "report.html").read_text()
     assert report.count("2 x whiten_dim 512: not whitening") == 2  # cnn-gem and the held-out cnn-gem-lite2
+    assert report.count("2 x dim 512: not whitening") == 1  # rsift-vlad (its codebook still learned)

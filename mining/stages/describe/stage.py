@@ -337,8 +337,8 @@ def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str 
     for p in plans:
         p.info["ids_sha256"] = ids_hash
         check_resumable(p.out, p.info)
-        if p.learn:  # a pool too small to learn from is known now, not after a learning pass
-            p.info["learning_skipped"] = p.method.skip_learning(min(fit_images, len(items)))
+        if p.learn:  # a pool too small to whiten is known now, not after a learning pass
+            p.info["small_pool"] = p.method.small_pool(min(fit_images, len(items)))
     return plans, items
 
 
@@ -358,13 +358,15 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
            seed: int, progress: bool) -> None:
     """Learn each method's state on one seeded sample of the candidates (features extracted on
     the cluster, in task order) and write it to its model.npz."""
-    for p in [p for p in fitting if p.info.get("learning_skipped")]:
-        log.warning("%s: %s", p.name, p.info["learning_skipped"])
+    sample_size = min(fit_images, len(items))
+    for p in [p for p in fitting if p.info.get("small_pool")]:
+        log.warning("%s: %s", p.name, p.info["small_pool"])  # once, before any image is read
+    for p in [p for p in fitting if p.method.skip_learning(sample_size)]:
         p.method.set_state({})
         with atomic.atomic_path(p.state_path) as tmp:
             with open(tmp, "wb") as f:
                 np.savez(f)
-    fitting = [p for p in fitting if not p.info.get("learning_skipped")]
+    fitting = [p for p in fitting if not p.method.skip_learning(sample_size)]
     if not fitting:
         return
     rng = np.random.default_rng(seed)
@@ -383,7 +385,9 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
                 raise UserError(f"{p.name}: cannot learn the whitening or codebook: none of the {len(sample)} sampled "
                                 "images gave a usable descriptor (the model or its settings are the cause, not the "
                                 "images); check them, or set whiten: false (--no-whiten) where the method whitens")
-            state = p.method.fit(feats, seed=seed)
+            # a small pool was said before the pass: the fit finds it again and says nothing
+            with remade() if p.info.get("small_pool") else contextlib.nullcontext():
+                state = p.method.fit(feats, seed=seed)
         except UserError as exc:
             raise UserError(f"{p.out}: {exc}") from None
         with atomic.atomic_path(p.state_path) as tmp:

@@ -42,7 +42,7 @@ def _learning_notes(inp: Inputs) -> str:
     notes = []
     if inp.descriptors:
         for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
-            why = (read_json(info) or {}).get("learning_skipped")
+            why = (read_json(info) or {}).get("small_pool")
             if why:
                 notes.append(f"<p>{esc(info.parent.parent.name)}: {esc(why)}.</p>")
     return "".join(notes)

@@ -239,6 +239,24 @@ def test_a_store_names_its_model_by_file_name_and_checksum_never_by_path(tmp_pat
                      models=tmp_path / "cand", options=replace(opts, params={}), progress=False)
 
 
+def test_the_cli_finds_a_stores_model_through_the_manifest_path(tmp_path, capsys):
+    """The workflow's landmark sets: `mining describe --model STORE --manifest M`: the store names
+    its model by file name, the manifest's path finds it (the checksum decides it is the same)."""
+    from mining.cli import main
+
+    images = _folder(tmp_path / "images")
+    model = cnn_model(tmp_path / "my cnn.onnx")
+    m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    m["methods"], m["evaluate"]["held_out"] = ["onnx-global-cnn"], []
+    m["describe"]["params"] = {"onnx-global-cnn": {"model": model, "whiten": False}}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(m))
+    common = ["--method", "onnx-global-cnn", "--images", str(images), "--set", "candidates", "--manifest",
+              str(tmp_path / "m.yaml"), "--cluster=local", "--workers", "1", "--no-progress"]
+    assert main(["describe", *common, "--out", str(tmp_path / "c")]) == 0
+    assert main(["describe", *common, "--model", str(tmp_path / "c"), "--out", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "store.json").read_text())["params"]["model"] == "my cnn.onnx"
+
+
 def test_the_manifest_names_several_instances_and_requires_their_model(tmp_path):
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
     m["methods"] = ["cnn-gem", "onnx-global-dino", "onnx-global-cnn"]

@@ -62,6 +62,7 @@ def test_a_plugin_method_is_listed_checked_and_set_from_the_manifest(tmp_path):
     env = install_plugin(tmp_path / "site")
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
     m["methods"] = ["tiny-hist"]
+    m["evaluate"]["held_out"] = []  # the plug-in alone
     m["describe"]["params"] = {"tiny-hist": {"bins": 6, "colour": 1}}
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(m))
@@ -84,6 +85,7 @@ def test_the_workflow_runs_on_a_plugin_method_with_settings_from_the_manifest(tm
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
     m["demo"]["preset"] = "micro"
     m["methods"] = ["tiny-hist"]
+    m["evaluate"]["held_out"] = []  # the plug-in alone
     m["describe"]["params"] = {"tiny-hist": {"bins": 6}}
     m["select"]["n"] = 5
     m["score"]["review_top"] = 10

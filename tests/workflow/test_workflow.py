@@ -187,7 +187,8 @@ def test_demo_end_to_end_outputs_exist_and_agree(demo_run):
     assert not confirmed & set(table["photo_id"]), "a confirmed landmark image was selected"
     evaluation = json.loads((root / "evaluation/evaluation.json").read_text())
     # the demo manifest keeps rsift-asmk's keypoints: its +SP ranking is evaluated beside it
-    assert set(evaluation["results"]) == {"cnn-gem", "rsift-asmk", "rsift-asmk+SP", "rsift-vlad"}
+    assert set(evaluation["results"]) == {"cnn-gem", "rsift-asmk", "rsift-asmk+SP", "rsift-vlad", "cnn-gem-lite2"}
+    assert evaluation["held_out"] == ["cnn-gem-lite2"]  # the demo's held-out network: evaluated, never scored
     for method, setups in evaluation["results"].items():
         assert set(setups) == {"easy", "medium", "hard"}, setups  # E, M and H, as the revisited protocol reports
         for setup, r in setups.items():
@@ -324,7 +325,8 @@ def _assert_same_outputs(a: Path, b: Path) -> None:
     ea, eb = (json.loads((x / EVALUATION).read_text()) for x in (a, b))
     assert _without_timings(ea) == _without_timings(eb), EVALUATION  # all but its "seconds"
     models = sorted(p.relative_to(a) for p in (a / "results/demo/descriptors").rglob("model.npz"))
-    assert len(models) == 3 and all((a / m).read_bytes() == (b / m).read_bytes() for m in models)
+    assert len(models) == 4 and all(  # cnn-gem, the held-out cnn-gem-lite2, rsift-asmk, rsift-vlad
+        (a / m).read_bytes() == (b / m).read_bytes() for m in models)
 
 
 def _kill_when(path_glob: str, work: Path, manifest: Path, what: str, cores: int = 2) -> None:

@@ -112,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
     d = options.from_args(args, "describe")
     per_method = split_params(names, params) if len(names) > 1 else [params]
     for name, settings in zip(names, per_method):
-        if args.model is None:  # the manifest's settings of this method, under the flags
-            for key, value in d.params.get(name, {}).items():
+        # the manifest's settings of this method, under the flags; with --model the store's, but for
+        # the paths of its files (a store names a model file by name and checksum: the path finds it)
+        for key, value in d.params.get(name, {}).items():
+            if args.model is None or key in method_class(name).files:
                 settings.setdefault(key, value)
         settings.update(only.get(name, {}))
         method_class(name).check_params(settings)  # type and range of every value, before any work

@@ -10,6 +10,7 @@ slurmdbd + MariaDB, munge; started once for the session by tests/slurm/slurmclus
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -35,7 +36,9 @@ def _kill_a_running_describe_job(cluster: Cluster, shards: Path, proc: subproces
         wait_for(lambda: any(shards.glob("*.ids.parquet")), 3000, proc, f"a {KILLED_METHOD} shard")
         for job in cluster.queue():
             comment = cluster.run("squeue", "-h", "-j", job["id"], "-o", "%k", check=False).stdout.strip()
-            if job["state"] == "RUNNING" and "describe_candidates" in comment and KILLED_METHOD in comment:
+            # that method's job, not another whose name it begins (cnn-gem-lite2, the held-out one)
+            if job["state"] == "RUNNING" and re.search(rf"describe_candidates\w*_{re.escape(KILLED_METHOD)}(?![\w-])",
+                                                       comment):
                 result["kept"] = {p.name: p.stat().st_mtime_ns for p in shards.glob("*.ids.parquet")}
                 result["killed"] = cluster.kill_job_processes(job["id"])
                 result["job"] = job["id"]

@@ -145,19 +145,14 @@ def _landmark_sims(queries: Any, database: Any) -> np.ndarray:
     return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(queries.ids()), 0), np.float32)
 
 
-def _write_sims(out: Path, queries: Any, database: Any, distractors: np.ndarray) -> None:
-    """SIMS/landmarks.npy (queries × database, store orders, as evaluate computes them) and
-    SIMS/distractors.npy (queries × the kit's distractors), float32."""
-    _save_sims(out, _landmark_sims(queries, database), distractors)
-
-
-def _spatial_sims(out: Path, stores: Any, wanted: np.ndarray) -> None:
+def _spatial_sims(out: Path, stores: Any, landmarks: np.ndarray, wanted: np.ndarray) -> None:
     """SIMS_SP/: the +SP similarities the run's evaluation ranked its `<method>+SP` rows by
     (`mining.retrieval.reranking`: each query's shortlist of the database and of the whole pool
     verified, the verified entries lifted), in the same shapes and orders as SIMS/. What +SP needs
-    beyond the descriptors (keypoints of the whole pool, for the shortlist) stays out of the kit."""
+    beyond the descriptors (keypoints of the whole pool, for the shortlist) stays out of the kit.
+    `landmarks`: the plain queries × database similarities (SIMS/landmarks.npy)."""
     landmarks = verified_landmark(stores.queries, stores.database, stores.queries.ids(), stores.database.ids(),
-                                  _landmark_sims(stores.queries, stores.database), stores.spatial)
+                                  landmarks, stores.spatial)
     cols = [sims[:, np.isin(parse_ids(ids, str(stores.path)), wanted)]
             for ids, sims in verified_candidates(stores.queries, stores.candidates, stores.spatial)]
     _save_sims(out, landmarks, np.concatenate(cols, axis=1) if cols else np.zeros((landmarks.shape[0], 0), np.float32))
@@ -204,14 +199,15 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
         for bench in benchmarks or [None]:
             for part in ("queries", "database"):
                 _copy_store(open_store(store_dir(d, bench) / part), store_dir(base, bench) / part)
-        run = {b: open_method(d, benchmark=b, method_of=method_of) for b in benchmarks or [None]}
+        # spatial=None: the +SP settings where the stores keep keypoints
+        run = {b: open_method(d, benchmark=b, spatial=None, method_of=method_of) for b in benchmarks or [None]}
         kept, sims = _subset_store(cand, base / "distractors", wanted, shard_rows, {b: r.queries for b, r in run.items()})
-        for bench, stores in run.items():
-            _write_sims(store_dir(base, bench) / SIMS, stores.queries, stores.database, sims[bench])
-        spatial = {b: open_method(d, benchmark=b, spatial=None, method_of=method_of) for b in benchmarks or [None]}
-        spatial = {b: st for b, st in spatial.items() if st.spatial is not None}
-        for bench, stores in spatial.items():  # the +SP rows' similarities (the kit holds no keypoints)
-            _spatial_sims(store_dir(base, bench) / SIMS_SP, stores, wanted)
+        for bench, stores in run.items():  # SIMS/: queries × database, and × the kit's distractors
+            landmarks = _landmark_sims(stores.queries, stores.database)
+            _save_sims(store_dir(base, bench) / SIMS, landmarks, sims[bench])
+            if stores.spatial is not None:  # the +SP rows' similarities (the kit holds no keypoints)
+                _spatial_sims(store_dir(base, bench) / SIMS_SP, stores, landmarks, wanted)
+        spatial = {b: st for b, st in run.items() if st.spatial is not None}
         model = cand.info.get("model")
         model_file = base / "distractors" / MODEL_FILE
         model_bytes = model_file.stat().st_size if model_file.is_file() else 0

@@ -62,6 +62,9 @@ def test_held_out_means_not_scored_whatever_the_manifest_says(tmp_path):
         held_out_methods(desc, scores, ["cnn-gem"])
     with pytest.raises(UserError, match=r"held-out method 'other': give its folder too \(--descriptors DESC/other\)"):
         held_out_methods(desc, scores, ["other"])
+    # scores that name no method: no method is said to be held out but those declared so
+    (scores / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "x"}))
+    assert held_out_methods(desc, scores, ["cnn-gem-lite2"]) == ["cnn-gem-lite2"]
 
 
 def test_every_table_marks_the_held_out_rows_and_says_the_sentence():

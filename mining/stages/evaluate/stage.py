@@ -113,6 +113,8 @@ def held_out_methods(descriptors: Sequence[Path], scores: Path, declared: Sequen
                             "must never be scored; remove it from methods or from evaluate: held_out")
         if m not in given:
             raise UserError(f"held-out method {m!r}: give its folder too (--descriptors DESC/{m})")
+    if not mined:  # nothing says which methods mined: only those declared held out are said to be
+        return [m for m in given if m in declared]
     return [m for m in given if m not in mined]
 
 

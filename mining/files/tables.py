@@ -75,3 +75,17 @@ def load_decisions(path: Path, kind: str | None = None, digest: str | None = Non
         raise UserError(f"{path}: rows without photo_id")
     df["photo_id"] = df.photo_id.astype(np.int64)
     return df, fp.decode() if fp else None
+
+
+def load_shortlist(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """A cascade's shortlist.parquet (`mining cascade shortlist`): its photo ids (int64,
+    ascending, each once) and which of them are the random check sample; read by describe and
+    `mining cascade check`."""
+    table = read_table(path, ("photo_id", "check"), "shortlist", hint="make it with `mining cascade shortlist`")
+    if not pa.types.is_integer(table.schema.field("photo_id").type) or table.column("photo_id").null_count:
+        raise UserError(f"{path}: photo_id must be integers, none missing")
+    ids = table.column("photo_id").to_numpy().astype(np.int64)
+    if ids.size and not (np.diff(ids) > 0).all():
+        raise UserError(f"{path}: photo ids must be ascending, each once (make it again with `mining cascade shortlist`)")
+    return ids, table.column("check").to_numpy(zero_copy_only=False).astype(bool)
+

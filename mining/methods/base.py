@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Sequence
 
 import numpy as np
 
@@ -423,3 +423,15 @@ class WhitenedGlobal(Method):
         if self.learns and self.state is not None and "pca_proj" in self.state:
             return int(self.state["pca_proj"].shape[1])
         return self.raw_dim()
+
+
+def shared_groups(names: Sequence[str], params: dict[str, dict[str, Any]] | None = None) -> list[list[str]]:
+    """The methods grouped by what one pass can share: the same decode (max_side, mode) and
+    the same `extractor()` (with their settings; default settings when not given). Methods
+    without an extractor are alone. Order: the methods' own, groups by their first member."""
+    groups: dict[Any, list[str]] = {}
+    for i, name in enumerate(names):
+        m = get_method(name, (params or {}).get(name))
+        key = m.extractor()
+        groups.setdefault((m.max_side, m.mode, key) if key is not None else ("alone", i), []).append(name)
+    return list(groups.values())

@@ -21,8 +21,12 @@ def per_benchmark(rep: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def row_label(rep: dict[str, Any], row: str) -> str:
     """A row's method as the tables print it: `(held out)` after a method that never mined
-    (evaluation.json's `held_out`; `cnn-gem+αQE` is its method's row)."""
-    return f"{row} (held out)" if row.split("+")[0] in (rep.get("held_out") or ()) else row
+    (evaluation.json's `held_out`; `cnn-gem+αQE` is its method's row), `(cascade)` after one
+    described on a cascade's shortlist only (`cascade`, docs/cascade.md)."""
+    method = row.split("+")[0]
+    marks = [m for m, on in (("held out", method in (rep.get("held_out") or ())),
+                             ("cascade", method in (rep.get("cascade") or {}))) if on]
+    return f"{row} ({', '.join(marks)})" if marks else row
 
 
 def mined_minus_random(rep: dict[str, Any], method: str, setup: str) -> dict[str, Any] | None:

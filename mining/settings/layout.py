@@ -85,6 +85,10 @@ class RunLayout:
         return self.path("descriptors")
 
     @property
+    def cascade(self) -> str:
+        return self.path("cascade")
+
+    @property
     def neardup(self) -> str:
         return self.path("neardup")
 
@@ -175,6 +179,18 @@ class RunLayout:
         benchmark's queries or database in a run with several (`mining.datasets.benchmarks.store_dir`)."""
         where = method if benchmark is None else f"{method}/{STORES}/{benchmark}"
         return f"{self.descriptors}/{where}/{set_name}/store.json"
+
+    @property
+    def shortlist(self) -> str:
+        return f"{self.cascade}/shortlist.parquet"
+
+    @property
+    def shortlist_stats(self) -> str:
+        return f"{self.cascade}/shortlist.json"
+
+    @property
+    def cascade_check(self) -> str:
+        return f"{self.cascade}/check.json"
 
     @property
     def neardup_table(self) -> str:

@@ -17,7 +17,7 @@ import jsonschema
 from mining.datasets.benchmarks import from_manifest
 from mining.errors import UserError
 from mining.settings.exclusion import is_known_code, parse_section
-from mining.methods import method_class, method_names
+from mining.methods import method_class, method_names, shared_groups
 from mining.methods.base import resolve
 from mining.schemas.loader import schema
 from mining.files.yamlfile import Locator, number_as_text, read_yaml
@@ -56,6 +56,8 @@ def validate(data: Any, source: str = "manifest", lines: dict[Any, int] | None =
     check_methods(data["methods"], Locator(source, lines))
     check_held_out(data["methods"], data["evaluate"]["held_out"], Locator(source, lines))
     check_method_params(data["methods"] + data["evaluate"]["held_out"], data["describe"]["params"], Locator(source, lines))
+    check_cascade(data["methods"], data["evaluate"]["held_out"], data["cascade"], data["describe"]["params"],
+                  Locator(source, lines))
     check_benchmarks(data["landmarks"], Locator(source, lines))
     check_several(data, Locator(source, lines))
     return data
@@ -137,6 +139,34 @@ def check_held_out(methods: list[str], held_out: list[str], where: Locator) -> N
         if name in methods:
             raise where.error(("evaluate", "held_out", i), f"{name!r} is in methods too: a held-out method never mines "
                               "(remove it from one of the two)")
+
+
+def check_cascade(methods: list[str], held_out: list[str], cascade: dict[str, Any], params: dict[str, Any],
+                  where: Locator) -> None:
+    """`cascade:` names described methods to cascade and mining methods to shortlist by, never
+    the same one in both, and never one half of a shared extraction (rsift-asmk and rsift-vlad
+    are described in one pass: a shortlist for one would describe both)."""
+    for i, name in enumerate(cascade["methods"]):
+        if name not in methods + held_out:
+            raise where.error(("cascade", "methods", i), f"{name!r} is described by no one: name a method of methods "
+                              "or evaluate.held_out")
+    for i, name in enumerate(cascade["by"]):
+        if name not in methods or name in cascade["methods"]:
+            raise where.error(("cascade", "by", i), f"{name!r}: the shortlist is made by mining methods that are not "
+                              "cascaded themselves")
+    if cascade["methods"] and not by_methods(methods, cascade):
+        raise where.error(("cascade", "by"), "no mining method is left to make the shortlist: keep at least one "
+                          "method of methods out of cascade.methods")
+    for group in shared_groups(methods + held_out, params):
+        inside = [m for m in group if m in cascade["methods"]]
+        if inside and len(inside) < len(group):
+            raise where.error(("cascade", "methods"), f"{' and '.join(group)} share one feature extraction: cascade "
+                              "all of them or none")
+
+
+def by_methods(methods: list[str], cascade: dict[str, Any]) -> list[str]:
+    """The methods whose rankings make the cascade's shortlist."""
+    return list(cascade["by"]) or [m for m in methods if m not in cascade["methods"]]
 
 
 def check(instance: Any, sch: dict[str, Any], where: Locator, prefix: tuple[str | int, ...] = ()) -> None:
@@ -248,6 +278,16 @@ class Manifest(dict):
     def described(self) -> list[str]:
         """Every method described: those that mine, then the held-out ones (evaluated only)."""
         return self.methods + cast(list[str], self["evaluate"]["held_out"])
+
+    @property
+    def cascaded(self) -> list[str]:
+        """The described methods described on the cascade's shortlist only (docs/cascade.md)."""
+        return cast(list[str], self["cascade"]["methods"])
+
+    @property
+    def shortlisted_by(self) -> list[str]:
+        """The mining methods whose rankings make the shortlist (with a cascade)."""
+        return by_methods(self.methods, self["cascade"]) if self.cascaded else []
 
     def benchmarks(self, demo_gnds: Any = ()) -> list[Any]:
         """The run's benchmarks (`mining.datasets.benchmarks.Benchmark`, in manifest order); for

@@ -64,6 +64,17 @@ class DescribeOptions:
 
 
 @dataclass(frozen=True)
+class CascadeOptions:
+    methods: list[str]  # described only for the shortlist (docs/cascade.md)
+    by: list[str]  # the cheaper methods whose rankings make it ([]: every other mining method)
+    shortlist: int  # per `by` method and landmark
+    check: int  # random candidates off the shortlist described too: what it missed, measured
+    max_missed: float
+    confidence: float
+    seed: int
+
+
+@dataclass(frozen=True)
 class NeardupOptions:
     max_hash_distance: int
     min_cosine: float
@@ -135,7 +146,7 @@ class ReleaseOptions:
 # whose typed recipe is mining.settings.exclusion.Recipe)
 SECTIONS: dict[str, type] = {
     "demo": DemoOptions, "download": DownloadOptions, "dask": DaskOptions, "describe": DescribeOptions,
-    "neardup": NeardupOptions,
+    "cascade": CascadeOptions, "neardup": NeardupOptions,
     "score": ScoreOptions, "review": ReviewOptions, "select": SelectOptions, "audit": AuditOptions,
     "evaluate": EvaluateOptions,
     "release": ReleaseOptions,

@@ -359,7 +359,7 @@ def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
 
 
 def test_shared_groups_put_the_rootsift_methods_together_only_with_the_same_settings():
-    from mining.stages.describe.stage import shared_groups
+    from mining.methods import shared_groups
 
     assert shared_groups(["cnn-gem", "rsift-asmk", "rsift-vlad"]) == [["cnn-gem"], ["rsift-asmk", "rsift-vlad"]]
     assert shared_groups(["rsift-vlad", "cnn-gem", "rsift-asmk"]) == [["rsift-vlad", "rsift-asmk"], ["cnn-gem"]]

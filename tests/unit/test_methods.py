@@ -213,7 +213,7 @@ def test_reading_the_rules_does_not_import_torch():
     from mining.methods import lite0_onnx
 
     lite0_onnx.ensure_model()  # exported once per session, then cached
-    code = ("import sys; from mining.stages.describe.stage import shared_groups; "
+    code = ("import sys; from mining.methods import shared_groups; "
             "print(shared_groups(['cnn-gem', 'rsift-asmk', 'rsift-vlad']), 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        cwd=Path(__file__).resolve().parents[2])

@@ -49,6 +49,8 @@ NOT_FLAGGED = {
     ("dask", "scheduler"): "--scheduler",  # mining download/describe --scheduler
     ("dask", "slurm"): "--slurm",
     ("release", "licenses"): "--licenses",  # mining release --licenses: names and URLs too, not only codes
+    ("cascade", "methods"): "M.cascaded",  # the workflow: which describe jobs take the shortlist
+    ("cascade", "by"): "M.shortlisted_by",  # the workflow: whose stores make it
 }
 
 

@@ -16,8 +16,12 @@ ENV = "../envs/mining.yaml"
 METHODS = M.methods  # they mine: scored, they choose the set
 # evaluate: held_out: described like the others, evaluated, never scored (docs/protocols.md)
 DESCRIBED = M.described
+# cascade: methods described only on the shortlist that the cheaper methods (SHORTLIST_BY) make
+# (docs/cascade.md); their stores are checked (cascade_check) before score and evaluate read them
+CASCADED = M.cascaded
+SHORTLIST_BY = M.shortlisted_by
 # The global descriptor the near-duplicate criterion uses: cnn-gem when the run has it.
-NEARDUP_METHOD = "cnn-gem" if "cnn-gem" in METHODS else METHODS[0]
+NEARDUP_METHOD = next(m for m in ["cnn-gem", *METHODS] if m in METHODS and m not in CASCADED)
 # The methods that keep keypoints (`spatial_verification` in their describe params): the first
 # one's stores give leakrisk its geometric evidence (mining/evidence/geometry.py).
 GEOMETRY_METHODS = [m for m in METHODS if (M.describe["params"].get(m) or {}).get("spatial_verification")]
@@ -86,6 +90,21 @@ def stores_of(methods):
     return [L.store(m, "candidates") for m in methods] + [
         L.store(m, s, b) for m in methods for b in BENCH_NAMES for s in ("queries", "database")
     ]
+
+
+def cascade_inputs():
+    """What score and evaluate wait for with a cascade: its check, passed (nothing without one)."""
+    return [L.cascade_check] if CASCADED else []
+
+
+def shortlist_input(method):
+    """A candidates describe job's shortlist: the cascade's for a cascaded method, else none."""
+    return [L.shortlist] if method in CASCADED else []
+
+
+def shortlist_arg(method):
+    """`--shortlist FILE` of a candidates describe job (nothing for a method described in full), quoted."""
+    return shlex.join(["--shortlist", L.shortlist]) if method in CASCADED else ""
 
 
 def metadata_inputs():

@@ -1,14 +1,14 @@
 # Images → descriptors, per method and image set. Methods that learn (whitening, codebooks)
 # learn on candidates only; the landmark sets reuse the candidates store as their model.
 # Methods that share one decode and one feature extraction per image (rsift-asmk and
-# rsift-vlad: one RootSIFT; mining.stages.describe.stage.shared_groups says which) are described by one
+# rsift-vlad: one RootSIFT; mining.methods.shared_groups says which) are described by one
 # job, `describe_*_shared`, each into its usual store (same bytes as alone); the others by
 # `describe_candidates` / `describe_landmarks`, one job per method.
 import re as _re
 
-from mining.stages.describe.stage import shared_groups as _shared_groups
+from mining.methods import shared_groups as _shared_groups
 
-DESCRIBE_GROUPS = _shared_groups(DESCRIBED)
+DESCRIBE_GROUPS = _shared_groups(DESCRIBED, M.describe["params"])
 DESCRIBE_SHARED = [g for g in DESCRIBE_GROUPS if len(g) > 1]
 DESCRIBE_ALONE = "|".join(_re.escape(g[0]) for g in DESCRIBE_GROUPS if len(g) == 1) or "(?!)"  # (?!): none
 # A landmark set's store: DESC/<method>/{set}, or with several benchmarks one per benchmark,
@@ -25,6 +25,7 @@ if MULTI:
 rule describe_candidates:
     input:
         L.images_summary,
+        lambda w: shortlist_input(w.method),
     output:
         L.store("{method}", "candidates"),
     wildcard_constraints:
@@ -32,8 +33,9 @@ rule describe_candidates:
     params:
         images=subpath(input[0], parent=True),
         out=subpath(output[0], parent=True),
+        shortlist=lambda w: shortlist_arg(w.method),
         manifest=MANIFEST_PATH,
-        settings=settings("describe", "dask"),
+        settings=settings("describe", "dask", *(["cascade"] if CASCADED else [])),
     log:
         L.log("describe/{method}_candidates"),
     benchmark:
@@ -46,7 +48,7 @@ rule describe_candidates:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {params.images:q} --set candidates "
-        "--out {params.out:q} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
+        "--out {params.out:q} {params.shortlist} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule describe_landmarks:
@@ -87,10 +89,12 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             f"describe_candidates_shared{_i + 1 if _i else ''}"
         input:
             L.images_summary,
+            shortlist_input(_group[0]),  # a group is cascaded whole or not at all (the manifest's check)
         output:
             [L.store(m, "candidates") for m in _group],
         params:
             methods=",".join(_group),
+            shortlist=shortlist_arg(_group[0]),
             images=subpath(input[0], parent=True),
             out=lambda w: f"{L.descriptors}/{{method}}/candidates",  # {method}: mining describe fills it in
             manifest=MANIFEST_PATH,
@@ -107,7 +111,7 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {params.images:q} --set candidates "
-            "--out {params.out:q} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
+            "--out {params.out:q} {params.shortlist} --manifest {params.manifest:q} --workers {threads} > {log:q} 2>&1"
 
     rule:
         name:

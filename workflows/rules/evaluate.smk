@@ -8,6 +8,7 @@ rule evaluate:
         scores=L.scores_table,
         selected=L.distractors_table,
         decisions=decisions_path(),
+        cascade=cascade_inputs(),
     output:
         json=L.evaluation_json,
         table=report(L.evaluation_md, category="Result", caption="../report/evaluation.rst"),

@@ -7,6 +7,7 @@ rule score:
         stores=stores_of(METHODS),
         neardup=L.neardup_table,
         candidates=L.candidates_parquet,
+        cascade=cascade_inputs(),
     output:
         scores=L.scores_table,
         queue=L.review_queue,

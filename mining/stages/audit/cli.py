@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mining.settings import options
 
-STEP = 11  # place in the pipeline (mining.stages.names)
+STEP = 12  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from pathlib import Path
 
 from mining.settings import options
 from mining.flags import add_progress_flag, cluster_of
@@ -39,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                    "{method} is replaced by the method's name")
     p.add_argument("--model", help="candidates store of the same method, whose learned state and settings to reuse "
                                    "({method} as in --out)")
+    p.add_argument("--shortlist", type=Path, metavar="SHORTLIST.parquet",
+                   help="a cascade's shortlist (`mining cascade shortlist`): describe only the candidates it lists "
+                        "(--set candidates; docs/cascade.md)")
     p.add_argument("--workers", type=int, default=2,
                    help="Dask LocalCluster worker processes (default 2; 0 = in this process, no Dask)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (instead of a LocalCluster)")
@@ -122,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         if not scheduler and not slurm:  # the workers run here: e.g. is the GPU asked for here?
             method_class(name).check_here(settings)
     infos = run(images=args.images, image_set=args.image_set, methods=names, out=args.out, models=args.model,
+                shortlist=args.shortlist,
                 options=replace(d, params=dict(zip(names, per_method))),
                 cluster=Cluster(scheduler=scheduler, slurm=slurm, workers=args.workers),
                 fit_images=args.fit_images, seed=args.seed, progress=not args.no_progress)

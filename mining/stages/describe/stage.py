@@ -47,7 +47,7 @@ from mining.methods.base import Method, get_method, remade
 from mining.settings.options import DescribeOptions
 from mining.stages.describe.stores import (PLAN_FILE, RESUME_KEYS, Plan, check_resumable, failure_table, file_sha,
                                             finish, plan, sha)
-from mining.files.tables import read_file
+from mining.files.tables import load_shortlist, read_file
 from mining.compute.threads import in_order
 from threadpoolctl import threadpool_limits
 
@@ -278,13 +278,14 @@ FIT_SEED = 0  # seed of that sample and of k-means
 
 
 def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, options: DescribeOptions,
-        models: str | Path | None = None, cluster: Cluster = Cluster(workers=0), fit_images: int = FIT_IMAGES,
+        models: str | Path | None = None, shortlist: str | Path | None = None, cluster: Cluster = Cluster(workers=0), fit_images: int = FIT_IMAGES,
         seed: int = FIT_SEED, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Describe an image set (`images`: a landmark dataset, gnd_*.pkl or its folder, or a
     download folder; `image_set`: one of SETS) with `methods` in one pass, each into its own
     store: `out` (with several methods, a path holding `{method}`, replaced by each one's name).
     `models`: the candidates stores (`{method}` as in `out`) whose learned state and settings a
-    landmark set reuses. `options.params[method]`: a method's settings (its defaults for those
+    landmark set reuses. `shortlist`: a cascade's shortlist.parquet (`mining cascade shortlist`):
+    only the candidates it lists are described (docs/cascade.md). `options.params[method]`: a method's settings (its defaults for those
     not given), `options.shard_size` images per shard. `cluster`: where the shards run (default
     in this process); `fit_images`, `seed`: the learning sample of methods that learn.
 
@@ -292,7 +293,7 @@ def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str 
     shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
     learning and for describing; every store is the same bytes as that method's alone.
     Returns each method's store info (also its store.json), in method order."""
-    plans, items = _plans(images, image_set, methods, out, models, options, fit_images, seed)
+    plans, items = _plans(images, image_set, methods, out, models, options, fit_images, seed, shortlist)
     # images described at once per task (0: decided on the worker, whose machine we do not know);
     # it changes the speed, never the bytes (see pin_numeric_threads)
     threads = 0 if (cluster.scheduler or cluster.slurm) else max(1, available_cpus() // max(1, cluster.workers or 0))
@@ -316,9 +317,10 @@ def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str 
 
 
 def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, models: str | Path | None,
-           options: DescribeOptions, fit_images: int, seed: int) -> tuple[list[Plan], list[ImageItem]]:
+           options: DescribeOptions, fit_images: int, seed: int,
+           shortlist: str | Path | None = None) -> tuple[list[Plan], list[ImageItem]]:
     """Each method's plan, checked against its --model store and the store being resumed, and
-    the set's images in store order."""
+    the set's images in store order (with a `shortlist`, those it lists)."""
     n = len(methods)
     if not n:
         raise UserError("describe: no method given")
@@ -333,13 +335,33 @@ def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str 
     items = list_items(images, image_set)
     if not items:
         raise UserError(f"{images}: no images in set {image_set!r}")
+    cascade = None
+    if shortlist is not None:
+        items, cascade = on_shortlist(items, image_set, Path(shortlist))
     ids_hash = sha("\n".join(i.id for i in items).encode())
     for p in plans:
         p.info["ids_sha256"] = ids_hash
+        if cascade is not None:
+            p.info["cascade"] = cascade
         check_resumable(p.out, p.info)
         if p.learn:  # a pool too small to whiten is known now, not after a learning pass
             p.info["small_pool"] = p.method.small_pool(min(fit_images, len(items)))
     return plans, items
+
+
+def on_shortlist(items: list[ImageItem], image_set: str, shortlist: Path) -> tuple[list[ImageItem], dict[str, Any]]:
+    """The candidates a cascade's shortlist lists (in store order), and what the store records
+    of it: the file's checksum, how many it lists, how many were downloaded (described), of how many."""
+    if image_set != "candidates":
+        raise UserError(f"--shortlist is for --set candidates (the landmark sets are described in full), not {image_set!r}")
+    ids, is_check = load_shortlist(shortlist)
+    listed = set(ids.tolist())
+    kept = [it for it in items if int(it.id) in listed]
+    if len(kept) < 0.5 * ids.size:
+        raise UserError(f"{shortlist}: only {len(kept)} of its {ids.size} photos are among these images: a shortlist "
+                        "made for another run (make it again with `mining cascade shortlist`)")
+    return kept, {"shortlist_sha256": file_sha(shortlist), "listed": int(ids.size), "check": int(is_check.sum()),
+                  "described": len(kept), "of": len(items)}
 
 
 @dataclass(frozen=True)
@@ -411,18 +433,6 @@ def _describe(client: Any, plans: list[Plan], shards: list[tuple[str, list[Image
     bar.close()
 
 
-def shared_groups(method_names: Sequence[str], params: dict[str, dict[str, Any]] | None = None) -> list[list[str]]:
-    """The methods grouped by what one pass can share: the same decode (max_side, mode) and
-    the same `extractor()` (with their settings; default settings when not given). Methods
-    without an extractor are alone. Order: the methods' own, groups by their first member."""
-    groups: dict[Any, list[str]] = {}
-    for i, name in enumerate(method_names):
-        m = get_method(name, (params or {}).get(name))
-        key = m.extractor()
-        groups.setdefault((m.max_side, m.mode, key) if key is not None else ("alone", i), []).append(name)
-    return list(groups.values())
-
-
 def per_method_paths(template: str | Path | None, method_names: Sequence[str], what: str) -> list[str | None]:
     """`--out` / `--model` of each method: `{method}` in the path replaced by its name; with
     several methods the path must contain `{method}` (each method has its own store)."""
@@ -451,4 +461,4 @@ def read_failures(out: str | Path) -> list[dict[str, str]]:
 
 
 __all__ = ["ImageItem", "SETS", "run", "describe_item", "describe_shard", "iter_described",
-           "per_method_paths", "shared_groups", "split_params", "list_items", "load_image", "read_failures"]
+           "per_method_paths", "split_params", "list_items", "load_image", "read_failures"]

@@ -12,7 +12,7 @@ from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
 
-STEP = 12  # place in the pipeline (mining.stages.names)
+STEP = 13  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -298,6 +298,10 @@ def markdown_table(report: dict[str, Any]) -> str:
     if report.get("held_out"):
         lines += ["", f"Held out: {', '.join(report['held_out'])}: described and evaluated, never scored, so they "
                   "took no part in choosing the set (docs/protocols.md)."]
+    for m, c in (report.get("cascade") or {}).items():
+        lines += ["", f"Cascade: {m} described {c['described']:,} of {c['of']:,} candidates (the shortlist and "
+                  f"{c['check']:,} drawn at random to check it); a candidate it did not describe counts as below "
+                  "every positive, which the check measured (docs/cascade.md)."]
     ex = report.get("expansion")
     if ex:  # mining.stages.evaluate.expansion
         lines += ["", f"+αQE: each query plus its top {ex['aqe']['n']} (weights similarity^{ex['aqe']['alpha']:g}); "

@@ -22,6 +22,7 @@ from mining.datasets.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
 from mining.settings.options import EvaluateOptions
 from mining.publishing.result import summary_markdown
+from mining.retrieval.descriptors import open_store
 from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method, method_variants
@@ -51,6 +52,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
     datasets = load_all(benchmarks)
     check_scores_landmarks(Path(scores), benchmarks, datasets)
     held_out = held_out_methods(descriptors, Path(scores), options.held_out)
+    cascaded = cascaded_methods(descriptors)
     sets = build_sets(Path(scores), Path(selected), decisions, options.n, options.random_seeds)
     rankings, _ = rankings_of(sets)
     reports = []
@@ -62,12 +64,16 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
                                    [str(d) for d, _ in rows], boot)
         expansion.add_rows(report, descriptors, dataset, sets, options.setups, expansion.Expansion.of(options), bench)
         report["held_out"] = [m for m in report["methods"] if m.split("+")[0] in held_out]  # rows never mined
+        if cascaded:
+            report["cascade"] = cascaded
         reports.append(report)
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:
         report = combined_report(benchmarks, reports, Path(selected), Path(scores))
         report["held_out"] = reports[0]["held_out"]
+        if cascaded:
+            report["cascade"] = cascaded
         text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["pins"] = pins.fingerprint()
@@ -95,6 +101,18 @@ def check_scores_landmarks(scores: Path, benchmarks: Sequence[Any], datasets: Se
         fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
         if fp and fp != run_fp:
             raise UserError(f"{stats_path}: scores were computed for other landmarks (fingerprint {fp} ≠ {run_fp})")
+
+
+def cascaded_methods(descriptors: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """The methods described on a cascade's shortlist only (their candidates store.json's
+    `cascade`, docs/cascade.md): how many candidates each described, of how many."""
+    out = {}
+    for d in descriptors:
+        info = open_store(Path(d) / "candidates").info
+        c = info.get("cascade")
+        if c:
+            out[info["method"]] = {"described": c["described"], "of": c["of"], "check": c["check"]}
+    return out
 
 
 def held_out_methods(descriptors: Sequence[Path], scores: Path, declared: Sequence[str]) -> list[str]:

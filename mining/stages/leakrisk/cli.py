@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mining.flags import add_landmarks_flag
 
-STEP = 8  # place in the pipeline (mining.stages.names)
+STEP = 9  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
-STEP = 6  # place in the pipeline (mining.stages.names)
+STEP = 7  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

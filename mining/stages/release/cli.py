@@ -10,7 +10,7 @@ from pathlib import Path
 from mining.settings import options
 from mining.flags import add_progress_flag
 
-STEP = 13  # place in the pipeline (mining.stages.names)
+STEP = 14  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ _INPUTS = {
     "benchmarks": "folder of snakemake benchmark TSVs (timings)",
 }
 
-STEP = 14  # place in the pipeline (mining.stages.names)
+STEP = 15  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ import sys
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
-STEP = 9  # place in the pipeline (mining.stages.names)
+STEP = 10  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
-STEP = 10  # place in the pipeline (mining.stages.names)
+STEP = 11  # place in the pipeline (mining.stages.names)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -65,6 +65,14 @@ def export_vit(path: Path, width: int = 384, heads: int = 6, side: int = 224, pa
     return str(path)
 
 
+def emit(out: dict, path: Path | None) -> None:
+    """Print a benchmark's JSON, and write it to `path` (`--out`) when given."""
+    text = json.dumps(out, indent=2)
+    if path:
+        path.write_text(text + "\n")
+    print(text)
+
+
 def per_image(method, images: list, repeat: int) -> float:  # noqa: ANN001
     method.describe(images[0])  # warm-up: session, allocator
     best = math.inf
@@ -118,10 +126,7 @@ def main() -> None:
                                   for k, w, s in (("vit_s14_518", 384, 518), ("vit_b14_224", 768, 224),
                                                   ("vit_b14_518", 768, 518))}
     out["load_average_end"] = os.getloadavg()
-    text = json.dumps(out, indent=2)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
+    emit(out, a.out)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ rule describe_candidates:
         out=subpath(output[0], parent=True),
         shortlist=lambda w: shortlist_arg(w.method),
         manifest=MANIFEST_PATH,
-        settings=settings("describe", "dask", *(["cascade"] if CASCADED else [])),
+        settings=lambda w: settings("describe", "dask", *(["cascade"] if w.method in CASCADED else [])),
     log:
         L.log("describe/{method}_candidates"),
     benchmark:
@@ -98,7 +98,7 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             images=subpath(input[0], parent=True),
             out=lambda w: f"{L.descriptors}/{{method}}/candidates",  # {method}: mining describe fills it in
             manifest=MANIFEST_PATH,
-            settings=settings("describe", "dask"),
+            settings=settings("describe", "dask", *(["cascade"] if _group[0] in CASCADED else [])),
         log:
             L.log(f"describe/{_tag}_candidates"),
         benchmark:

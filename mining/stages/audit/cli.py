@@ -8,8 +8,6 @@ from pathlib import Path
 
 from mining.settings import options
 
-STEP = 12  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

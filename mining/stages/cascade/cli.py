@@ -9,8 +9,6 @@ from pathlib import Path
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.settings import options
 
-STEP = 6  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

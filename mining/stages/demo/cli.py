@@ -10,8 +10,6 @@ from mining.settings import options
 FAULT_NAMES = ("not_found", "gone", "forbidden", "placeholder", "throttle", "server_error", "slow", "stall",
                "truncated", "wrong_type", "small")
 
-STEP = 0  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build or serve the embedded demo world (synthetic city + Flickr-like server)",

@@ -18,8 +18,6 @@ _PARAMS = {
     "codebook_size": "codebook_size", "vocabulary": "vocabulary", "vlad_dim": "dim",
 }
 
-STEP = 5  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.describe.stage import FIT_IMAGES, FIT_SEED

@@ -7,8 +7,6 @@ import argparse
 from mining.settings import options
 from mining.flags import add_cluster_flags, add_progress_flag, cluster_of
 
-STEP = 4  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.download.sources import kind_defaults

@@ -12,8 +12,6 @@ from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
 
-STEP = 13  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.evaluate.bootstrap import DEFAULT_LEVEL, DEFAULT_SAMPLES, DEFAULT_SEED

@@ -7,8 +7,6 @@ import json
 
 from mining.flags import add_progress_flag
 
-STEP = 3  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

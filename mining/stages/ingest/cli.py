@@ -36,8 +36,6 @@ examples:
   mining ingest yfcc100m_dataset.sql --hash yfcc100m_hash.bz2 --out work/metadata
 """
 
-STEP = 2  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.ingest.stage import IngestOptions

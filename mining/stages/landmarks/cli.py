@@ -7,8 +7,6 @@ import argparse
 import json
 from pathlib import Path
 
-STEP = 1  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

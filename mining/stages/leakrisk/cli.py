@@ -7,8 +7,6 @@ from pathlib import Path
 
 from mining.flags import add_landmarks_flag
 
-STEP = 9  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

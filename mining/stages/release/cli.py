@@ -10,8 +10,6 @@ from pathlib import Path
 from mining.settings import options
 from mining.flags import add_progress_flag
 
-STEP = 14  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.release.blur import DEFAULT_MARGIN

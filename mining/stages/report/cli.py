@@ -19,8 +19,6 @@ _INPUTS = {
     "benchmarks": "folder of snakemake benchmark TSVs (timings)",
 }
 
-STEP = 15  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

@@ -9,8 +9,6 @@ import sys
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
-STEP = 10  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

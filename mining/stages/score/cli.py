@@ -9,8 +9,6 @@ from pathlib import Path
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
-STEP = 8  # place in the pipeline (mining.stages.names)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mining.stages.score.loop import DEFAULT_CHUNK

@@ -43,6 +43,7 @@ class Inputs:
     neardup: Path | None = None  # NEARDUP folder (neardup.parquet, stats.json)
     leakrisk: Path | None = None  # LEAKRISK folder (leakrisk.parquet, stats.json)
     audit: Path | None = None  # AUDIT folder (audit.json)
+    cascade: Path | None = None  # CASCADE folder (check.json; docs/cascade.md)
     ground_truths: tuple[tuple[str, Path], ...] = ()  # several benchmarks: each one's (name, gnd_<name>.pkl)
     run: Path | None = None  # the run folder (without a manifest `name`, its name is the run's)
 

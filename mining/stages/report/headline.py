@@ -53,7 +53,25 @@ def headline(inp: Inputs) -> str:
     lines = "".join(f'<p class="lead">{esc(s)}</p>' for s in said if s)
     note = ("<p>Negative = the mined set makes retrieval harder than a random one of the same size; "
             "the interval is a paired bootstrap over queries, p the share of resamples where mined is not lower.</p>")
-    return lines + (table(rows, head) + note if rows else '<p class="na">no bootstrap intervals in evaluation.json</p>')
+    body = table(rows, head) + note if rows else '<p class="na">no bootstrap intervals in evaluation.json</p>'
+    return lines + body + cascade_note(inp)
+
+
+def cascade_note(inp: Inputs) -> str:
+    """What each cascaded method described, and what its check measured (docs/cascade.md)."""
+    described = (read_json(inp.evaluation) or {}).get("cascade") or {}
+    check = ((read_json(inp.cascade / "check.json") if inp.cascade else None) or {}).get("methods") or {}
+    out = []
+    for m, c in described.items():
+        text = (f"{m} (cascade) described {c['described']:,} of {c['of']:,} candidates: the shortlist of the cheaper "
+                f"methods and {c['check']:,} drawn at random to check it.")
+        if m in check:
+            k = check[m]
+            text += (f" Off the shortlist lies an estimated {100 * k['missed']:.2f} % of its score (at most "
+                     f"{100 * k['missed_upper']:.2f} %); {k['escaped']} of {k['described']} check candidates outrank "
+                     "a positive.")
+        out.append(f"<p>{esc(text)}</p>")
+    return "".join(out)
 
 
 def _sha256(path: Path) -> str:

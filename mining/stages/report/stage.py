@@ -35,7 +35,7 @@ def inputs_from_run(run: Path | None, **overrides: Path | None) -> Inputs:
             "descriptors": lay.descriptors, "scores": lay.scores, "decisions": lay.decisions,
             "selected": lay.selected, "evaluation": lay.evaluation_json,
             "landmarks": lay.world_landmarks, "benchmarks": lay.benchmarks, "neardup": lay.neardup,
-            "leakrisk": lay.leakrisk, "audit": lay.audit,
+            "leakrisk": lay.leakrisk, "audit": lay.audit, "cascade": lay.cascade,
         }
         found = {k: Path(v) for k, v in found.items()}
         world = read_json(Path(lay.world_json)) if Path(lay.world_json).is_file() else None

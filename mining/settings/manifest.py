@@ -154,7 +154,9 @@ def check_cascade(methods: list[str], held_out: list[str], cascade: dict[str, An
         if name not in methods or name in cascade["methods"]:
             raise where.error(("cascade", "by", i), f"{name!r}: the shortlist is made by mining methods that are not "
                               "cascaded themselves")
-    if cascade["methods"] and not by_methods(methods, cascade):
+    if not cascade["methods"]:
+        return  # no cascade: the groups below build every method (cnn-gem: its ONNX export, torch)
+    if not by_methods(methods, cascade):
         raise where.error(("cascade", "by"), "no mining method is left to make the shortlist: keep at least one "
                           "method of methods out of cascade.methods")
     for group in shared_groups(methods + held_out, params):

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "from the rest (describe the expensive method with `mining describe --shortlist OUT/shortlist.parquet`). "
             "`check`: the expensive method's stores → OUT/check.json: the share of the random check candidates "
             "that outrank a positive (what the shortlist missed), with a one-sided upper bound; refused above "
-            "--max-escape (see mining/stages/cascade/stage.py, docs/cascade.md)."
+            "--max-missed (see mining/stages/cascade/stage.py, docs/cascade.md)."
         ),
     )
     verbs = p.add_subparsers(dest="cascade_command", required=True, metavar="ACTION")

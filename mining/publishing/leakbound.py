@@ -29,6 +29,7 @@ import numpy as np
 
 from mining.files.answers import ids_digest, queue_digest
 from mining.files.checksums import file_sha256
+from mining.files.names import AUDIT, AUDIT_PLAN, DECISIONS
 from mining.files.tables import load_decisions, read_json
 from mining.errors import UserError
 
@@ -214,7 +215,7 @@ def _drawn(audit: dict[str, Any], sizes: list[int], sampled: list[int]) -> bool:
 
 
 # what an audit's counts come from, kept beside its audit.json (`mining audit estimate` puts them there)
-EVIDENCE = {"plan.json": "plan (mining audit draw)", "decisions.parquet": "answers (mining review export)"}
+EVIDENCE = {AUDIT_PLAN: "plan (mining audit draw)", DECISIONS: "answers (mining review export)"}
 
 
 def count_answers(sampled_ids: list[list[int]], decisions: Any) -> tuple[list[int], list[int]]:
@@ -230,7 +231,7 @@ def answers_agree(audit: dict[str, Any], folder: Path) -> None:
     audit.json records, and the counts it states are the ones the answers give (per stratum, the
     leaks found, the total). UserError naming the file or the field: forging a release would need
     forging the answers, which the card's digests expose."""
-    where = folder / "audit.json"
+    where = folder / AUDIT
     digests = audit.get("evidence_sha256")
     if not isinstance(digests, dict) or set(digests) != set(EVIDENCE):
         raise UserError(f"{where}: names no plan and answers (evidence_sha256): it was edited, or made before audits "
@@ -243,12 +244,12 @@ def answers_agree(audit: dict[str, Any], folder: Path) -> None:
         if file_sha256(path) != digests[name]:
             raise UserError(f"{path}: is not the {what} audit.json was estimated from (its sha256 differs); run "
                             "`mining audit estimate` again")
-    plan = read_json(folder / "plan.json", "audit plan")
+    plan = read_json(folder / AUDIT_PLAN, "audit plan")
     try:
         sampled = [[int(p) for p in ids] for ids in plan["sampled_ids"]]
     except (KeyError, TypeError, ValueError):
-        raise UserError(f"{folder / 'plan.json'}: not `mining audit draw`'s plan (no sampled_ids)") from None
-    decisions, _ = load_decisions(folder / "decisions.parquet", kind="audit",
+        raise UserError(f"{folder / AUDIT_PLAN}: not `mining audit draw`'s plan (no sampled_ids)") from None
+    decisions, _ = load_decisions(folder / DECISIONS, kind="audit",
                                   digest=queue_digest([p for ids in sampled for p in ids]))
     leaks_h, found = count_answers(sampled, decisions)
     strata = audit.get("strata") or []

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.files.names import AUDIT_QUEUE
 from mining.settings import options
 
 
@@ -44,7 +45,7 @@ def run_draw(args: argparse.Namespace) -> int:
 
     plan = run_draw(selected=args.selected, out=args.out, options=options.from_args(args, "audit"))
     print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
-          f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
+          f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / AUDIT_QUEUE}")
     return 0
 
 

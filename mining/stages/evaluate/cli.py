@@ -8,6 +8,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+from mining.files.names import EVALUATION_MD
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
-    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / 'evaluation.md'}")
+    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / EVALUATION_MD}")
     return 0
 
 

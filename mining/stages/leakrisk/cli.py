@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.files.names import LEAKRISK
 from mining.flags import add_landmarks_flag
 
 
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     st = run(landmarks=args.landmarks, descriptors=args.descriptors, scores=args.scores, out=args.out,
              candidates=args.candidates, geometry=args.geometry)
     print(f"{st['candidates']} candidates: {st['high_risk']} at high risk of showing a landmark, "
-          f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / 'leakrisk.parquet'}")
+          f"{st['high_risk_outside_queue']} of them outside the review queue: {args.out / LEAKRISK}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.files.names import NEARDUP
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     st = nd.run(images=args.images, landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
                 options=options.from_args(args, "neardup"), threads=args.threads, progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
-          f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
+          f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / NEARDUP}")
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mining.files.names import IMAGES_SUMMARY
 from mining.publishing.leakbound import sentence
 from mining.publishing.text import md_text, pct as _pct
 from mining.files.tables import read_json
@@ -25,7 +26,7 @@ def sources(frame: Any, released: list[int], images: Path) -> dict:
     for i in released:
         name = str(names.iloc[i]) if names is not None else "unknown"
         per[name] = per.get(name, 0) + 1
-    path = images / "summary.json"
+    path = images / IMAGES_SUMMARY
     summary = read_json(path, "download summary") if path.is_file() else None
     keys = ("photos", "alive_full_res", "alive_low_res_only", "gone_everywhere", "sources")
     return {"released": dict(sorted(per.items())),

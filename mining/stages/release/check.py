@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.files import atomic
+from mining.files.names import DISTRACTORS, STATS
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.publishing.licences import Policy
@@ -42,7 +43,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
     if options.kit and (inputs.evaluation is None or not inputs.descriptors):
         raise UserError("--kit (release.kit, on by default) needs --evaluation (the run's evaluation.json) and "
                         "--descriptors DESC/<method> ...; without them give --no-kit")
-    table_path = inputs.selected / "distractors.parquet" if inputs.selected.is_dir() else inputs.selected
+    table_path = inputs.selected / DISTRACTORS if inputs.selected.is_dir() else inputs.selected
     atomic.refuse_over_inputs(out, {"--selected": table_path, "--images": inputs.images, "--audit": inputs.audit,
                                     "--manifest": inputs.manifest}, marker="release.parquet")
     frame = read_table(table_path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
@@ -61,7 +62,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
                                    target.confidence, folder=Path(inputs.audit).parent if inputs.audit else None)
     if inputs.manifest is not None and not inputs.manifest.is_file():
         raise UserError(f"manifest not found: {inputs.manifest}")
-    select_stats = table_path.parent / "stats.json"  # select's, beside its distractors.parquet
+    select_stats = table_path.parent / STATS  # select's, beside its distractors.parquet
     doc = read_json(select_stats, "selection stats") if select_stats.is_file() else None
     review = doc.get("review") if isinstance(doc, dict) else None
     return Selection(frame, table_path, policy, cand_stats, evaluation, audit,

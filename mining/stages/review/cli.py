@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from mining.files.names import DECISIONS
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     exp = verbs.add_parser("export", help="write decisions.parquet (majority of each reviewer's latest vote)")
     exp.add_argument("--db", required=True)
-    exp.add_argument("--out", required=True, help="decisions.parquet")
+    exp.add_argument("--out", required=True, help=DECISIONS)
     exp.add_argument("--complete", action="store_true",
                      help="fail (exit 2) while some queued item has no vote yet")
 

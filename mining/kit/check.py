@@ -172,7 +172,7 @@ def check_store(path: Path, method: str, kind: str, dim: int | None) -> int:
     present = {p.name for p in shard_dir.iterdir()} if shard_dir.is_dir() else set()
     stray = sorted(n for n in present if n.split(".")[0] not in names or not n.split(".", 1)[1:])
     if stray:
-        raise _bad(shard_dir / stray[0], f"not one of the {shards} shards store.json names")
+        raise _bad(shard_dir / stray[0], f"not one of the {shards} shards {STORE} names")
     total = 0
     for name in names:
         rows = _rows(shard_dir / f"{name}.ids.parquet")

@@ -128,10 +128,10 @@ def open_store(path: str | Path, method_of: Callable[[str], Any] | None = None) 
     p = Path(path)
     meta = p / STORE
     if not meta.is_file():
-        raise UserError(f"{p}: not a descriptor store (no store.json; run `mining describe` first)")
+        raise UserError(f"{p}: not a descriptor store (no {STORE}; run `mining describe` first)")
     info = read_json(meta, STORE)
     if not isinstance(info, dict) or not isinstance(info.get("method"), str):
-        raise UserError(f"{meta}: not a descriptor store's store.json (no method name); describe the images again")
+        raise UserError(f"{meta}: not a descriptor store's {STORE} (no method name); describe the images again")
     return Store(p, info, method_of)
 
 

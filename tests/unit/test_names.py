@@ -1,6 +1,7 @@
 """Each file between stages is named once (`mining/files/names.py`): no other module of `mining/`
-and no workflow rule (the Snakefile, `workflows/rules/*.smk`) spells one of its names in a string without spaces, as a path is spelled
-(docstrings, comments and sentences of help and messages may still mention them). The run layout, the stages, the report and the kit take the name from the constant."""
+and no workflow rule (the Snakefile, `workflows/rules/*.smk`) spells one of its names in a string,
+a path or a sentence of a help text or a message alike (docstrings and comments may mention
+them). The run layout, the stages, the report and the kit take the name from the constant."""
 
 from __future__ import annotations
 
@@ -45,10 +46,10 @@ def rule_strings(text: str) -> list[tuple[int, str]]:
 
 
 def spelled(text: str, outputs=names.OUTPUTS) -> list[str]:
-    """The output names a string spells as a path would: the whole string or a part of it
-    between slashes, braces or quotes (`a/scores.parquet`, `{out}/stats.json`), not a longer
-    name that ends in one (`shortlist_stats.json`)."""
-    return [n for n in outputs if re.search(rf"(?<![\w.-]){re.escape(n)}(?!\w)", text) and not re.search(r"\s", text)]
+    """The output names a string spells: as itself, in a path or in a sentence (`a/scores.parquet`,
+    `{out}/stats.json`, `reads scores.parquet`), not a longer name that ends in one
+    (`shortlist_stats.json`) nor a name with one inside (`audit.json.bak` is a name of its own)."""
+    return [n for n in outputs if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-]|\.\w)", text)]
 
 
 def offences(root: Path = ROOT) -> list[str]:
@@ -84,9 +85,11 @@ def test_the_run_layout_builds_its_paths_from_the_names():
 def test_the_check_sees_an_offence():
     module = ('"""Writes scores.parquet (a docstring may say so)."""\n'
               'X = "scores.parquet"  # a comment may too\n'
-              'def f(out):\n    """stats.json"""\n    return f"{out}/stats.json", out / "x_stats.json", "a/leakrisk.parquet"\n')
+              'def f(out):\n    """stats.json"""\n    return f"{out}/stats.json", out / "x_stats.json", "a/leakrisk.parquet"\n'
+              'raise UserError(f"{p}: no store.json; run it") from None  # scores.parquet.bak\n')
     hits = [(line, n) for line, s in python_strings(module) for n in spelled(s)]
-    assert hits == [(2, "scores.parquet"), (5, "stats.json"), (5, "leakrisk.parquet")]
+    assert hits == [(2, "scores.parquet"), (5, "stats.json"), (5, "leakrisk.parquet"), (6, "store.json")]
+    assert spelled("see scores.parquet.") == ["scores.parquet"] and spelled("scores.parquet.bak x_stats.json") == []
     rules = ('rule a:\n    """neardup.parquet"""\n    output: L.neardup_table, "b/neardup.parquet"  # c/stats.json\n'
              'X = "store.json"\n')
     assert [(line, n) for line, s in rule_strings(rules) for n in spelled(s)] == [(3, "neardup.parquet"), (4, "store.json")]

@@ -307,8 +307,8 @@ def markdown(report: dict[str, Any]) -> str:
         if rp:
             where = f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else ""
             why = f"; {rp['why']}" if rp.get("why") else ""
-            lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
-                       "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
+            lines += [(f"Reproduces the run's {EVALUATION}: " if rp["ok"] else "**Does not reproduce** the run's "
+                       f"{EVALUATION}: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
                       + where + why + ".", ""]
             if rp.get("not_reproduced"):
                 lines += [f"Rows of the run's table this kit does not compute: {', '.join(rp['not_reproduced'])}.", ""]

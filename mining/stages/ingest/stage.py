@@ -77,7 +77,7 @@ def open_dataset(folder: str | os.PathLike[str]) -> "pyarrow.dataset.Dataset":
 
     folder = Path(folder)
     if not (folder / STATS).exists():
-        raise UserError(f"not a complete ingest output (no stats.json): {folder}")
+        raise UserError(f"not a complete ingest output (no {STATS}): {folder}")
     parts = sorted(str(p) for p in folder.glob("part-*.parquet"))
     return pyarrow.dataset.dataset(parts, format="parquet")
 

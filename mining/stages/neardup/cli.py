@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mining.files.names import NEARDUP
+from mining.files.names import NEARDUP, STATS
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Two candidates are near-duplicates when their 64-bit dHash differ in at most "
             "--max-hash-distance bits AND their global descriptors' cosine is at least --min-cosine; "
             "groups are the connected components. A candidate as close to a landmark query or "
-            "database image (landmark thresholds) is a probable landmark. Writes OUT/neardup.parquet "
-            "and OUT/stats.json. The thresholds are the manifest's neardup: section (see mining/stages/neardup/stage.py "
+            f"database image (landmark thresholds) is a probable landmark. Writes OUT/{NEARDUP} "
+            f"and OUT/{STATS}. The thresholds are the manifest's neardup: section (see mining/stages/neardup/stage.py "
             "for the criterion and how the defaults were measured)."
         ),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.files import atomic
-from mining.files.names import DISTRACTORS, STATS
+from mining.files.names import AUDIT, DISTRACTORS, EVALUATION, STATS
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.publishing.licences import Policy
@@ -41,7 +41,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
     if not inputs.images.is_dir():
         raise UserError(f"--images {inputs.images} is not a folder (the download root)")
     if options.kit and (inputs.evaluation is None or not inputs.descriptors):
-        raise UserError("--kit (release.kit, on by default) needs --evaluation (the run's evaluation.json) and "
+        raise UserError(f"--kit (release.kit, on by default) needs --evaluation (the run's {EVALUATION}) and "
                         "--descriptors DESC/<method> ...; without them give --no-kit")
     table_path = inputs.selected / DISTRACTORS if inputs.selected.is_dir() else inputs.selected
     atomic.refuse_over_inputs(out, {"--selected": table_path, "--images": inputs.images, "--audit": inputs.audit,
@@ -54,7 +54,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
     if frame.empty:
         raise UserError(f"{table_path}: nothing to release, 0 images: " + (
             f"the leak audit removed all {audit['set_size']} images of the selection (landmark or unclear "
-            "answers and their near-duplicates; see its audit.json)" if isinstance(audit, dict)
+            f"answers and their near-duplicates; see its {AUDIT})" if isinstance(audit, dict)
             and audit.get("set_size") and audit.get("released_set_size") == 0
             else "the selection is empty"))
     # the card's audit: recomputed from its counts against this release's target, never as the file says

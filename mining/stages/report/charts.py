@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from mining.files.names import DISTRACTORS, EVALUATION_MD, IMAGES_SUMMARY, SCORES, STATS, STORE
+from mining.files.names import DISTRACTORS, EVALUATION, EVALUATION_MD, IMAGES_SUMMARY, SCORES, STATS, STORE
 from mining.publishing.result import row_label
 from mining.stages.report.common import NA, Inputs, esc, png, read_json, table
 
@@ -180,7 +180,7 @@ def evaluation_section(inp: Inputs) -> str:
     # that file (one source for both, and no import of the evaluate stage)
     md = inp.evaluation.with_name(EVALUATION_MD) if inp.evaluation else None
     if md is None or not md.is_file():
-        return f"<p>{esc(md)} not found: the tables are in evaluation.md beside evaluation.json.</p>" + _curve(rep)
+        return f"<p>{esc(md)} not found: the tables are in {EVALUATION_MD} beside {EVALUATION}.</p>" + _curve(rep)
     return _markdown_tables(md.read_text(encoding="utf-8")) + _curves(rep)
 
 

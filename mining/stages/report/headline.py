@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from mining.files.names import CASCADE_CHECK, STATS
+from mining.files.names import CASCADE_CHECK, EVALUATION, STATS
 from mining.publishing.text import code_version, fmt_interval, fmt_p
 from mining.publishing.result import mined_minus_random, per_benchmark, row_label, sentences
 from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
@@ -54,7 +54,7 @@ def headline(inp: Inputs) -> str:
     lines = "".join(f'<p class="lead">{esc(s)}</p>' for s in said if s)
     note = ("<p>Negative = the mined set makes retrieval harder than a random one of the same size; "
             "the interval is a paired bootstrap over queries, p the share of resamples where mined is not lower.</p>")
-    body = table(rows, head) + note if rows else '<p class="na">no bootstrap intervals in evaluation.json</p>'
+    body = table(rows, head) + note if rows else f'<p class="na">no bootstrap intervals in {EVALUATION}</p>'
     return lines + body + cascade_note(inp)
 
 

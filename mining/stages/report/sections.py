@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from mining.files.names import DISTRACTORS, IMAGES_SUMMARY, NEARDUP, SCORES, STATS
+from mining.files.names import DECISIONS, DISTRACTORS, IMAGES_SUMMARY, NEARDUP, SCORES, STATS
 from mining.stages.report.budget import review_budget
 from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
@@ -114,7 +114,7 @@ def agreement(inp: Inputs) -> str:
         return NA
     d = _decisions(inp)
     if "votes" not in d.columns:
-        return '<p class="na">not available (no votes column in decisions.parquet)</p>'
+        return f'<p class="na">not available (no votes column in {DECISIONS})</p>'
     total: Counter[str] = Counter()
     per: dict[str, Counter[str]] = defaultdict(Counter)
     reviewers: set[str] = set()

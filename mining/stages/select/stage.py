@@ -95,7 +95,7 @@ def review_coverage(scores_dir: Path, path: Path, decisions: Any, policy: str) -
         raise UserError(f"{path}: answers {queue.size - missing.size} of the review queue's {queue.size} photos; "
                         f"{missing.size} (e.g. photo {missing[0]}) have none, and an unreviewed top-ranked photo may "
                         "show a landmark: finish the review and export it again, or keep the partial review with "
-                        "--partial-review allow (counted in selected/stats.json)")
+                        f"--partial-review allow (counted in selected/{STATS})")
     return {"queue_photos": int(queue.size), "answered": int(queue.size - missing.size),
             "unanswered": int(missing.size), "answers_label_is_this_queue": bool(same), "partial_review": policy}
 

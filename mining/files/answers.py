@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
+from mining.files.names import AUDIT_QUEUE
 
 KIND, DIGEST, FINGERPRINT, SELECTION = "queue_kind", "queue_digest", "landmarks_fingerprint", "selection_digest"
 KINDS = ("review", "audit")
@@ -87,5 +88,5 @@ def require(path: Path, metadata: dict[bytes, bytes] | None, kind: str, digest: 
     if digest is not None and label.digest != digest:
         raise UserError(f"{path}: answers another audit sample ({label.words()}), not this audit's sample "
                         f"{digest}; give the export of this audit's own database (`mining review import` of "
-                        "its audit_queue.parquet)")
+                        f"its {AUDIT_QUEUE})")
     return label

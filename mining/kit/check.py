@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mining.datasets.benchmarks import store_dir
+from mining.files.names import DISTRACTORS, EVALUATION, STORE
 from mining.retrieval.descriptors import GLOBAL
 from mining.errors import UserError
 from mining.files.plainpaths import plain_name
@@ -161,17 +162,17 @@ def _rows(path: Path) -> int:
 
 def check_store(path: Path, method: str, kind: str, dim: int | None) -> int:
     """A kit store folder as kit.json describes it; returns its row count."""
-    info = read_json(path / "store.json")
+    info = read_json(path / STORE)
     if info.get("method") != method or info.get("kind", GLOBAL) != kind:
-        raise _bad(path / "store.json", f"method {info.get('method')!r} of kind {info.get('kind')!r}, but kit.json "
+        raise _bad(path / STORE, f"method {info.get('method')!r} of kind {info.get('kind')!r}, but kit.json "
                                          f"says {method!r} of kind {kind!r}")
-    count, shards = (_count(info.get(k), path / "store.json", k) for k in ("count", "shards"))
+    count, shards = (_count(info.get(k), path / STORE, k) for k in ("count", "shards"))
     names = [f"{i:05d}" for i in range(shards)]
     shard_dir = path / "shards"
     present = {p.name for p in shard_dir.iterdir()} if shard_dir.is_dir() else set()
     stray = sorted(n for n in present if n.split(".")[0] not in names or not n.split(".", 1)[1:])
     if stray:
-        raise _bad(shard_dir / stray[0], f"not one of the {shards} shards store.json names")
+        raise _bad(shard_dir / stray[0], f"not one of the {shards} shards {STORE} names")
     total = 0
     for name in names:
         rows = _rows(shard_dir / f"{name}.ids.parquet")
@@ -183,7 +184,7 @@ def check_store(path: Path, method: str, kind: str, dim: int | None) -> int:
     for npz in sorted(n for n in present if n.endswith(".npz")):
         check_npz(shard_dir / npz)
     if total != count:
-        raise _bad(path / "store.json", f"count is {count} but its shards hold {total} ids")
+        raise _bad(path / STORE, f"count is {count} but its shards hold {total} ids")
     return count
 
 
@@ -224,8 +225,8 @@ def check_kit(root: Path, info: dict[str, Any]) -> None:
             if sp is not None:  # the +SP rows' similarities
                 check_npy(folder / "similarities+SP" / "landmarks.npy", SIMILARITY, (n_q, n_db))
                 check_npy(folder / "similarities+SP" / "distractors.npy", SIMILARITY, (n_q, n_dis))
-    check_table(root / "distractors.parquet", selection)
-    check_evaluation(root / "evaluation.json", list(methods), benchmarks)
+    check_table(root / DISTRACTORS, selection)
+    check_evaluation(root / EVALUATION, list(methods), benchmarks)
 
 
 def check_table(path: Path, rows: int) -> None:

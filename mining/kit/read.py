@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from mining.files import checksums
+from mining.files.names import DISTRACTORS, EVALUATION
 from mining.datasets.benchmarks import store_dir
 from mining.retrieval.descriptors import GLOBAL, MODEL_FILE, open_store
 from mining.errors import UserError
@@ -33,8 +34,7 @@ from mining.retrieval.methodstores import MethodStores
 FORMAT = "distractor-mining evaluation kit"
 VERSION = 1
 INFO = "kit.json"
-EVALUATION = "evaluation.json"
-TABLE = "distractors.parquet"
+TABLE = DISTRACTORS  # the selection (rank, photo_id, path, released); EVALUATION: the run's, timeless
 METHODS = "methods"
 PARTS = ("queries", "database", "distractors")
 SIMS = "similarities"  # the run's own similarities, beside a method's (or benchmark's) landmark stores

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from mining.files import atomic, checksums
 from mining.datasets.benchmarks import store_dir
+from mining.files.names import DISTRACTORS, EVALUATION, STORE
 from mining.retrieval.descriptors import (
     GLOBAL,
     MODEL_FILE,
@@ -183,7 +184,7 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
     run's evaluation.json; `method_of`: what reads a non-global method's payloads
     (`mining.retrieval.descriptors.Store`). Returns what the dataset card says about the kit (sizes)."""
     if evaluation is None:
-        raise UserError("--kit needs the run's evaluation (--evaluation evaluation.json): the kit reproduces its table")
+        raise UserError(f"--kit needs the run's evaluation (--evaluation {EVALUATION}): the kit reproduces its table")
     if not method_dirs:
         raise UserError("--kit needs the descriptors (--descriptors DESC/<method> ...)")
     several = evaluation.get("per_benchmark")
@@ -286,7 +287,7 @@ them: evaluate against the set without downloading an image.
 
 {models}
 - Check it: `sha256sum -c SHA256SUMS` (the tools below check it before reading).
-- Reproduce the run's table (`evaluation.json`: none and mined rows of every method, +SP, +αQE and +DBA):
+- Reproduce the run's table (`{EVALUATION}`: none and mined rows of every method, +SP, +αQE and +DBA):
   `mining evaluate --kit . --landmarks gnd_<name>.pkl`
 - Your own queries, described with a method of the kit and its model:
   `mining describe --method M --images LANDMARKS --set queries --model methods/M/distractors --out Q` then
@@ -294,8 +295,8 @@ them: evaluate against the set without downloading an image.
   (global methods also take a `.npy`, one row per query of the gnd, with `--method M`).
 - In Python: `from mining.kit import open_kit` (`kit.vectors`, `kit.stores`, `kit.model`, `kit.distractors`).
 
-Format: `kit.json` (settings, versions, sizes), `evaluation.json`, `distractors.parquet` (rank, photo_id,
-path, released), `methods/<method>/{{queries,database,distractors}}/` (descriptor stores: `store.json`,
+Format: `kit.json` (settings, versions, sizes), `{EVALUATION}`, `{DISTRACTORS}` (rank, photo_id,
+path, released), `methods/<method>/{{queries,database,distractors}}/` (descriptor stores: `{STORE}`,
 `shards/NNNNN.ids.parquet` + `NNNNN.npy` float16 rows or `NNNNN.asmk.npz` codes; `model.npz` beside the
 distractors when the method learned one), `methods/<method>/similarities/` (the run's float32 similarities of
 the queries to the database and to the distractors), `SHA256SUMS`. Reference: docs/formats.md of distractor-mining.

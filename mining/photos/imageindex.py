@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 
 from mining.files import atomic
 from mining.errors import UserError
+from mining.files.names import IMAGE_INDEX
 from mining.files.tables import read_file
 
-NAME = "index.parquet"
+NAME = IMAGE_INDEX
 
 SCHEMA = pa.schema([
     ("photo_id", pa.int64()),

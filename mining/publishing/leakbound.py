@@ -29,6 +29,7 @@ import numpy as np
 
 from mining.files.answers import ids_digest, queue_digest
 from mining.files.checksums import file_sha256
+from mining.files.names import AUDIT, AUDIT_PLAN, DECISIONS, DISTRACTORS
 from mining.files.tables import load_decisions, read_json
 from mining.errors import UserError
 
@@ -168,10 +169,10 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
         found, dups = [_count(p) for p in audit["leaks_found"]], [_count(p) for p in audit["near_duplicates_removed"]]
         digest = audit["released_digest"]
     except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"the audit file is not `mining audit estimate`'s audit.json (no usable {exc}); "
+        raise UserError(f"the audit file is not `mining audit estimate`'s {AUDIT} (no usable {exc}); "
                         "run `mining audit estimate` again") from None
     if digest != ids_digest(photo_ids):
-        raise UserError("the selection is not the set the audit left (AUDIT/distractors.parquet of the same "
+        raise UserError(f"the selection is not the set the audit left (AUDIT/{DISTRACTORS} of the same "
                         "`mining audit estimate`); release that one")
     sizes, sampled, leaks = (list(v) for v in zip(*strata)) if strata else ([], [], [])
     ids = set(np.asarray(photo_ids, np.int64).tolist())
@@ -188,7 +189,7 @@ def recompute(audit: dict[str, Any], photo_ids: Any, max_leak_rate: float, confi
     except ValueError:
         result = None
     if result is None or problems:
-        raise UserError(f"the audit's counts do not add up ({'; '.join(problems) or 'strata'}): audit.json was edited "
+        raise UserError(f"the audit's counts do not add up ({'; '.join(problems) or 'strata'}): {AUDIT} was edited "
                         "or is not the one of this set; run `mining audit estimate` again")
     out = {**audit, **result, "removed": len(removed), "released_set_size": len(ids), "max_leak_rate": max_leak_rate}
     out["released_upper"] = released_upper(out)
@@ -214,7 +215,7 @@ def _drawn(audit: dict[str, Any], sizes: list[int], sampled: list[int]) -> bool:
 
 
 # what an audit's counts come from, kept beside its audit.json (`mining audit estimate` puts them there)
-EVIDENCE = {"plan.json": "plan (mining audit draw)", "decisions.parquet": "answers (mining review export)"}
+EVIDENCE = {AUDIT_PLAN: "plan (mining audit draw)", DECISIONS: "answers (mining review export)"}
 
 
 def count_answers(sampled_ids: list[list[int]], decisions: Any) -> tuple[list[int], list[int]]:
@@ -230,7 +231,7 @@ def answers_agree(audit: dict[str, Any], folder: Path) -> None:
     audit.json records, and the counts it states are the ones the answers give (per stratum, the
     leaks found, the total). UserError naming the file or the field: forging a release would need
     forging the answers, which the card's digests expose."""
-    where = folder / "audit.json"
+    where = folder / AUDIT
     digests = audit.get("evidence_sha256")
     if not isinstance(digests, dict) or set(digests) != set(EVIDENCE):
         raise UserError(f"{where}: names no plan and answers (evidence_sha256): it was edited, or made before audits "
@@ -238,17 +239,17 @@ def answers_agree(audit: dict[str, Any], folder: Path) -> None:
     for name, what in EVIDENCE.items():
         path = folder / name
         if path.is_symlink() or not path.is_file():
-            raise UserError(f"{path}: the audit's {what} must be beside its audit.json (`mining audit estimate` "
+            raise UserError(f"{path}: the audit's {what} must be beside its {AUDIT} (`mining audit estimate` "
                             "puts it there)")
         if file_sha256(path) != digests[name]:
-            raise UserError(f"{path}: is not the {what} audit.json was estimated from (its sha256 differs); run "
+            raise UserError(f"{path}: is not the {what} {AUDIT} was estimated from (its sha256 differs); run "
                             "`mining audit estimate` again")
-    plan = read_json(folder / "plan.json", "audit plan")
+    plan = read_json(folder / AUDIT_PLAN, "audit plan")
     try:
         sampled = [[int(p) for p in ids] for ids in plan["sampled_ids"]]
     except (KeyError, TypeError, ValueError):
-        raise UserError(f"{folder / 'plan.json'}: not `mining audit draw`'s plan (no sampled_ids)") from None
-    decisions, _ = load_decisions(folder / "decisions.parquet", kind="audit",
+        raise UserError(f"{folder / AUDIT_PLAN}: not `mining audit draw`'s plan (no sampled_ids)") from None
+    decisions, _ = load_decisions(folder / DECISIONS, kind="audit",
                                   digest=queue_digest([p for ids in sampled for p in ids]))
     leaks_h, found = count_answers(sampled, decisions)
     strata = audit.get("strata") or []
@@ -259,7 +260,7 @@ def answers_agree(audit: dict[str, Any], folder: Path) -> None:
     for field, says, truth in stated:
         if says != truth:
             raise UserError(f"{where}: {field} says {str(says)[:80]}, but the audit's plan and answers give "
-                            f"{str(truth)[:80]}: audit.json was edited; run `mining audit estimate` again")
+                            f"{str(truth)[:80]}: {AUDIT} was edited; run `mining audit estimate` again")
 
 
 def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_ids: Any,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mining.files.names import EVALUATION
 from mining.publishing.text import fmt_interval, fmt_p
 from mining.publishing.text import pct as _pct
 
@@ -86,7 +87,7 @@ def summary_markdown(evaluation: dict[str, Any]) -> str:
     mined N / all candidates and mined − random with its interval and p. Nothing that changes
     between two runs of the same inputs (no time, no path): same evaluation, same bytes."""
     benches = per_benchmark(evaluation)
-    lines = ["<!-- written by `mining evaluate` from evaluation.json; do not edit (rerun instead) -->", "",
+    lines = [f"<!-- written by `mining evaluate` from {EVALUATION}; do not edit (rerun instead) -->", "",
              f"# Distractors mined for {', '.join(benches)}: the result"]
     for name, rep in benches.items():
         lm = rep.get("landmarks") or {}

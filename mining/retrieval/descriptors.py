@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from mining.files import atomic
 from mining.errors import UserError
+from mining.files.names import STORE
 from mining.files.tables import read_file, read_json
 
 GLOBAL = "global"  # the store kind of global descriptors (a method of another kind names its own)
@@ -125,12 +126,12 @@ class Store:
 def open_store(path: str | Path, method_of: Callable[[str], Any] | None = None) -> Store:
     """The store at `path`; `method_of` reads a non-global store's payloads (the class docstring)."""
     p = Path(path)
-    meta = p / "store.json"
+    meta = p / STORE
     if not meta.is_file():
-        raise UserError(f"{p}: not a descriptor store (no store.json; run `mining describe` first)")
-    info = read_json(meta, "store.json")
+        raise UserError(f"{p}: not a descriptor store (no {STORE}; run `mining describe` first)")
+    info = read_json(meta, STORE)
     if not isinstance(info, dict) or not isinstance(info.get("method"), str):
-        raise UserError(f"{meta}: not a descriptor store's store.json (no method name); describe the images again")
+        raise UserError(f"{meta}: not a descriptor store's {STORE} (no method name); describe the images again")
     return Store(p, info, method_of)
 
 
@@ -147,7 +148,7 @@ def payload_digest(path: str | Path) -> str:
 
 
 def write_store_info(path: str | Path, info: dict[str, Any]) -> None:
-    atomic.write_json(Path(path) / "store.json", info)
+    atomic.write_json(Path(path) / STORE, info)
 
 
 def write_global_shard(path: str | Path, shard: str, ids: list[str], vectors: np.ndarray) -> None:

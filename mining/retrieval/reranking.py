@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from mining.files.names import STORE
 from mining.retrieval import spatial
 from mining.compute.cluster import available_cpus
 from mining.retrieval.descriptors import Store, iter_similarities
@@ -165,7 +166,7 @@ def store_settings(store: Store, required: bool) -> dict[str, int] | None:
     when `required`); one outside describe's rule (`spatial.valid`) is refused."""
     raw = (store.info.get("params") or {}).get("spatial_verification")
     if raw is not None and not spatial.valid(raw):
-        raise UserError(f"{store.path}: store.json's spatial_verification={raw!r} is not allowed (spatial_verification "
+        raise UserError(f"{store.path}: {STORE}'s spatial_verification={raw!r} is not allowed (spatial_verification "
                         f"must be {spatial.RULE} or null, as describe requires); describe this set again")
     sv = spatial.settings(store.info.get("params"))
     if sv is None and required:

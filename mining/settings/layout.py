@@ -9,7 +9,8 @@ size. Stages after the download find an image through `images/index.parquet`
 (`mining.photos.imageindex`), never by recomputing the key. The workflow's rules
 (workflows/rules/common.smk builds ``L = RunLayout(R)``) and the report (``mining report
 --run``) both take a run's paths from `RunLayout`, so a renamed file or folder is changed
-once. Its paths are ``str`` joined with ``/``: Snakemake patterns keep their wildcards
+once; the file names come from `mining.files.names`, which the stages, the kit and the report
+use too. Its paths are ``str`` joined with ``/``: Snakemake patterns keep their wildcards
 (``L.store("{method}", "{set}")``) and stay the strings the rules always used.
 """
 
@@ -19,6 +20,7 @@ import hashlib
 from dataclasses import dataclass
 
 from mining.datasets.benchmarks import STORES
+from mining.files import names
 from mining.photos.flickr import yfcc_hash
 
 
@@ -156,65 +158,65 @@ class RunLayout:
 
     @property
     def landmarks_json(self) -> str:
-        return f"{self.landmarks}/landmarks.json"
+        return f"{self.landmarks}/{names.LANDMARKS}"
 
     @property
     def metadata_stats(self) -> str:
-        return f"{self.metadata}/stats.json"
+        return f"{self.metadata}/{names.STATS}"
 
     @property
     def candidates_parquet(self) -> str:
-        return f"{self.candidates}/candidates.parquet"
+        return f"{self.candidates}/{names.CANDIDATES}"
 
     @property
     def candidates_stats(self) -> str:
-        return f"{self.candidates}/stats.json"
+        return f"{self.candidates}/{names.STATS}"
 
     @property
     def images_summary(self) -> str:
-        return f"{self.images}/summary.json"
+        return f"{self.images}/{names.IMAGES_SUMMARY}"
 
     def store(self, method: str, set_name: str, benchmark: str | None = None) -> str:
         """One method's descriptor store for one set (its store.json); `benchmark`: that
         benchmark's queries or database in a run with several (`mining.datasets.benchmarks.store_dir`)."""
         where = method if benchmark is None else f"{method}/{STORES}/{benchmark}"
-        return f"{self.descriptors}/{where}/{set_name}/store.json"
+        return f"{self.descriptors}/{where}/{set_name}/{names.STORE}"
 
     @property
     def shortlist(self) -> str:
-        return f"{self.cascade}/shortlist.parquet"
+        return f"{self.cascade}/{names.SHORTLIST}"
 
     @property
     def shortlist_stats(self) -> str:
-        return f"{self.cascade}/shortlist.json"
+        return f"{self.cascade}/{names.SHORTLIST_STATS}"
 
     @property
     def cascade_check(self) -> str:
-        return f"{self.cascade}/check.json"
+        return f"{self.cascade}/{names.CASCADE_CHECK}"
 
     @property
     def neardup_table(self) -> str:
-        return f"{self.neardup}/neardup.parquet"
+        return f"{self.neardup}/{names.NEARDUP}"
 
     @property
     def neardup_stats(self) -> str:
-        return f"{self.neardup}/stats.json"
+        return f"{self.neardup}/{names.STATS}"
 
     @property
     def leakrisk_table(self) -> str:
-        return f"{self.leakrisk}/leakrisk.parquet"
+        return f"{self.leakrisk}/{names.LEAKRISK}"
 
     @property
     def leakrisk_stats(self) -> str:
-        return f"{self.leakrisk}/stats.json"
+        return f"{self.leakrisk}/{names.STATS}"
 
     @property
     def scores_table(self) -> str:
-        return f"{self.scores}/scores.parquet"
+        return f"{self.scores}/{names.SCORES}"
 
     @property
     def review_queue(self) -> str:
-        return f"{self.scores}/review_queue.parquet"
+        return f"{self.scores}/{names.REVIEW_QUEUE}"
 
     @property
     def review_db(self) -> str:
@@ -223,27 +225,27 @@ class RunLayout:
     @property
     def decisions(self) -> str:
         """Where the review's exported decisions go unless the manifest names a file."""
-        return f"{self.review}/decisions.parquet"
+        return f"{self.review}/{names.DECISIONS}"
 
     @property
     def distractors_txt(self) -> str:
-        return f"{self.selected}/distractors.txt"
+        return f"{self.selected}/{names.DISTRACTORS_TXT}"
 
     @property
     def distractors_table(self) -> str:
-        return f"{self.selected}/distractors.parquet"
+        return f"{self.selected}/{names.DISTRACTORS}"
 
     @property
     def selected_stats(self) -> str:
-        return f"{self.selected}/stats.json"
+        return f"{self.selected}/{names.STATS}"
 
     @property
     def audit_queue(self) -> str:
-        return f"{self.audit}/audit_queue.parquet"
+        return f"{self.audit}/{names.AUDIT_QUEUE}"
 
     @property
     def audit_plan(self) -> str:
-        return f"{self.audit}/plan.json"
+        return f"{self.audit}/{names.AUDIT_PLAN}"
 
     @property
     def audit_db(self) -> str:
@@ -252,29 +254,29 @@ class RunLayout:
     @property
     def audit_decisions(self) -> str:
         """The audit review's exported answers (a person exports them here, as for the review)."""
-        return f"{self.audit}/decisions.parquet"
+        return f"{self.audit}/{names.DECISIONS}"
 
     @property
     def audit_json(self) -> str:
-        return f"{self.audit}/audit.json"
+        return f"{self.audit}/{names.AUDIT}"
 
     @property
     def audited_table(self) -> str:
         """The selection less what the audit found (what `mining release` publishes)."""
-        return f"{self.audit}/distractors.parquet"
+        return f"{self.audit}/{names.DISTRACTORS}"
 
     @property
     def evaluation_json(self) -> str:
-        return f"{self.evaluation}/evaluation.json"
+        return f"{self.evaluation}/{names.EVALUATION}"
 
     @property
     def evaluation_md(self) -> str:
-        return f"{self.evaluation}/evaluation.md"
+        return f"{self.evaluation}/{names.EVALUATION_MD}"
 
     @property
     def evaluation_summary(self) -> str:
         """The result as Markdown for a document (`make demo` copies the demo's to docs/demo.md)."""
-        return f"{self.evaluation}/summary.md"
+        return f"{self.evaluation}/{names.EVALUATION_SUMMARY}"
 
     @property
     def report(self) -> str:
@@ -290,7 +292,7 @@ class RunLayout:
 
     @property
     def release_txt(self) -> str:
-        return f"{self.release}/distractors.txt"
+        return f"{self.release}/{names.DISTRACTORS_TXT}"
 
     def log(self, name: str) -> str:
         """A rule's log file (LOGS/<name>.log)."""

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.files.names import AUDIT, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, NEARDUP
 from mining.settings import options
 
 
@@ -15,10 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="measure the selection's leak rate: draw a sample to review, then estimate with a bound",
         description=(
             "`draw`: a seeded random sample of the selection, stratified by rank, sized from the target "
-            "(0 landmark images found bounds the rate at --max-leak-rate) → OUT/audit_queue.parquet (import "
-            "it with `mining review import` into its own database) and OUT/plan.json. `estimate`: the "
-            "exported answers → OUT/audit.json (share of landmark images, one-sided upper bound, method) and "
-            "OUT/distractors.parquet/.txt: the selection less the leaks found and their near-duplicates "
+            f"(0 landmark images found bounds the rate at --max-leak-rate) → OUT/{AUDIT_QUEUE} (import "
+            f"it with `mining review import` into its own database) and OUT/{AUDIT_PLAN}. `estimate`: the "
+            f"exported answers → OUT/{AUDIT} (share of landmark images, one-sided upper bound, method) and "
+            f"OUT/{DISTRACTORS}/.txt: the selection less the leaks found and their near-duplicates "
             "(see mining/stages/audit/stage.py, docs/protocols.md)."
         ),
     )
@@ -31,11 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     es = verbs.add_parser("estimate", help="the answers → leak rate, bound, and the set less what was found")
     es.add_argument("--selected", required=True, type=Path, metavar="SELECTED", help="output folder of `mining select`")
     es.add_argument("--decisions", required=True, type=Path,
-                    help="the audit review's decisions.parquet (`mining review export` of its database)")
-    es.add_argument("--audit", required=True, type=Path, help="the folder `mining audit draw` wrote (plan.json)")
+                    help=f"the audit review's {DECISIONS} (`mining review export` of its database)")
+    es.add_argument("--audit", required=True, type=Path, help=f"the folder `mining audit draw` wrote ({AUDIT_PLAN})")
     es.add_argument("--near-duplicates", type=Path, default=None,
-                    help="NEARDUP/neardup.parquet: a leak's near-duplicate group leaves the set with it")
-    es.add_argument("--out", required=True, type=Path, help="output folder (audit.json, distractors.parquet/.txt)")
+                    help=f"NEARDUP/{NEARDUP}: a leak's near-duplicate group leaves the set with it")
+    es.add_argument("--out", required=True, type=Path, help=f"output folder ({AUDIT}, {DISTRACTORS}/.txt)")
     es.set_defaults(func=run_estimate)
 
 
@@ -44,7 +45,7 @@ def run_draw(args: argparse.Namespace) -> int:
 
     plan = run_draw(selected=args.selected, out=args.out, options=options.from_args(args, "audit"))
     print(f"audit sample: {sum(plan['sample'])} of {plan['set_size']} selected images "
-          f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / 'audit_queue.parquet'}")
+          f"({'all of them' if plan['census'] else 'strata ' + str(plan['sample'])}): {args.out / AUDIT_QUEUE}")
     return 0
 
 

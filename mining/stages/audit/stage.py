@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from mining.files import answers, atomic
 from mining.files.checksums import file_sha256
+from mining.files.names import AUDIT, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT, STATS
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.settings.options import AuditOptions
@@ -46,7 +47,7 @@ def sample_digest(sampled_ids: list[list[int]]) -> str:
 
 def _fingerprint(selected: Path) -> str | None:
     """The landmark dataset of the selection (SELECTED/stats.json), when it says."""
-    stats = (selected if selected.is_dir() else selected.parent) / "stats.json"
+    stats = (selected if selected.is_dir() else selected.parent) / STATS
     try:
         value = json.loads(stats.read_text()).get("landmarks_fingerprint")
     except (OSError, ValueError, AttributeError):
@@ -55,7 +56,7 @@ def _fingerprint(selected: Path) -> str | None:
 
 
 def _selection(selected: Path) -> Any:
-    path = selected / "distractors.parquet" if selected.is_dir() else selected
+    path = selected / DISTRACTORS if selected.is_dir() else selected
     frame = read_table(path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
     twice = frame.photo_id[frame.photo_id.duplicated()]
     if len(twice):  # the audit counts images: a photo listed twice would be counted as two checked
@@ -93,11 +94,11 @@ def run_draw(*, selected: Path, out: Path, options: AuditOptions) -> dict[str, A
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),
                         ("weight", pa.float64())], metadata=label.metadata())
-    atomic.write_parquet(out / "audit_queue.parquet", pa.Table.from_pylist(rows, schema=schema))
+    atomic.write_parquet(out / AUDIT_QUEUE, pa.Table.from_pylist(rows, schema=schema))
     result = {**design, "max_leak_rate": options.max_leak_rate, "confidence": options.confidence, "seed": options.seed,
               "selection_digest": label.selection, "sample_digest": label.digest, "bands": list(leakbound.STRATA),
               "sampled_ids": sampled_ids}
-    atomic.write_json(out / "plan.json", result)
+    atomic.write_json(out / AUDIT_PLAN, result)
     return result
 
 
@@ -119,9 +120,9 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
     `audit`: the draw's AUDIT folder (plan.json), whose target and confidence are the estimate's,
     whatever the manifest says now; `near_duplicates`: NEARDUP/neardup.parquet (near-copies of a
     found leak leave the set too)."""
-    plan = read_json(audit / "plan.json", "audit plan", hint="make it with `mining audit draw`")
-    source = selected / "distractors.parquet" if selected.is_dir() else selected
-    if (Path(out) / "distractors.parquet").resolve() == source.resolve():
+    plan = read_json(audit / AUDIT_PLAN, "audit plan", hint="make it with `mining audit draw`")
+    source = selected / DISTRACTORS if selected.is_dir() else selected
+    if (Path(out) / DISTRACTORS).resolve() == source.resolve():
         raise UserError(f"{out}: holds the selection the audit reads ({source}); writing the audited set there would "
                         "replace it: give --out another folder (the audit folder)")
     frame = _selection(selected)
@@ -156,17 +157,17 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
         "released_digest": answers.ids_digest(kept.photo_id),
     })
     # the plan and the answers the counts come from, beside audit.json (release checks the counts against them)
-    evidence = {"plan.json": audit / "plan.json", "decisions.parquet": Path(decisions)}
+    evidence = {AUDIT_PLAN: audit / AUDIT_PLAN, DECISIONS: Path(decisions)}
     result["evidence_sha256"] = {name: file_sha256(src) for name, src in evidence.items()}
     copies = [name for name, src in evidence.items() if src.resolve() != (Path(out) / name).resolve()]
     result["released_upper"] = leakbound.released_upper(result)
     result["passes"] = result["released_upper"] <= plan["max_leak_rate"]
-    names = ["distractors.parquet", *(["distractors.txt"] if "path" in kept else []), *copies, "audit.json"]
+    names = [DISTRACTORS, *([DISTRACTORS_TXT] if "path" in kept else []), *copies, AUDIT]
     with atomic.files_together(out, names) as tmp:  # a failure leaves the old outputs; audit.json commits
         for name in copies:
             shutil.copyfile(evidence[name], tmp[name])
-        pq.write_table(pa.Table.from_pandas(kept, preserve_index=False), tmp["distractors.parquet"])
+        pq.write_table(pa.Table.from_pandas(kept, preserve_index=False), tmp[DISTRACTORS])
         if "path" in kept:
-            tmp["distractors.txt"].write_text("".join(p + "\n" for p in kept.path), encoding="utf-8")
-        tmp["audit.json"].write_text(atomic.json_text(result), encoding="utf-8")
+            tmp[DISTRACTORS_TXT].write_text("".join(p + "\n" for p in kept.path), encoding="utf-8")
+        tmp[AUDIT].write_text(atomic.json_text(result), encoding="utf-8")
     return result

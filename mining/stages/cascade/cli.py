@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.files.names import CASCADE_CHECK, SHORTLIST, SHORTLIST_STATS
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.settings import options
 
@@ -15,10 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cascade",
         help="describe an expensive method only for the candidates cheaper methods rank high (and check it)",
         description=(
-            "`shortlist`: the cheaper methods' stores → OUT/shortlist.parquet: per method and landmark the "
+            f"`shortlist`: the cheaper methods' stores → OUT/{SHORTLIST}: per method and landmark the "
             "--shortlist candidates most similar to its queries, their union, and --check more drawn at random "
-            "from the rest (describe the expensive method with `mining describe --shortlist OUT/shortlist.parquet`). "
-            "`check`: the expensive method's stores → OUT/check.json: the share of the random check candidates "
+            f"from the rest (describe the expensive method with `mining describe --shortlist OUT/{SHORTLIST}`). "
+            f"`check`: the expensive method's stores → OUT/{CASCADE_CHECK}: the share of the random check candidates "
             "that outrank a positive (what the shortlist missed), with a one-sided upper bound; refused above "
             "--max-missed (see mining/stages/cascade/stage.py, docs/cascade.md)."
         ),
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_landmarks_flag(sh)
     sh.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                     help="the cheaper methods' descriptor folders (cascade.by)")
-    sh.add_argument("--out", required=True, type=Path, help="cascade folder (shortlist.parquet, shortlist.json)")
+    sh.add_argument("--out", required=True, type=Path, help=f"cascade folder ({SHORTLIST}, {SHORTLIST_STATS})")
     options.add_flags(sh, "cascade", keys=["shortlist", "check", "seed"])
     add_progress_flag(sh)
     sh.set_defaults(func=run_shortlist)
@@ -36,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_landmarks_flag(ch)
     ch.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                     help="the cascaded methods' descriptor folders (cascade.methods)")
-    ch.add_argument("--shortlist", required=True, type=Path, help="the shortlist.parquet they were described with")
-    ch.add_argument("--out", required=True, type=Path, help="cascade folder (check.json)")
+    ch.add_argument("--shortlist", required=True, type=Path, help=f"the {SHORTLIST} they were described with")
+    ch.add_argument("--out", required=True, type=Path, help=f"cascade folder ({CASCADE_CHECK})")
     options.add_flags(ch, "cascade", keys=["max_missed", "confidence"])
     ch.set_defaults(func=run_check)
 

@@ -32,6 +32,7 @@ from mining.console.progress import bar as progress_bar
 from mining.datasets.benchmarks import as_list, load_all, qualify
 from mining.errors import UserError
 from mining.files import atomic
+from mining.files.names import CASCADE_CHECK, SHORTLIST, SHORTLIST_STATS
 from mining.files.tables import load_shortlist
 from mining.methods import get_method
 from mining.publishing.leakbound import clopper_pearson_upper
@@ -40,8 +41,6 @@ from mining.retrieval.methodstores import open_method
 from mining.settings.options import CascadeOptions
 
 log = logging.getLogger(__name__)
-
-SHORTLIST, SHORTLIST_STATS, CHECK = "shortlist.parquet", "shortlist.json", "check.json"
 
 
 # ----------------------------------------------------------------------------- the shortlist
@@ -207,7 +206,7 @@ def run_check(*, landmarks: Sequence[str], descriptors: Sequence[Path], shortlis
                           f"({r['escaped']} of {r['described']} check candidates outrank a positive; max_missed "
                           f"{options.max_missed:.1%})")
     out.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(out / CHECK, result)
+    atomic.write_json(out / CASCADE_CHECK, result)
     if failed:
         raise UserError("cascade check: " + "; ".join(failed) + ": raise cascade.shortlist, or describe the method "
                         "in full (leave it out of cascade.methods)")

@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw
 
+from mining.files.names import IMAGE_INDEX
 from mining.stages.demo.handler import Handler, make_handler
 from mining.errors import UserError
 from mining.photos.flickr import yfcc_hash
@@ -296,7 +297,7 @@ class DemoServer(FlickrServer):
             raise UserError(f"{self.root}: not a demo world (no world.json; run `mining demo build` first)")
         self.meta = json.loads(meta_path.read_text())
         self.seed = int(self.meta["seed"])
-        tab = pq.read_table(self.root / "images" / "index.parquet").to_pydict()
+        tab = pq.read_table(self.root / "images" / IMAGE_INDEX).to_pydict()
         self.photos = {int(pid): (int(srv), sec, seco, ext) for pid, srv, sec, seco, ext in zip(
             tab["photo_id"], tab["server"], tab["secret"], tab["secret_original"], tab["extension"])}
         self._small: dict[tuple[int, int], bytes] = {}
@@ -309,7 +310,7 @@ class DemoServer(FlickrServer):
     def _hashes(self) -> dict[str, int]:
         """{photo hash: photo id} of the world's photos: its images/index.parquet's photo_hash, or
         (a world built before that column) the hashes of the metadata's download URLs."""
-        tab = pq.read_table(self.root / "images" / "index.parquet")
+        tab = pq.read_table(self.root / "images" / IMAGE_INDEX)
         if "photo_hash" in tab.column_names:
             return {h: int(p) for p, h in zip(tab.column("photo_id").to_pylist(), tab.column("photo_hash").to_pylist())}
         out: dict[str, int] = {}

@@ -19,6 +19,7 @@ import numpy as np
 
 from mining.files import atomic
 from mining.errors import UserError
+from mining.files.names import IMAGE_INDEX
 from mining.photos.flickr import yfcc_hash
 
 from . import metadata as md
@@ -437,7 +438,7 @@ def _write_tables(root: Path, cand: _Candidates) -> None:
                         "secret": index["secret"], "secret_original": index["secret_original"],
                         "extension": index["extension"],
                         "photo_hash": pa.array(index["photo_hash"], pa.string())}).sort_by("photo_id")
-    atomic.write_parquet(root / "images" / "index.parquet", idx_tab, compression="zstd")
+    atomic.write_parquet(root / "images" / IMAGE_INDEX, idx_tab, compression="zstd")
 
 
 def _world(options: DemoOptions, built: list[tuple[list[str], list[dict], list[str], list[Landmark]]],
@@ -470,7 +471,7 @@ def as_download_folder(world: str | os.PathLike[str], images: str | os.PathLike[
     keyed by its photo hash, with `index.parquet`): what tests and benchmarks describe without
     running the downloader."""
     world, images = Path(world), Path(images)
-    t = pq.read_table(world / "images" / "index.parquet", columns=["photo_id", "photo_hash"])
+    t = pq.read_table(world / "images" / IMAGE_INDEX, columns=["photo_id", "photo_hash"])
     rows = []
     for pid, key in zip(t.column("photo_id").to_pylist(), t.column("photo_hash").to_pylist()):
         rel = key_relpath(key)

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from mining import pins
 from mining.files import atomic
+from mining.files.names import STORE
 from mining.retrieval import descriptors
 from mining.errors import UserError
 from mining.datasets.landmarks import load_landmarks
@@ -152,7 +153,7 @@ def failing_model(method: Method, failed: pa.Table) -> str | None:
 
 def check_resumable(out: Path, info: dict[str, Any]) -> None:
     """Refuse to resume into a store made with other settings (its shards would not match)."""
-    meta = next((m for m in (out / PLAN_FILE, out / "store.json") if m.is_file()), None)
+    meta = next((m for m in (out / PLAN_FILE, out / STORE) if m.is_file()), None)
     if meta is None:
         if (out / "shards").is_dir() and any((out / "shards").iterdir()):
             raise UserError(f"{out}: has shards but no {PLAN_FILE}; delete it or choose another --out")

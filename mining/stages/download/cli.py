@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mining.files.names import IMAGES_SUMMARY, IMAGE_INDEX
 from mining.settings import options
 from mining.flags import add_cluster_flags, add_progress_flag, cluster_of
 
@@ -16,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="download candidates' 1024 px images: verified, polite, resumable, on Dask",
         description="Download the geofiltered candidates (Parquet file or folder) into "
         "DIR/jpg/<3 hex>/<key>.jpg (or DIR/tar/), with DIR/status/shard-NNNNN.parquet, "
-        "DIR/index.parquet (every photo: status, source, path) and DIR/summary.json, from one or more "
+        f"DIR/{IMAGE_INDEX} (every photo: status, source, path) and DIR/{IMAGES_SUMMARY}, from one or more "
         "sources tried in order (Flickr, the Multimedia Commons mirror, a local folder). Rerunning the "
         "same command resumes. Defaults are the manifest schema's (download section).",
     )

@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mining.files import atomic
+from mining.files.names import IMAGES_SUMMARY
 from mining.photos import imageindex
 from mining.stages.download.reader import STATUSES, TRANSIENT, origin, status_path, tried_of
 from mining.stages.download.writer import STATUS_SCHEMA, tar_path
@@ -202,7 +203,7 @@ def summarize(out: Path, results: list[dict], seconds: float, planned: int, dash
         "dashboard": dashboard,
         "failure": judge(status, counts["ok"], results, host, min_ok_fraction, stopped_early),
     }
-    atomic.write_json(out / "summary.json", summary)
+    atomic.write_json(out / IMAGES_SUMMARY, summary)
     return summary
 
 

@@ -8,6 +8,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+from mining.files.names import DECISIONS, DISTRACTORS, EVALUATION, EVALUATION_MD, SCORES
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 from mining.stages.evaluate.protocols.registry import protocol_names
@@ -23,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Evaluate every method on the landmark dataset alone, with a random N candidates "
             "(several seeds: mean and std), with the mined N (select's output) and with all "
             "candidates; plus the set selected with each method left out. Exact revisitop "
-            "metrics, computed without ranking the distractors. Writes OUT/evaluation.json "
-            "and OUT/evaluation.md. With --protocol instead: score your own rankings or "
+            f"metrics, computed without ranking the distractors. Writes OUT/{EVALUATION} "
+            f"and OUT/{EVALUATION_MD}. With --protocol instead: score your own rankings or "
             "descriptors on a standard benchmark (see PROTOCOL MODE below).", 88
         ),
         epilog=_PROTOCOL_HELP,
@@ -34,10 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_landmarks_flag(pipe, required=False, then="the set is evaluated on each")
     pipe.add_argument("--descriptors", nargs="+", type=Path, metavar="DESC/METHOD",
                       help="method folders holding queries/, database/ and candidates/ stores")
-    pipe.add_argument("--scores", type=Path, help="`mining score` output folder (scores.parquet)")
-    pipe.add_argument("--selected", type=Path, help="`mining select` output folder (distractors.parquet)")
+    pipe.add_argument("--scores", type=Path, help=f"`mining score` output folder ({SCORES})")
+    pipe.add_argument("--selected", type=Path, help=f"`mining select` output folder ({DISTRACTORS})")
     pipe.add_argument("--out", type=Path, help="output folder")
-    p.add_argument("--decisions", type=Path, help="review decisions.parquet (confirmed landmark images are never distractors)")
+    p.add_argument("--decisions", type=Path, help=f"review {DECISIONS} (confirmed landmark images are never distractors)")
     options.add_flags(p, "evaluate", flags={"random_seeds": "--random-seeds"},
                       manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
                       "select.n when that is a number; a flag given here wins)")
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""
-    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / 'evaluation.md'}")
+    print(f"evaluated {methods} method(s){where} with N = {report['n']}: {args.out / EVALUATION_MD}")
     return 0
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from mining.errors import UserError
+from mining.files.names import DISTRACTORS, SCORES
 from mining.stages.evaluate import bootstrap
 from mining.stages.evaluate.histograms import MethodData, Ranking
 from mining.stages.evaluate.protocols.setups import KAPPAS, setup_gnd
@@ -122,18 +123,18 @@ def confirmed_landmarks(decisions: Path | None) -> np.ndarray:
 
 def build_sets(scores_dir: Path, selected_dir: Path, decisions: Path | None, n: int | None,
                seeds: Sequence[int], curve_points: int = 5) -> Sets:
-    scores = _read_parquet(Path(scores_dir) / "scores.parquet", "scores (run `mining score`)")
+    scores = _read_parquet(Path(scores_dir) / SCORES, "scores (run `mining score`)")
     if "photo_id" not in scores.columns or "score" not in scores.columns:
-        raise UserError(f"{scores_dir}/scores.parquet: needs columns photo_id and score")
+        raise UserError(f"{scores_dir}/{SCORES}: needs columns photo_id and score")
     bad = confirmed_landmarks(decisions)
     keep = ~np.isin(scores["photo_id"].to_numpy(np.int64), bad)
     scores = scores[keep]
     ids = scores["photo_id"].to_numpy(np.int64)
     total = scores["score"].to_numpy(np.float64)
     pool = np.sort(ids)
-    sel = _read_parquet(Path(selected_dir) / "distractors.parquet", "selected distractors (run `mining select`)")
+    sel = _read_parquet(Path(selected_dir) / DISTRACTORS, "selected distractors (run `mining select`)")
     if "photo_id" not in sel.columns:
-        raise UserError(f"{selected_dir}/distractors.parquet: missing column 'photo_id'")
+        raise UserError(f"{selected_dir}/{DISTRACTORS}: missing column 'photo_id'")
     if "rank" in sel.columns:
         sel = sel.sort_values("rank", kind="stable")
     elif "score" in sel.columns:

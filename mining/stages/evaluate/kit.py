@@ -27,6 +27,7 @@ import numpy as np
 
 from mining.files import atomic
 from mining.datasets.benchmarks import as_list, load_all
+from mining.files.names import EVALUATION, EVALUATION_MD
 from mining.retrieval.descriptors import GLOBAL, iter_similarities, open_store, write_global_shard, write_store_info
 from mining.errors import UserError
 from mining.stages.evaluate import expansion
@@ -67,8 +68,8 @@ def run_kit(*, kit: Path, landmarks: Sequence[str], out: Path | None = None, que
     report = reports[None] if opened.benchmarks is None else {"per_benchmark": reports}
     report["kit"] = str(kit)
     if out is not None:
-        atomic.write_json(Path(out) / "evaluation.json", report)
-        atomic.write_text(Path(out) / "evaluation.md", markdown(report))
+        atomic.write_json(Path(out) / EVALUATION, report)
+        atomic.write_text(Path(out) / EVALUATION_MD, markdown(report))
     return report
 
 
@@ -306,8 +307,8 @@ def markdown(report: dict[str, Any]) -> str:
         if rp:
             where = f" ({rp['worst']})" if rp.get("worst") and rp["max_abs_diff"] else ""
             why = f"; {rp['why']}" if rp.get("why") else ""
-            lines += [("Reproduces the run's evaluation.json: " if rp["ok"] else "**Does not reproduce** the run's "
-                       "evaluation.json: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
+            lines += [(f"Reproduces the run's {EVALUATION}: " if rp["ok"] else "**Does not reproduce** the run's "
+                       f"{EVALUATION}: ") + f"{rp['values']} values, largest difference {rp['max_abs_diff']}"
                       + where + why + ".", ""]
             if rp.get("not_reproduced"):
                 lines += [f"Rows of the run's table this kit does not compute: {', '.join(rp['not_reproduced'])}.", ""]

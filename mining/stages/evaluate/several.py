@@ -14,24 +14,25 @@ import pyarrow.parquet as pq
 
 from mining.datasets.benchmarks import Benchmark, score_column
 from mining.errors import UserError
+from mining.files.names import DISTRACTORS, SCORES
 
 
 def score_share(names: Sequence[str], scores_dir: Path, selected_dir: Path) -> dict[str, dict[str, float | None]]:
     """Per benchmark, its part of the summed score of the selected set and of every scored
     candidate (scores.parquet's benchmark_score_<name> columns; the parts sum to the score)."""
     cols = [score_column(n) for n in names]
-    path = Path(scores_dir) / "scores.parquet"
+    path = Path(scores_dir) / SCORES
     have = set(pq.read_schema(path).names)
     missing = [c for c in cols if c not in have]
     if missing:
         raise UserError(f"{path}: no column {missing[0]!r}: score these benchmarks together (`mining score` "
                         f"with one --landmarks NAME=GND each)")
     scores = pq.read_table(path, columns=["photo_id", *cols]).to_pandas().set_index("photo_id")
-    selected = pq.read_table(Path(selected_dir) / "distractors.parquet", columns=["photo_id"]).column(0)
+    selected = pq.read_table(Path(selected_dir) / DISTRACTORS, columns=["photo_id"]).column(0)
     ids = np.asarray(selected.to_numpy(), np.int64)
     unknown = ids[~np.isin(ids, scores.index.to_numpy())]
     if unknown.size:
-        raise UserError(f"{selected_dir}/distractors.parquet: photo {int(unknown[0])} was not scored ({path})")
+        raise UserError(f"{selected_dir}/{DISTRACTORS}: photo {int(unknown[0])} was not scored ({path})")
     chosen = scores.loc[ids]
 
     def shares(frame: Any) -> dict[str, float | None]:

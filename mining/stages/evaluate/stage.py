@@ -20,6 +20,7 @@ from mining import pins
 from mining.files import atomic
 from mining.datasets.benchmarks import as_list, fingerprint, load_all
 from mining.errors import UserError
+from mining.files.names import EVALUATION, EVALUATION_MD, EVALUATION_SUMMARY, SCORES, STATS
 from mining.settings.options import EvaluateOptions
 from mining.publishing.result import summary_markdown
 from mining.retrieval.descriptors import open_store
@@ -77,9 +78,9 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
         text = combined_markdown(report, [markdown_table(r) for r in reports])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["pins"] = pins.fingerprint()
-    atomic.write_json(Path(out) / "evaluation.json", report)
-    atomic.write_text(Path(out) / "evaluation.md", text)
-    atomic.write_text(Path(out) / "summary.md", summary_markdown(report))
+    atomic.write_json(Path(out) / EVALUATION, report)
+    atomic.write_text(Path(out) / EVALUATION_MD, text)
+    atomic.write_text(Path(out) / EVALUATION_SUMMARY, summary_markdown(report))
     return report
 
 
@@ -96,7 +97,7 @@ def check_settings(descriptors: Sequence[Path], setups: Sequence[str], seeds: Se
 def check_scores_landmarks(scores: Path, benchmarks: Sequence[Any], datasets: Sequence[Any]) -> None:
     """The scores were computed for these landmarks (their stats.json's fingerprint), or one line."""
     run_fp = fingerprint([(b.name, ds.fingerprint()) for b, ds in zip(benchmarks, datasets)])
-    stats_path = scores / "stats.json"
+    stats_path = scores / STATS
     if stats_path.is_file():
         fp = json.loads(stats_path.read_text()).get("landmarks_fingerprint")
         if fp and fp != run_fp:
@@ -120,10 +121,10 @@ def held_out_methods(descriptors: Sequence[Path], scores: Path, declared: Sequen
     manifest's `evaluate: held_out` and any other method given only here. A declared one that
     score used, or that has no --descriptors folder, is one line."""
     given = [Path(d).name for d in descriptors]
-    stats_path = scores / "stats.json"
+    stats_path = scores / STATS
     mined = set(json.loads(stats_path.read_text()).get("methods") or {}) if stats_path.is_file() else set()
     if not mined:  # an older score folder: its per-method columns
-        names = pq.read_schema(scores / "scores.parquet").names if (scores / "scores.parquet").is_file() else []
+        names = pq.read_schema(scores / SCORES).names if (scores / SCORES).is_file() else []
         mined = {c[len("score_"):] for c in names if c.startswith("score_")}
     for m in declared:
         if m in mined:

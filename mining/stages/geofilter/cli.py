@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from mining.files.names import CANDIDATES, STATS
 from mining.flags import add_progress_flag
 
 
@@ -14,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the metadata rows that may become distractors (countries, areas, licence, sample)",
         description=(
             "Filter a metadata dataset (the output of `mining ingest`) with the `geofilter:` section "
-            "of a manifest; write OUT/candidates.parquet (one row per photo id; a photo with any "
-            "excluded row is excluded) and OUT/stats.json (the funnel in photos: rows_in, photos_in, "
+            f"of a manifest; write OUT/{CANDIDATES} (one row per photo id; a photo with any "
+            f"excluded row is excluded) and OUT/{STATS} (the funnel in photos: rows_in, photos_in, "
             "duplicate_ids, excluded per reason, photos_out). The manifest is validated before any "
             "data is read."
         ),

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from mining.files.atomic import atomic_path, write_json
 from mining.errors import UserError
+from mining.files.names import CANDIDATES, STATS
 from mining.settings.exclusion import Recipe
 from mining.console.progress import bar as progress_bar
 from mining.compute.threads import read_ahead
@@ -384,7 +385,7 @@ def _first_pass(files: list[Path], schema: pa.Schema, filt: _Filter, scratch: Pa
 
 def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_dir: Path, progress: bool) -> dict:
     # stats.json is written last: present means candidates.parquet beside it is from the same run.
-    (out_dir / "stats.json").unlink(missing_ok=True)
+    (out_dir / STATS).unlink(missing_ok=True)
     filt = _Filter(recipe, build_rules(recipe))
     sampler = BottomN(recipe.sample_n) if recipe.sample_n is not None else None
     with tempfile.TemporaryDirectory(prefix=".geofilter-ids.", dir=out_dir) as scratch:
@@ -398,7 +399,7 @@ def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_d
     thr, ties_left = sampler.final() if sampler is not None else (None, 0)
     survivors = rows_out = 0
 
-    with atomic_path(out_dir / "candidates.parquet") as final_tmp, _writer(final_tmp, schema) as writer, \
+    with atomic_path(out_dir / CANDIDATES) as final_tmp, _writer(final_tmp, schema) as writer, \
             ThreadPoolExecutor(1, thread_name_prefix="geofilter-write") as write_pool:
         # three stages on their own threads: read batch k+1, filter batch k, write batch k-1
         # (one write in flight, so the file's rows stay in metadata order)
@@ -442,5 +443,5 @@ def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_d
         "photos_out": rows_out,
         "rows_out": rows_out,
     }
-    write_json(out_dir / "stats.json", stats)
+    write_json(out_dir / STATS, stats)
     return stats

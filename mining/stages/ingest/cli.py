@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.files.names import STATS
 from mining.flags import add_progress_flag
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Read YFCC100M `yfcc100m_dataset` files and write a typed Parquet dataset to --out:
   OUT/part-NNNNN.parquet  one row per good input row (schema: docs/formats.md)
   OUT/quarantine.tsv      file, line, reason, raw line of every rejected row (TAB, LF... escaped)
-  OUT/stats.json          rows_in, rows_out, rows_rejected, rejected {reason: count}, per file;
+  OUT/{STATS}          rows_in, rows_out, rows_rejected, rejected {{reason: count}}, per file;
                           photo_hash: each row's hash against the mirror's key (md5 of the URL)
 Accepted, told apart automatically: the TSV files in both layouts (25 fields with line
 number and hash; the 23-field Webscope files without them), plain, .bz2 or .gz; and the

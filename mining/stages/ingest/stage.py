@@ -21,6 +21,7 @@ import pyarrow as pa
 from mining import __version__
 from mining.files import atomic
 from mining.errors import UserError
+from mining.files.names import STATS
 from mining.stages.ingest import sqlite
 from mining.stages.ingest.damage import line_reached
 from mining.stages.ingest.hashes import HASH_COUNTS, HashJoin, compare
@@ -75,8 +76,8 @@ def open_dataset(folder: str | os.PathLike[str]) -> "pyarrow.dataset.Dataset":
     import pyarrow.dataset
 
     folder = Path(folder)
-    if not (folder / "stats.json").exists():
-        raise UserError(f"not a complete ingest output (no stats.json): {folder}")
+    if not (folder / STATS).exists():
+        raise UserError(f"not a complete ingest output (no {STATS}): {folder}")
     parts = sorted(str(p) for p in folder.glob("part-*.parquet"))
     return pyarrow.dataset.dataset(parts, format="parquet")
 
@@ -125,13 +126,13 @@ def _empty_counts() -> dict[str, int]:
 
 def _publish(staging: Path, out: Path, stats: dict[str, Any]) -> None:
     """Replace OUT's previous output by the staged one; stats.json goes last (= complete)."""
-    (out / "stats.json").unlink(missing_ok=True)
+    (out / STATS).unlink(missing_ok=True)
     for old in out.glob("part-*.parquet"):
         old.unlink()
     (out / "quarantine.tsv").unlink(missing_ok=True)
     for new in sorted(staging.iterdir()):
         os.replace(new, out / new.name)
-    atomic.write_json(out / "stats.json", stats)
+    atomic.write_json(out / STATS, stats)
     staging.rmdir()
 
 
@@ -208,7 +209,7 @@ def _check_options(options: IngestOptions) -> None:
 
 def _complete(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     """The stats of OUT when it is already complete for this fingerprint, else None."""
-    stats_path = out_dir / "stats.json"
+    stats_path = out_dir / STATS
     if not stats_path.exists():
         return None
     try:

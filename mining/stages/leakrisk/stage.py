@@ -33,6 +33,7 @@ from mining.files import atomic
 from mining.datasets.benchmarks import as_list, fingerprint, load_all, qualify
 from mining.errors import UserError
 from mining.evidence.geometry import Evidence, columns, geometry_of, landmark_images
+from mining.files.names import LEAKRISK, REVIEW_QUEUE, STATS
 from mining.retrieval.methodstores import open_method, parse_ids, unit_rows
 from mining.evidence.since import before, check_late, days_taken, exempt_counts, of_benchmarks
 from mining.files.tables import read_table
@@ -74,7 +75,7 @@ def run(*, landmarks: Any, descriptors: Path, scores: Path, out: Path, candidate
     several = len(benchmarks) > 1
     stores = open_method(Path(descriptors), global_for="the leak risk needs",  # the candidates (any benchmark's view)
                          benchmark=benchmarks[0].name if several else None)
-    queue = read_table(Path(scores) / "review_queue.parquet", ("landmark", "photo_id", "rank"), "review queue",
+    queue = read_table(Path(scores) / REVIEW_QUEUE, ("landmark", "photo_id", "rank"), "review queue",
                        hint="made by `mining score`").to_pandas()
     lm = _landmark_images(descriptors, benchmarks, datasets)
     tau = thresholds(lm.vectors, lm.owners, lm.is_positive)
@@ -114,8 +115,8 @@ def run(*, landmarks: Any, descriptors: Path, scores: Path, out: Path, candidate
         **({"geometry": _geometry_stats(evidence, risk >= tau_of, queued)} if evidence is not None else {}),
         "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
     }
-    atomic.write_parquet(Path(out) / "leakrisk.parquet", table)
-    atomic.write_json(Path(out) / "stats.json", stats)
+    atomic.write_parquet(Path(out) / LEAKRISK, table)
+    atomic.write_json(Path(out) / STATS, stats)
     return stats
 
 
@@ -179,7 +180,7 @@ def _late_as_scored(since: dict[str, np.datetime64], taken: np.ndarray, scores: 
     refused as score refuses it (mining/evidence/since.py `check_late`)."""
     late = check_late(since, taken, allow=True)
     try:
-        st = json.loads((scores / "stats.json").read_text())
+        st = json.loads((scores / STATS).read_text())
     except (OSError, ValueError):
         st = {}  # no score stats to go by: nothing allowed
     allowed = {lm for lm, d in ((st.get("since") or {}).get("landmarks") or {}).items() if d.get("late")}

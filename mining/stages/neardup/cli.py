@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.files.names import NEARDUP, STATS
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
@@ -19,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Two candidates are near-duplicates when their 64-bit dHash differ in at most "
             "--max-hash-distance bits AND their global descriptors' cosine is at least --min-cosine; "
             "groups are the connected components. A candidate as close to a landmark query or "
-            "database image (landmark thresholds) is a probable landmark. Writes OUT/neardup.parquet "
-            "and OUT/stats.json. The thresholds are the manifest's neardup: section (see mining/stages/neardup/stage.py "
+            f"database image (landmark thresholds) is a probable landmark. Writes OUT/{NEARDUP} "
+            f"and OUT/{STATS}. The thresholds are the manifest's neardup: section (see mining/stages/neardup/stage.py "
             "for the criterion and how the defaults were measured)."
         ),
     )
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     st = nd.run(images=args.images, landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
                 options=options.from_args(args, "neardup"), threads=args.threads, progress=not args.no_progress)
     print(f"{st['candidates']} candidates: {st['groups']} near-duplicate groups ({st['redundant']} redundant images), "
-          f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / 'neardup.parquet'}")
+          f"{st['copies_of_landmark_images']} copies of landmark images: {args.out / NEARDUP}")
     return 0

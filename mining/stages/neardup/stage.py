@@ -49,6 +49,7 @@ from PIL import Image
 
 from mining.files import atomic
 from mining.datasets.benchmarks import as_list, fingerprint, load_all, qualify
+from mining.files.names import NEARDUP, STATS
 from mining.retrieval.descriptors import as_float32
 from mining.errors import UserError
 from mining.retrieval.hashindex import hamming_pairs
@@ -292,8 +293,8 @@ def run(*, images: Path, landmarks: Sequence[str], descriptors: Path, out: Path,
         "landmarks_fingerprint": fingerprint([(b.name, d.fingerprint()) for b, d in zip(benchmarks, datasets)]),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    atomic.write_parquet(Path(out) / "neardup.parquet", table)
-    atomic.write_json(Path(out) / "stats.json", stats)
+    atomic.write_parquet(Path(out) / NEARDUP, table)
+    atomic.write_json(Path(out) / STATS, stats)
     return stats
 
 
@@ -365,5 +366,5 @@ def measure(table: Any, truth: Any) -> dict[str, Any]:
 
 
 def stats_json(path: Path) -> dict[str, Any] | None:
-    p = Path(path) / "stats.json"
+    p = Path(path) / STATS
     return json.loads(p.read_text()) if p.is_file() else None

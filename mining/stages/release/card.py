@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mining.files.names import DISTRACTORS_TXT, EVALUATION, IMAGES_SUMMARY
 from mining.publishing.leakbound import sentence
 from mining.publishing.text import md_text, pct as _pct
 from mining.files.tables import read_json
@@ -25,7 +26,7 @@ def sources(frame: Any, released: list[int], images: Path) -> dict:
     for i in released:
         name = str(names.iloc[i]) if names is not None else "unknown"
         per[name] = per.get(name, 0) + 1
-    path = images / "summary.json"
+    path = images / IMAGES_SUMMARY
     summary = read_json(path, "download summary") if path.is_file() else None
     keys = ("photos", "alive_full_res", "alive_low_res_only", "gone_everywhere", "sources")
     return {"released": dict(sorted(per.items())),
@@ -90,7 +91,7 @@ def _provenance_md(stats: dict) -> list[str]:
         "# Distractor set (R1M-style) — dataset card", "",
         f"{stats['released']} Flickr photographs from YFCC100M, mined as *hard distractors* for instance-level "
         "landmark retrieval (images that rank high against the landmark queries without showing a landmark), "
-        "in the layout of revisitop's R1M (`jpg/<3 hex>/<key>.jpg`, list in `distractors.txt`).", "",
+        f"in the layout of revisitop's R1M (`jpg/<3 hex>/<key>.jpg`, list in `{DISTRACTORS_TXT}`).", "",
         "## Provenance", "",
         "- Source: YFCC100M (Thomee et al. 2016), photos hosted by Flickr, each under the Creative Commons or "
         "public-domain licence given in `ATTRIBUTION.md` / `ATTRIBUTION.csv`.",
@@ -198,7 +199,7 @@ def _hardness_md(evaluation: dict | None) -> list[str]:
         lines += [f"mAP (%) on {_cell(lm.get('name', 'the landmark dataset'))} with no distractors, {n} random "
                   f"candidates (mean ± std over seeds {report.get('seeds')}), the {n} mined ones and all {pool} "
                   "candidates, as computed by `mining evaluate` before the release's licence and face rules "
-                  "(`evaluation.json` of the run).", "",
+                  f"(`{EVALUATION}` of the run).", "",
                   f"| method | setup | none | random {n} | mined {n} | all {pool} |", "|---|---|---|---|---|---|"]
         for m in report.get("methods", []):
             for s in report.get("setups", []):
@@ -210,7 +211,7 @@ def _hardness_md(evaluation: dict | None) -> list[str]:
                              f"{_pct((r.get('mined') or {}).get('mAP'))} | {_pct((r.get('all') or {}).get('mAP'))} |")
         lines += [""] if share else []
     if not reports:
-        lines.append("No evaluation was given to `mining release` (`--evaluation evaluation.json`).")
+        lines.append(f"No evaluation was given to `mining release` (`--evaluation {EVALUATION}`).")
     return lines
 
 
@@ -219,11 +220,11 @@ def _files_md(stats: dict) -> list[str]:
     lines = [
         "", "## How to evaluate with it", "",
         "Use it as R1M is used with Revisited Oxford and Paris (Radenović et al. 2018): add the images listed in "
-        "`distractors.txt` to the landmark dataset's database, rank them with your method, and compute revisitop's "
+        f"`{DISTRACTORS_TXT}` to the landmark dataset's database, rank them with your method, and compute revisitop's "
         "mAP (Easy / Medium / Hard) with the distractors counted as negatives. With this project: describe "
         "`jpg/` with `mining describe --set candidates` and run `mining evaluate` (docs/protocols.md).", "",
         "## Files", "",
-        "- `jpg/<3 hex>/<key>.jpg`: the images; `distractors.txt`: their paths, hardest first.",
+        f"- `jpg/<3 hex>/<key>.jpg`: the images; `{DISTRACTORS_TXT}`: their paths, hardest first.",
         "- `release.parquet`: every selected image with its licence, whether it was released (`status`), "
         "face boxes, `blurred`, sha256.",
         "- `ATTRIBUTION.md` / `ATTRIBUTION.csv`: title, author, source and licence of every released image.",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.files import atomic
+from mining.files.names import AUDIT, DISTRACTORS, EVALUATION, STATS
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.publishing.licences import Policy
@@ -40,9 +41,9 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
     if not inputs.images.is_dir():
         raise UserError(f"--images {inputs.images} is not a folder (the download root)")
     if options.kit and (inputs.evaluation is None or not inputs.descriptors):
-        raise UserError("--kit (release.kit, on by default) needs --evaluation (the run's evaluation.json) and "
+        raise UserError(f"--kit (release.kit, on by default) needs --evaluation (the run's {EVALUATION}) and "
                         "--descriptors DESC/<method> ...; without them give --no-kit")
-    table_path = inputs.selected / "distractors.parquet" if inputs.selected.is_dir() else inputs.selected
+    table_path = inputs.selected / DISTRACTORS if inputs.selected.is_dir() else inputs.selected
     atomic.refuse_over_inputs(out, {"--selected": table_path, "--images": inputs.images, "--audit": inputs.audit,
                                     "--manifest": inputs.manifest}, marker="release.parquet")
     frame = read_table(table_path, SELECTION, "selection", hint="make it with `mining select`").to_pandas()
@@ -53,7 +54,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
     if frame.empty:
         raise UserError(f"{table_path}: nothing to release, 0 images: " + (
             f"the leak audit removed all {audit['set_size']} images of the selection (landmark or unclear "
-            "answers and their near-duplicates; see its audit.json)" if isinstance(audit, dict)
+            f"answers and their near-duplicates; see its {AUDIT})" if isinstance(audit, dict)
             and audit.get("set_size") and audit.get("released_set_size") == 0
             else "the selection is empty"))
     # the card's audit: recomputed from its counts against this release's target, never as the file says
@@ -61,7 +62,7 @@ def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOpti
                                    target.confidence, folder=Path(inputs.audit).parent if inputs.audit else None)
     if inputs.manifest is not None and not inputs.manifest.is_file():
         raise UserError(f"manifest not found: {inputs.manifest}")
-    select_stats = table_path.parent / "stats.json"  # select's, beside its distractors.parquet
+    select_stats = table_path.parent / STATS  # select's, beside its distractors.parquet
     doc = read_json(select_stats, "selection stats") if select_stats.is_file() else None
     review = doc.get("review") if isinstance(doc, dict) else None
     return Selection(frame, table_path, policy, cand_stats, evaluation, audit,

@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from mining.files.names import AUDIT, DISTRACTORS, DISTRACTORS_TXT, EVALUATION, STATS
 from mining.settings import options
 from mining.flags import add_progress_flag
 
@@ -19,15 +20,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="make the selected distractors publishable: faces blurred, licences chosen, a dataset card",
         description=(
             "Writes OUT/jpg/<3 hex>/<key>.jpg (faces blurred; images without a face are byte copies), "
-            "OUT/distractors.txt, OUT/release.parquet, OUT/ATTRIBUTION.md/.csv, OUT/README.md (the dataset card), "
-            "OUT/stats.json, OUT/SHA256SUMS and, with --tar, OUT/webdataset/*.tar. NoDerivs images are never "
+            f"OUT/{DISTRACTORS_TXT}, OUT/release.parquet, OUT/ATTRIBUTION.md/.csv, OUT/README.md (the dataset card), "
+            f"OUT/{STATS}, OUT/SHA256SUMS and, with --tar, OUT/webdataset/*.tar. NoDerivs images are never "
             "modified: left out when a face is found, released as they are otherwise. A stopped run (killed, "
             "out of time) resumes: run the same command again and the images it finished are not checked again "
             "(other settings or inputs start over)."
         ),
     )
     p.add_argument("--selected", required=True, type=Path, metavar="SELECTED",
-                   help="output folder of `mining select` (or its distractors.parquet)")
+                   help=f"output folder of `mining select` (or its {DISTRACTORS})")
     p.add_argument("--images", required=True, type=Path, help="download root (IMAGES with jpg/<3 hex>/<key>.jpg)")
     p.add_argument("--out", required=True, type=Path, help="release folder (replaced as a whole when done)")
     licenses = options.section_schema("release")["properties"]["licenses"]
@@ -36,11 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`--licenses=L` once per licence (a value, never a flag) (default "
                         f"{licenses['default']}; manifest release.licenses)")
     p.add_argument("--candidates", type=Path, default=None, help="candidates Parquet: titles and pages for ATTRIBUTION")
-    p.add_argument("--candidates-stats", type=Path, default=None, help="geofilter stats.json: the funnel in the card")
-    p.add_argument("--evaluation", type=Path, default=None, help="evaluation.json: the hardness table in the card")
+    p.add_argument("--candidates-stats", type=Path, default=None, help=f"geofilter {STATS}: the funnel in the card")
+    p.add_argument("--evaluation", type=Path, default=None, help=f"{EVALUATION}: the hardness table in the card")
     p.add_argument("--audit", type=Path, default=None,
-                   help="AUDIT/audit.json (`mining audit estimate`): the measured leak rate in the card; the "
-                        "selection must then be the set the audit left (AUDIT/distractors.parquet)")
+                   help=f"AUDIT/{AUDIT} (`mining audit estimate`): the measured leak rate in the card; the "
+                        f"selection must then be the set the audit left (AUDIT/{DISTRACTORS})")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"blurred box growth on each side, as a fraction of the face box (default {DEFAULT_MARGIN})")
     p.add_argument("--workers", type=int, default=1, help="images checked in parallel (threads)")

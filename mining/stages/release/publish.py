@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from mining import pins
 from mining.files import atomic
+from mining.files.names import DISTRACTORS_TXT, STATS, STORE
 from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.files.checksums import sha256sums
 from mining.errors import UserError
@@ -77,7 +78,7 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
         "manifest": ({"path": str(inputs.manifest), "sha256": hashlib.sha256(inputs.manifest.read_bytes()).hexdigest()}
                      if inputs.manifest is not None else None),
     }
-    atomic.write_json(plan.staging / "stats.json", stats)
+    atomic.write_json(plan.staging / STATS, stats)
     atomic.write_json(plan.staging / REBUILD_FILE, stats["rebuild"])
     atomic.write_text(plan.staging / "README.md", card.dataset_card(stats, sel.candidates_stats, sel.evaluation))
     atomic.write_text(plan.staging / "SHA256SUMS",
@@ -96,7 +97,7 @@ def rebuild_digests(selected_ids: Any, descriptors: tuple[Path, ...]) -> dict:
     ids = np.asarray(selected_ids, np.int64)
     fp = pins.fingerprint()
     stores = {str(store.relative_to(Path(folder).parent)): payload_digest(store)
-              for folder in descriptors for store in sorted(p.parent for p in Path(folder).rglob("store.json"))}
+              for folder in descriptors for store in sorted(p.parent for p in Path(folder).rglob(STORE))}
     return {"selected": int(len(ids)), "selected_ids_sha256": hashlib.sha256(ids.tobytes()).hexdigest(),
             "stores_sha256": dict(sorted(stores.items())), "lock_sha256": fp["lock_sha256"], "simd": fp["simd"]}
 
@@ -130,7 +131,7 @@ def _attribution(staging: Path, rel: Any, candidates: Path | None, n_blurred: in
     changes = ("Images are unmodified except for resizing to 1024 px on the long side by Flickr"
                + (f", and for {n_blurred} image(s) whose faces were blurred (`blurred` in release.parquet)."
                   if n_blurred else "."))
-    atomic.write_text(staging / "distractors.txt", "".join(p + "\n" for p in rel.path))
+    atomic.write_text(staging / DISTRACTORS_TXT, "".join(p + "\n" for p in rel.path))
     atomic.write_text(staging / "ATTRIBUTION.csv", attribution_csv(rel, titles, pages))
     atomic.write_text(staging / "ATTRIBUTION.md", attribution_md(rel, titles, pages, changes=changes))
     return rel

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from mining.files.names import AUDIT, DISTRACTORS
 from mining.settings import options
 from mining.errors import UserError
 from mining.publishing.leakbound import recompute, sentence
@@ -19,12 +20,12 @@ def checked(audit: dict, inp: Inputs) -> dict:
     at the manifest's audit target and confidence (their defaults without one)."""
     m = run_manifest(inp)
     target = options.of(m, "audit") if m is not None else options.defaults("audit")
-    ids = read_table(inp.audit / "distractors.parquet", ("photo_id",), "audited set").column("photo_id").to_numpy()
+    ids = read_table(inp.audit / DISTRACTORS, ("photo_id",), "audited set").column("photo_id").to_numpy()
     return recompute(audit, ids, target.max_leak_rate, target.confidence)
 
 
 def leak_audit(inp: Inputs) -> str:
-    a = read_json(inp.audit / "audit.json") if inp.audit else None
+    a = read_json(inp.audit / AUDIT) if inp.audit else None
     if not a:
         return NA
     try:  # the bound from the audit's counts, against the run's target, as the release gate has it

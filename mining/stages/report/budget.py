@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mining.files.names import STATS
 from mining.stages.report.common import Inputs, esc, read_json, table
 
 MAX_ROWS = 40  # landmarks listed (the most items first); the rest summed up
@@ -12,7 +13,7 @@ MAX_ROWS = 40  # landmarks listed (the most items first); the rest summed up
 
 def review_budget(inp: Inputs) -> str:
     """The budget's summary and its items per landmark; "" when the queue was the top K of each."""
-    st = read_json(inp.scores / "stats.json") if inp.scores else None
+    st = read_json(inp.scores / STATS) if inp.scores else None
     b = (st or {}).get("review_budget")
     if not b:
         return ""

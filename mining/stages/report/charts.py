@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from mining.files.names import DISTRACTORS, EVALUATION, EVALUATION_MD, IMAGES_SUMMARY, SCORES, STATS, STORE
 from mining.publishing.result import row_label
 from mining.stages.report.common import NA, Inputs, esc, png, read_json, table
 
@@ -29,7 +30,7 @@ def _bars(title: str, unit: str, steps: list[tuple[str, float]]) -> str:
 def _described(inp: Inputs) -> list[tuple[str, int]]:
     out = []
     if inp.descriptors:
-        for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
+        for info in sorted(inp.descriptors.glob(f"*/candidates/{STORE}")):
             n = (read_json(info) or {}).get("count")
             if n is None:
                 n = sum(pq.read_metadata(p).num_rows for p in (info.parent / "shards").glob("*.ids.parquet"))
@@ -41,7 +42,7 @@ def _learning_notes(inp: Inputs) -> str:
     """Methods that learned nothing on this pool (too small to whiten), decided before describing."""
     notes = []
     if inp.descriptors:
-        for info in sorted(inp.descriptors.glob("*/candidates/store.json")):
+        for info in sorted(inp.descriptors.glob(f"*/candidates/{STORE}")):
             why = (read_json(info) or {}).get("small_pool")
             if why:
                 notes.append(f"<p>{esc(info.parent.parent.name)}: {esc(why)}.</p>")
@@ -55,13 +56,13 @@ def funnel(inp: Inputs) -> str:
     rows_chart: list[tuple[str, float]] = []
     photos_chart: list[tuple[str, float]] = []
     review_chart: list[tuple[str, float]] = []
-    meta = read_json(inp.metadata / "stats.json") if inp.metadata else None
+    meta = read_json(inp.metadata / STATS) if inp.metadata else None
     if meta:
         for step, key in (("rows read", "rows_in"), ("rows rejected", "rows_rejected"), ("rows kept", "rows_out")):
             rows.append(["metadata", step, meta.get(key, "?"), "rows"])
             if isinstance(meta.get(key), int):
                 rows_chart.append((f"metadata: {step}", meta[key]))
-    cand = read_json(inp.candidates / "stats.json") if inp.candidates else None
+    cand = read_json(inp.candidates / STATS) if inp.candidates else None
     if cand:
         rows.append(["geofilter", "rows in", cand.get("rows_in", "?"), "rows"])
         if "photos_in" in cand:  # the funnel counts photos: one photo id may sit on several rows
@@ -75,7 +76,7 @@ def funnel(inp: Inputs) -> str:
         rows.append(["geofilter", "candidates", n_cand, "photos"])
         if isinstance(n_cand, int):
             photos_chart.append(("candidates", n_cand))
-    summ = read_json(inp.images / "summary.json") if inp.images else None
+    summ = read_json(inp.images / IMAGES_SUMMARY) if inp.images else None
     if summ:
         rows += [["download", f"status: {k}", v, "photos"] for k, v in (summ.get("counts") or {}).items() if v]
         ok = (summ.get("counts") or {}).get("ok")
@@ -85,7 +86,7 @@ def funnel(inp: Inputs) -> str:
     rows += [["describe", f"candidates described ({m})", n, "images"] for m, n in described]
     if described:
         photos_chart.append(("images described", min(n for _, n in described)))
-    dates = ((read_json(inp.scores / "stats.json") if inp.scores else None) or {}).get("since")
+    dates = ((read_json(inp.scores / STATS) if inp.scores else None) or {}).get("since")
     if dates:  # landmarks that exist from a date: photos taken before it need no review for them (mining/evidence/since.py)
         rows.append(["score", "candidates taken before a landmark existed (not reviewed for it)",
                      dates["candidates_exempt_for_some_landmark"], "photos"])
@@ -99,14 +100,14 @@ def funnel(inp: Inputs) -> str:
             rows.append(["review", f"decided {k}", n, "review items"])
             review_chart.append((f"decided {k}", n))
     pool = (read_json(inp.evaluation) or {}).get("pool")
-    sel_stats = read_json(inp.selected / "stats.json") if inp.selected else None
+    sel_stats = read_json(inp.selected / STATS) if inp.selected else None
     if pool is None and sel_stats and isinstance(sel_stats.get("candidates_scored"), int):
         pool = sel_stats["candidates_scored"] - int(sel_stats.get("dropped") or 0)
     if isinstance(pool, int):
         rows.append(["review", "pool after review (usable candidates)", pool, "images"])
         photos_chart.append(("pool after review", pool))
-    if inp.selected and (inp.selected / "distractors.parquet").is_file():
-        n = pq.read_metadata(inp.selected / "distractors.parquet").num_rows
+    if inp.selected and (inp.selected / DISTRACTORS).is_file():
+        n = pq.read_metadata(inp.selected / DISTRACTORS).num_rows
         rows.append(["select", "distractors", n, "images"])
         photos_chart.append(("selected", n))
     if not rows:
@@ -123,17 +124,17 @@ def funnel(inp: Inputs) -> str:
 
 
 def score_distribution(inp: Inputs) -> str:
-    if not inp.scores or not (inp.scores / "scores.parquet").is_file():
+    if not inp.scores or not (inp.scores / SCORES).is_file():
         return NA
     import matplotlib.pyplot as plt
 
-    score = pq.read_table(inp.scores / "scores.parquet", columns=["score"]).column("score").to_numpy()
+    score = pq.read_table(inp.scores / SCORES, columns=["score"]).column("score").to_numpy()
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.hist(score, bins=100, color="#4477aa")
     ax.set_yscale("log")
     ax.set_xlabel("distractor score (Σ over methods and queries of the below-positive fraction)")
     ax.set_ylabel("candidates")
-    sel = inp.selected / "distractors.parquet" if inp.selected else None
+    sel = inp.selected / DISTRACTORS if inp.selected else None
     if sel is not None and sel.is_file() and "score" in pq.read_schema(sel).names:
         s = pq.read_table(sel, columns=["score"]).column("score").to_numpy()
         if len(s):
@@ -177,9 +178,9 @@ def evaluation_section(inp: Inputs) -> str:
         return NA
     # evaluate writes its tables as evaluation.md beside evaluation.json: the report shows
     # that file (one source for both, and no import of the evaluate stage)
-    md = inp.evaluation.with_name("evaluation.md") if inp.evaluation else None
+    md = inp.evaluation.with_name(EVALUATION_MD) if inp.evaluation else None
     if md is None or not md.is_file():
-        return f"<p>{esc(md)} not found: the tables are in evaluation.md beside evaluation.json.</p>" + _curve(rep)
+        return f"<p>{esc(md)} not found: the tables are in {EVALUATION_MD} beside {EVALUATION}.</p>" + _curve(rep)
     return _markdown_tables(md.read_text(encoding="utf-8")) + _curves(rep)
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mining.files.names import AUDIT, CANDIDATES, DECISIONS, DISTRACTORS, EVALUATION, IMAGES_SUMMARY, SCORES, STATS
+
 _INPUTS = {
-    "metadata": "ingest output folder (stats.json, part-*.parquet)",
-    "candidates": "geofilter output folder (stats.json, candidates.parquet)",
-    "images": "download output folder (summary.json, jpg/)",
+    "metadata": f"ingest output folder ({STATS}, part-*.parquet)",
+    "candidates": f"geofilter output folder ({STATS}, {CANDIDATES})",
+    "images": f"download output folder ({IMAGES_SUMMARY}, jpg/)",
     "descriptors": "DESC folder holding <method>/<set>/ stores",
-    "scores": "score output folder (scores.parquet)",
-    "decisions": "review decisions.parquet",
-    "selected": "select output folder (distractors.parquet)",
-    "evaluation": "evaluate's evaluation.json",
-    "audit": "mining audit's output folder (audit.json: the measured leak rate)",
+    "scores": f"score output folder ({SCORES})",
+    "decisions": f"review {DECISIONS}",
+    "selected": f"select output folder ({DISTRACTORS})",
+    "evaluation": f"evaluate's {EVALUATION}",
+    "audit": f"mining audit's output folder ({AUDIT}: the measured leak rate)",
     "landmarks": "gnd_<name>.pkl or its folder (query crops)",
     "benchmarks": "folder of snakemake benchmark TSVs (timings)",
 }

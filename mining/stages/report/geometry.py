@@ -12,18 +12,19 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mining.files.names import REVIEW_QUEUE, STATS
 from mining.stages.report.common import NA, Inputs, esc, read_json, table
 from mining.files.tables import load_decisions
 
 
 def geometric_evidence(inp: Inputs) -> str:
-    queue_path = inp.scores / "review_queue.parquet" if inp.scores else None
+    queue_path = inp.scores / REVIEW_QUEUE if inp.scores else None
     if queue_path is None:
         return NA
     if not queue_path.is_file() or "inliers" not in pq.read_schema(queue_path).names:
         return ("<p>No geometric evidence: no review queue with inliers (a method keeping keypoints, "
                 "<code>spatial_verification</code>, gives it).</p>")
-    st = (read_json(inp.scores / "stats.json") or {}).get("review_queue_geometry") or {}
+    st = (read_json(inp.scores / STATS) or {}).get("review_queue_geometry") or {}
     t = int(st.get("min_inliers", 0))
     q = pq.read_table(queue_path, columns=["landmark", "photo_id", "inliers"]).to_pandas()
     hit = q[q["inliers"] >= t]
@@ -38,7 +39,7 @@ def geometric_evidence(inp: Inputs) -> str:
                   int((flagged & (d["decision"] == "not_landmark")).sum())],
                  [f"items decided landmark with < {t} inliers (missed by geometry, or another landmark's photo)",
                   int((~flagged & landmark).sum())]]
-    lr = (read_json(inp.leakrisk / "stats.json") or {}).get("geometry") if inp.leakrisk else None
+    lr = (read_json(inp.leakrisk / STATS) or {}).get("geometry") if inp.leakrisk else None
     if lr:
         rows += [[f"leak risk: riskiest candidates verified ({lr['verified']}), ≥ {t} inliers", lr["at_min_inliers"]],
                  ["… of them outside the review queue", lr["at_min_inliers_outside_queue"]],

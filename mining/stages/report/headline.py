@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from mining.files.names import CASCADE_CHECK, EVALUATION, STATS
 from mining.publishing.text import code_version, fmt_interval, fmt_p
 from mining.publishing.result import mined_minus_random, per_benchmark, row_label, sentences
 from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
@@ -53,14 +54,14 @@ def headline(inp: Inputs) -> str:
     lines = "".join(f'<p class="lead">{esc(s)}</p>' for s in said if s)
     note = ("<p>Negative = the mined set makes retrieval harder than a random one of the same size; "
             "the interval is a paired bootstrap over queries, p the share of resamples where mined is not lower.</p>")
-    body = table(rows, head) + note if rows else '<p class="na">no bootstrap intervals in evaluation.json</p>'
+    body = table(rows, head) + note if rows else f'<p class="na">no bootstrap intervals in {EVALUATION}</p>'
     return lines + body + cascade_note(inp)
 
 
 def cascade_note(inp: Inputs) -> str:
     """What each cascaded method described, and what its check measured (docs/cascade.md)."""
     described = (read_json(inp.evaluation) or {}).get("cascade") or {}
-    check = ((read_json(inp.cascade / "check.json") if inp.cascade else None) or {}).get("methods") or {}
+    check = ((read_json(inp.cascade / CASCADE_CHECK) if inp.cascade else None) or {}).get("methods") or {}
     out = []
     for m, c in described.items():
         text = (f"{m} (cascade) described {c['described']:,} of {c['of']:,} candidates: the shortlist of the cheaper "
@@ -97,7 +98,7 @@ def provenance(inp: Inputs) -> str:
     rows.append(["CPU", cv.get("cpu")])
     if inp.manifest and inp.manifest.is_file():
         rows.append([f"manifest {inp.manifest.name} sha256", _sha256(inp.manifest)])
-    meta = read_json(inp.metadata / "stats.json") if inp.metadata else None
+    meta = read_json(inp.metadata / STATS) if inp.metadata else None
     fp = (meta or {}).get("fingerprint") or {}
     for i in fp.get("inputs") or []:
         rows.append([f"metadata input {Path(str(i.get('path', '?'))).name}", f"{i.get('size', '?')} bytes"
@@ -111,7 +112,7 @@ def provenance(inp: Inputs) -> str:
         if lm.get("fingerprint"):
             rows.append([f"ground truth {name} fingerprint", f"{lm['fingerprint']} ({lm.get('queries')} queries, "
                                                           f"{lm.get('database')} database images)"])
-    sel = read_json(inp.selected / "stats.json") if inp.selected else None
+    sel = read_json(inp.selected / STATS) if inp.selected else None
     if sel and sel.get("landmarks_fingerprint"):
         rows.append(["selection's landmarks fingerprint", sel["landmarks_fingerprint"]])
     return table(rows, ["", "value"])

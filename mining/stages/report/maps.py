@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from mining.files.names import CANDIDATES
 from mining.settings.exclusion import BBoxArea, CircleArea, GeoJSONArea
 from mining.stages.report.common import NA, SCATTER_SAMPLE, Inputs, log, png, run_manifest
 
@@ -73,12 +74,12 @@ def _extent(points: list[np.ndarray]) -> tuple[float, float, float, float]:
 
 def geotags(inp: Inputs) -> str:
     """A sample of kept (candidates) and excluded (metadata not kept) geotags over country outlines."""
-    if not inp.candidates or not (inp.candidates / "candidates.parquet").is_file():
+    if not inp.candidates or not (inp.candidates / CANDIDATES).is_file():
         return NA
     import pyarrow.dataset as ds
 
     rng = np.random.default_rng(0)
-    kept = pq.read_table(inp.candidates / "candidates.parquet", columns=["photo_id", "longitude", "latitude"]).to_pandas()
+    kept = pq.read_table(inp.candidates / CANDIDATES, columns=["photo_id", "longitude", "latitude"]).to_pandas()
     kept_ids = np.unique(kept["photo_id"].to_numpy(np.int64))  # a Python set of 5M ids would cost ~0.5 GB
     kept = kept.dropna()
     if len(kept) > SCATTER_SAMPLE:

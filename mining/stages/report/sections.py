@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mining.files.names import DECISIONS, DISTRACTORS, IMAGES_SUMMARY, NEARDUP, SCORES, STATS
 from mining.stages.report.budget import review_budget
 from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
@@ -24,7 +25,7 @@ AGREEMENT_ROWS = 60
 def availability(inp: Inputs) -> str:
     """What is still alive: per image source, photos asked / served / final failures by kind;
     for the run, alive at full resolution, alive only at low resolution, gone everywhere."""
-    summ = read_json(inp.images / "summary.json") if inp.images else None
+    summ = read_json(inp.images / IMAGES_SUMMARY) if inp.images else None
     if not summ or "sources" not in summ:
         return NA
     photos = summ.get("photos") or 0
@@ -44,20 +45,20 @@ def availability(inp: Inputs) -> str:
 
 def _selection(inp: Inputs) -> Any:
     """The selection's photo_id, rank, score, closest_landmark (from the scores when select did not keep it)."""
-    path = inp.selected / "distractors.parquet"
+    path = inp.selected / DISTRACTORS
     wanted = [c for c in ("photo_id", "rank", "closest_landmark", "score") if c in pq.read_schema(path).names]
     sel = pq.read_table(path, columns=wanted).to_pandas()  # not the 1M rows' URLs, owners and licences
     if "rank" not in sel.columns:
         sel["rank"] = range(1, len(sel) + 1)
-    if "closest_landmark" not in sel.columns and inp.scores and (inp.scores / "scores.parquet").is_file():
-        sc = pq.read_table(inp.scores / "scores.parquet", columns=["photo_id", "closest_landmark", "score"]).to_pandas()
+    if "closest_landmark" not in sel.columns and inp.scores and (inp.scores / SCORES).is_file():
+        sc = pq.read_table(inp.scores / SCORES, columns=["photo_id", "closest_landmark", "score"]).to_pandas()
         sel = sel[["photo_id", "rank"]].merge(sc, on="photo_id", how="left")
     return sel
 
 
 def hardest(inp: Inputs, per_landmark: int = 8) -> str:
     """Per landmark: every query's crop, then its hardest selected distractors with their rank and score."""
-    if not (inp.landmarks or inp.ground_truths) or not inp.selected or not (inp.selected / "distractors.parquet").is_file():
+    if not (inp.landmarks or inp.ground_truths) or not inp.selected or not (inp.selected / DISTRACTORS).is_file():
         return NA
     sel = _selection(inp)
     if "closest_landmark" not in sel.columns:
@@ -113,7 +114,7 @@ def agreement(inp: Inputs) -> str:
         return NA
     d = _decisions(inp)
     if "votes" not in d.columns:
-        return '<p class="na">not available (no votes column in decisions.parquet)</p>'
+        return f'<p class="na">not available (no votes column in {DECISIONS})</p>'
     total: Counter[str] = Counter()
     per: dict[str, Counter[str]] = defaultdict(Counter)
     reviewers: set[str] = set()
@@ -142,8 +143,8 @@ def agreement(inp: Inputs) -> str:
 def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
     """mining neardup's counts and thresholds, what select dropped because of them, the
     largest groups and the probable landmark images beside the landmark image they copy."""
-    st = read_json(inp.neardup / "stats.json") if inp.neardup else None
-    if not st or not (inp.neardup / "neardup.parquet").is_file():
+    st = read_json(inp.neardup / STATS) if inp.neardup else None
+    if not st or not (inp.neardup / NEARDUP).is_file():
         return NA
 
     th = st["thresholds"]
@@ -153,14 +154,14 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
     rows = [["candidates hashed and compared", st["candidates"]], ["near-duplicate pairs", st["pairs"]],
             ["groups (2 or more images)", st["groups"]], ["redundant images (group members beyond the first)", st["redundant"]],
             ["near-copies of landmark images (probable landmark)", st["copies_of_landmark_images"]]]
-    sel = read_json(inp.selected / "stats.json") if inp.selected else None
+    sel = read_json(inp.selected / STATS) if inp.selected else None
     nd_sel = (sel or {}).get("near_duplicates")
     if nd_sel:
         rows += [[f"select ({nd_sel['policy']}): redundant images dropped", nd_sel["redundant_dropped"]],
                  ["select: probable landmark images dropped (not reviewed not_landmark)", nd_sel["probable_landmark_dropped"]],
                  ["select: probable landmark images cleared by review", nd_sel["probable_landmark_cleared_by_review"]]]
     parts.append(table(rows, ["", "count"]))
-    t = pq.read_table(inp.neardup / "neardup.parquet").to_pandas()
+    t = pq.read_table(inp.neardup / NEARDUP).to_pandas()
     big = t[t["group_size"] > 1].sort_values(["group_size", "group", "photo_id"], ascending=[False, True, True])
     for g in big["group"].drop_duplicates().head(groups).tolist():
         members = big.loc[big["group"] == g, "photo_id"].tolist()
@@ -184,13 +185,13 @@ def leak_risk(inp: Inputs, examples: int = 10) -> str:
     them lie outside the review queue, what select did with them, and the riskiest of those;
     headed by how a review budget was spent over the landmarks (`mining.stages.report.budget`)."""
     budget = review_budget(inp)  # how the queue was spread over the landmarks, when by a budget
-    st = read_json(inp.leakrisk / "stats.json") if inp.leakrisk else None
+    st = read_json(inp.leakrisk / STATS) if inp.leakrisk else None
     if not st:
         return budget or NA
     rows = [["candidates", st["candidates"]], ["high risk (risk ≥ the landmark's threshold)", st["high_risk"]],
             ["high risk, in the review queue", st["high_risk_in_queue"]],
             ["high risk, outside the review queue", st["high_risk_outside_queue"]]]
-    sel = read_json(inp.selected / "stats.json") if inp.selected else None
+    sel = read_json(inp.selected / STATS) if inp.selected else None
     lr = (sel or {}).get("leak_risk")
     if lr:
         rows.append([f"select ({lr['policy']}): high-risk candidates nobody reviewed, left out", lr["left_out"]])

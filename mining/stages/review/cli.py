@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     imp = verbs.add_parser("import", help="add a queue's new items to the database (idempotent; an item already "
                                           "imported is never rewritten)")
-    imp.add_argument("queue", help="review_queue.parquet from `mining score`, or AUDIT/audit_queue.parquet from "
+    imp.add_argument("queue", help=f"{REVIEW_QUEUE} from `mining score`, or AUDIT/{AUDIT_QUEUE} from "
                                    "`mining audit draw` (into a database of its own)")
     imp.add_argument("--db", required=True, help="review database (created if absent)")
 
@@ -46,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--new-links", action="store_true",
                      help="replace every reviewer's token: the old links stop working")
 
-    exp = verbs.add_parser("export", help="write decisions.parquet (majority of each reviewer's latest vote)")
+    exp = verbs.add_parser("export", help=f"write {DECISIONS} (majority of each reviewer's latest vote)")
     exp.add_argument("--db", required=True)
-    exp.add_argument("--out", required=True, help="decisions.parquet")
+    exp.add_argument("--out", required=True, help=DECISIONS)
     exp.add_argument("--complete", action="store_true",
                      help="fail (exit 2) while some queued item has no vote yet")
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from mining.files import answers
 from mining.errors import UserError
+from mining.files.names import STATS
 from mining.stages.review import geometry
 from mining.files.tables import read_table
 
@@ -250,7 +251,7 @@ def queue_fingerprint(queue: Path, table: Any) -> str | None:
     meta = table.schema.metadata or {}
     if meta.get(FINGERPRINT.encode()):
         return meta[FINGERPRINT.encode()].decode()
-    stats = queue.parent / "stats.json"
+    stats = queue.parent / STATS
     if stats.is_file():
         try:
             value = json.loads(stats.read_text()).get(FINGERPRINT)

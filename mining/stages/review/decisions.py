@@ -14,6 +14,7 @@ import pyarrow as pa
 from mining.files import answers
 from mining.files.atomic import write_parquet
 from mining.errors import UserError
+from mining.files.names import DECISIONS
 from mining.stages.review.db import DECISION, SELECTION, fingerprint, queue_kind
 
 
@@ -71,7 +72,7 @@ def _check_out(con: sqlite3.Connection, out: Path) -> None:
         head = b""
     if out.resolve() in mine or head == b"SQLite format 3\x00":
         raise UserError(f"{out}: is a review database, not where its decisions go (writing there would replace "
-                        "every vote); give --out a new file, e.g. decisions.parquet")
+                        f"every vote); give --out a new file, e.g. {DECISIONS}")
 
 
 def export(con: sqlite3.Connection, out: str | Path) -> dict[str, Any]:

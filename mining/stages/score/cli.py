@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.files.names import REVIEW_QUEUE, SCORES, STATS
 from mining.settings import options
 from mining.flags import add_landmarks_flag, add_progress_flag
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "For every method and landmark query, the fraction of the query's positives (Easy ∪ Hard) "
             "whose similarity is below the candidate's (a tie counts one half), summed over queries and "
-            "methods. Writes OUT/scores.parquet, OUT/review_queue.parquet (top K per landmark), OUT/stats.json."
+            f"methods. Writes OUT/{SCORES}, OUT/{REVIEW_QUEUE} (top K per landmark), OUT/{STATS}."
         ),
     )
     add_landmarks_flag(p)

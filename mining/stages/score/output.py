@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from mining import pins
 from mining.files import atomic
 from mining.files.checksums import file_sha256
+from mining.files.names import REVIEW_QUEUE, SCORES, STATS
 from mining.datasets.benchmarks import score_column
 from mining.evidence.geometry import columns
 from mining.stages.score.inputs import Problem
@@ -67,14 +68,13 @@ def write_outputs(result: ScoreResult, problem: Problem, out: Path, near_duplica
     result.stats["pins"] = pins.fingerprint()
     # the three files of one run, stats.json last (the commit), naming the others' digests: a kill or
     # a full disk leaves the old run's files whole, and a reader can tell files of two runs apart
-    with atomic.files_together(out, (SCORES, QUEUE, STATS)) as tmp:
+    with atomic.files_together(out, (SCORES, REVIEW_QUEUE, STATS)) as tmp:
         pq.write_table(scores, tmp[SCORES])
-        pq.write_table(table, tmp[QUEUE])
-        result.stats["files_sha256"] = {name: file_sha256(tmp[name]) for name in (SCORES, QUEUE)}
+        pq.write_table(table, tmp[REVIEW_QUEUE])
+        result.stats["files_sha256"] = {name: file_sha256(tmp[name]) for name in (SCORES, REVIEW_QUEUE)}
         tmp[STATS].write_text(atomic.json_text(result.stats))
 
 
-SCORES, QUEUE, STATS = "scores.parquet", "review_queue.parquet", "stats.json"
 
 
 def add_geometry(table: pa.Table, geometry: Any, stats: dict) -> pa.Table:

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mining.files.names import DECISIONS, DISTRACTORS, DISTRACTORS_TXT, IMAGE_INDEX, STATS
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -17,19 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Drops every candidate confirmed `landmark` (for any landmark; with --drop-unclear also "
             "`unclear` ones), keeps the N highest scores (ties: lower photo id first) and writes "
-            "OUT/distractors.txt (paths relative to the image root, as revisitop1m.txt), "
-            "OUT/distractors.parquet, OUT/ATTRIBUTION.md, OUT/ATTRIBUTION.csv and OUT/stats.json."
+            f"OUT/{DISTRACTORS_TXT} (paths relative to the image root, as revisitop1m.txt), "
+            f"OUT/{DISTRACTORS}, OUT/ATTRIBUTION.md, OUT/ATTRIBUTION.csv and OUT/{STATS}."
         ),
     )
     p.add_argument("--scores", required=True, type=Path, metavar="SCORES_DIR", help="output folder of `mining score`")
-    p.add_argument("--decisions", required=True, type=Path, help="decisions.parquet from `mining review export`")
+    p.add_argument("--decisions", required=True, type=Path, help=f"{DECISIONS} from `mining review export`")
     p.add_argument("--candidates", required=True, type=Path, help="candidates Parquet (file or folder) from geofilter")
     p.add_argument("--descriptors", nargs="+", type=Path, default=[], metavar="DESC/METHOD",
                    help="with --n auto: every method's descriptor folder (the curve is measured with each)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     add_landmarks_flag(p, required=False, then="scores made for another landmark dataset are refused")
     p.add_argument("--images-root", type=Path, default=None,
-                   help="download folder (with its index.parquet): skip candidates whose image is not there; "
+                   help=f"download folder (with its {IMAGE_INDEX}): skip candidates whose image is not there; "
                    "the set's paths, photo hashes and sources come from its index")
     p.add_argument("--url-host", default=None, help="image host for the URLs (default live.staticflickr.com)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",

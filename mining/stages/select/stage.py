@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from mining import pins
 from mining.files import atomic
+from mining.files.names import DISTRACTORS, DISTRACTORS_TXT, REVIEW_QUEUE, SCORES, STATS
 from mining.photos import imageindex
 from mining.publishing.attribution import attribution_csv, attribution_md, credit_fields, load_candidate_meta
 from mining.datasets.benchmarks import is_score_column, run_fingerprint
@@ -59,12 +60,12 @@ def load_scores(scores_dir: Path) -> tuple[Any, dict]:
     """scores.parquet as a DataFrame, plus stats.json."""
     import pandas as pd
 
-    table_path, stats_path = scores_dir / "scores.parquet", scores_dir / "stats.json"
+    table_path, stats_path = scores_dir / SCORES, scores_dir / STATS
     for p in (table_path, stats_path):
         if not p.is_file():
             raise UserError(f"{p} not found (is {scores_dir} the output of `mining score`?)")
     stats = json.loads(stats_path.read_text())
-    check_described(scores_dir, "stats.json", stats.get("files_sha256"))  # one score run's files, not two
+    check_described(scores_dir, STATS, stats.get("files_sha256"))  # one score run's files, not two
     scores: pd.DataFrame = pq.read_table(table_path).to_pandas()
     for col in ("photo_id", "score"):
         if col not in scores.columns:
@@ -77,7 +78,7 @@ def review_coverage(scores_dir: Path, path: Path, decisions: Any, policy: str) -
     digest is not this queue's, and they leave some of its photos unanswered) are refused; answers
     that leave photos of this queue unanswered are refused unless `policy` is allow (then counted in
     stats.json and the card): an unreviewed top-ranked photo may show a landmark."""
-    queue_path = scores_dir / "review_queue.parquet"
+    queue_path = scores_dir / REVIEW_QUEUE
     if not queue_path.is_file():
         raise UserError(f"{queue_path} not found (is {scores_dir} the whole output of `mining score`?); score again")
     queue = np.unique(read_file(queue_path, ["photo_id"]).column("photo_id").to_numpy(zero_copy_only=False)
@@ -94,7 +95,7 @@ def review_coverage(scores_dir: Path, path: Path, decisions: Any, policy: str) -
         raise UserError(f"{path}: answers {queue.size - missing.size} of the review queue's {queue.size} photos; "
                         f"{missing.size} (e.g. photo {missing[0]}) have none, and an unreviewed top-ranked photo may "
                         "show a landmark: finish the review and export it again, or keep the partial review with "
-                        "--partial-review allow (counted in selected/stats.json)")
+                        f"--partial-review allow (counted in selected/{STATS})")
     return {"queue_photos": int(queue.size), "answered": int(queue.size - missing.size),
             "unanswered": int(missing.size), "answers_label_is_this_queue": bool(same), "partial_review": policy}
 
@@ -196,7 +197,7 @@ def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | No
     table, titles, pages = frame(r.scores, chosen, options.n, inputs.candidates, url_host or DEFAULT_HOST)
     write(out, table, titles, pages)
     result = summary(inputs.scores, r, chosen, table, options, warning) | {"pins": pins.fingerprint()}
-    atomic.write_json(out / "stats.json", result)
+    atomic.write_json(out / STATS, result)
     return result
 
 
@@ -282,8 +283,8 @@ def _locations(ids: np.ndarray, meta: Any, index: Any) -> tuple[list, list, list
 
 def write(out: Path, table: Any, titles: list, pages: list) -> None:
     """OUT/distractors.txt, distractors.parquet, ATTRIBUTION.csv and ATTRIBUTION.md."""
-    atomic.write_text(out / "distractors.txt", "".join(p + "\n" for p in table.path))
-    atomic.write_parquet(out / "distractors.parquet", pa.Table.from_pandas(table, preserve_index=False))
+    atomic.write_text(out / DISTRACTORS_TXT, "".join(p + "\n" for p in table.path))
+    atomic.write_parquet(out / DISTRACTORS, pa.Table.from_pandas(table, preserve_index=False))
     atomic.write_text(out / "ATTRIBUTION.csv", attribution_csv(table, titles, pages))
     atomic.write_text(out / "ATTRIBUTION.md", attribution_md(table, titles, pages))
 

@@ -27,8 +27,10 @@ import argparse
 import csv
 import json
 import shutil
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,8 @@ from mining.datasets.benchmarks import as_list, demo_names, load_all
 from mining.files.tables import load_shortlist
 from mining.settings.layout import RunLayout
 from mining.settings.manifest import load as load_manifest
-from mining.stages.cascade.stage import below_positive_scores
+from mining.settings import options
+from mining.stages.cascade.stage import below_positive_scores, run_shortlist
 
 ROOT = Path(__file__).resolve().parent.parent
 # what a cascade run takes from the full one, unchanged (the rest it makes itself)
@@ -112,8 +115,6 @@ def evaluate_full(m: Any, run: Path, full: Path, landmarks: list[str], manifest:
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
@@ -150,6 +151,22 @@ def one_size(args: argparse.Namespace, m: Any, full: Path, k: int, landmarks: li
     }
 
 
+def curve(args: argparse.Namespace, m: Any, full: Path, landmarks: list[str], benchmarks: list,
+          datasets: list) -> list[dict[str, Any]]:
+    """Without running anything: per K, the shortlist's share of the pool and the true share of
+    METHOD's score off it (from the full store), by `mining cascade shortlist`'s own code."""
+    cheap = [full / "descriptors" / x for x in m.methods if x != args.method]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in args.curve:
+            opts = options.build("cascade", {"methods": [args.method], "shortlist": k, "check": 0})
+            st = run_shortlist(landmarks=landmarks, descriptors=cheap, out=Path(tmp), options=opts, progress=False)
+            rows.append({"shortlist": k, "shortlisted": st["shortlisted"], "share": st["share"],
+                         "true_missed": true_missed(full / "descriptors" / args.method, benchmarks, datasets,
+                                                    Path(tmp) / "shortlist.parquet")})
+    return rows
+
+
 def markdown(res: dict[str, Any]) -> str:
     meths = list(res["full"]["mined_minus_random"])
     head = ("| shortlist per landmark | described | describe CPU s | missed (check, bound) | missed (truth) | "
@@ -178,6 +195,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--method", default="cnn-gem-lite2", help="the method to cascade (a mining method of the run)")
     p.add_argument("--shortlist", type=int, nargs="+", default=[5, 10, 25, 50], help="shortlist sizes K to measure")
     p.add_argument("--check", type=int, default=300, help="the check sample's size (cascade.check)")
+    p.add_argument("--curve", type=int, nargs="*", default=[5, 10, 20, 40, 80, 160],
+                   help="shortlist sizes whose share and true missed share are computed without a run")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     p.add_argument("--markdown", action="store_true", help="print a table after the JSON")
@@ -197,6 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "full": {"candidates": int(pq.read_metadata(RunLayout(str(full)).scores_table).num_rows),
                  "describe_cpu_s": cpu_seconds(full / "benchmarks" / "describe" / f"{args.method}_candidates.tsv"),
                  "mined_minus_random": {x: mined_minus_random(full_eval, x) for x in full_eval["methods"]}},
+        "curve": curve(args, m, full, landmarks, benchmarks, datasets),
         "sizes": [one_size(args, m, full, k, landmarks, benchmarks, datasets) for k in args.shortlist],
     }
     emit(res, args.out)

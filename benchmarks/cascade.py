@@ -166,17 +166,28 @@ def collect(args: argparse.Namespace, m: Any, full: Path, work: Path, landmarks:
 
 def curve(args: argparse.Namespace, m: Any, full: Path, landmarks: list[str], benchmarks: list,
           datasets: list) -> list[dict[str, Any]]:
-    """Without running anything: per K, the shortlist's share of the pool and the true share of
-    METHOD's score off it (from the full store), by `mining cascade shortlist`'s own code."""
+    """Without running anything: per K, the shortlist's share of the pool (by `mining cascade
+    shortlist`'s own code), the true share of METHOD's score off it (from the full store), and
+    the share of the full run's top N by score (review aside) that stays in the top N when
+    METHOD's score is dropped off the shortlist."""
     cheap = [full / "descriptors" / x for x in m.methods if x != args.method]
+    scores = pq.read_table(RunLayout(str(full)).scores_table, columns=["photo_id", "score", f"score_{args.method}"])
+    pid, total = scores.column("photo_id").to_numpy(), scores.column("score").to_numpy()
+    own = np.nan_to_num(scores.column(f"score_{args.method}").to_numpy())
+    n = selected_ids(full).size
+    top = set(pid[np.lexsort((pid, -total))][:n].tolist())
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in args.curve:
             opts = options.build("cascade", {"methods": [args.method], "shortlist": k, "check": 0})
             st = run_shortlist(landmarks=landmarks, descriptors=cheap, out=Path(tmp), options=opts, progress=False)
+            listed, _ = load_shortlist(Path(tmp) / "shortlist.parquet")
+            cut = total - np.where(np.isin(pid, listed), 0.0, own)  # the method's part gone off the shortlist
+            mine = set(pid[np.lexsort((pid, -cut))][:n].tolist())
             rows.append({"shortlist": k, "shortlisted": st["shortlisted"], "share": st["share"],
                          "true_missed": true_missed(full / "descriptors" / args.method, benchmarks, datasets,
-                                                    Path(tmp) / "shortlist.parquet")})
+                                                    Path(tmp) / "shortlist.parquet"),
+                         "top_n_recovered": round(len(top & mine) / max(1, n), 4)})
     return rows
 
 

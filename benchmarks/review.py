@@ -24,9 +24,9 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mining.stages.review import db, decisions
+from mining.stages.review import database, decisions, queue_import, vote_log
 from mining.stages.review.app import create_app
-from mining.stages.review.server import running
+from mining.stages.review.hosting import running
 
 
 def build(root: Path, n_lm: int, n_items: int, voted: float) -> tuple[Path, dict[str, float]]:
@@ -36,15 +36,15 @@ def build(root: Path, n_lm: int, n_items: int, voted: float) -> tuple[Path, dict
     queue = root / "queue.parquet"
     pq.write_table(pa.Table.from_pylist(rows), queue)
     path = root / "review.sqlite"
-    con = db.connect(path, create=True)
+    con = database.connect(path, create=True)
     t = time.perf_counter()
-    db.import_queue(con, queue)
+    queue_import.import_queue(con, queue, scores_fingerprint=None)
     import_s = time.perf_counter() - t
     # Votes written straight to the log (as the API would), 3 reviewers, first `voted` of each list.
     ids = [r[0] for r in con.execute("SELECT id FROM items WHERE rank <= ? ORDER BY id", (int(n_items * voted),))]
     for name in ("ann", "bob", "cy"):
         con.execute("BEGIN")
-        rid = db.reviewer_id(con, name, create=True)
+        rid = vote_log.reviewer_id(con, name, create=True)
         for i in ids:
             cur = con.execute("INSERT INTO votes (item_id, reviewer_id, vote, created) VALUES (?, ?, 'n', 0)", (i, rid))
             con.execute("INSERT INTO current VALUES (?, ?, ?, 'n')", (i, rid, cur.lastrowid))

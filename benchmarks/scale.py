@@ -312,7 +312,7 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mining.stages.review import db
+    from mining.stages.review import database, queue_import
 
     root = Path(work) / f"review-{landmarks}x{items}"
     shutil.rmtree(root, ignore_errors=True)
@@ -324,8 +324,8 @@ def _review_import(work: str, landmarks: int, items: int) -> dict[str, Any]:
             "total_score": [1.0] * (landmarks * items), "best_query": [f"lm{l:02d}_001" for l in range(landmarks) for _ in range(items)]}
     pq.write_table(pa.table(rows), root / "queue.parquet")
     t0 = time.perf_counter()
-    con = db.connect(root / "review.sqlite", create=True)
-    db.import_queue(con, root / "queue.parquet")
+    con = database.connect(root / "review.sqlite", create=True)
+    queue_import.import_queue(con, root / "queue.parquet", scores_fingerprint=None)
     con.close()
     return {"items": landmarks * items, "import_s": round(time.perf_counter() - t0, 3), "disk_bytes": du(root / "review.sqlite")}
 

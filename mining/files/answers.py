@@ -1,8 +1,8 @@
 """What an answer file answers: the labels of review queues, their databases and their exports.
 
-A review database answers one kind of queue (`mining/stages/review/db.py`): `review`, the score's
-review queue (does this photo show ITS landmark?), or `audit`, the leak audit's sample of the
-selection (does it show ANY landmark? `mining/stages/audit/stage.py`). Its export
+A review database answers one kind of queue (`mining/stages/review/queue_import.py`): `review`,
+the score's review queue (does this photo show ITS landmark?), or `audit`, the leak audit's sample
+of the selection (does it show ANY landmark? `mining/stages/audit/stage.py`). Its export
 (decisions.parquet) carries, in the Parquet schema metadata:
 
 - `queue_kind`: `review` or `audit`;

@@ -9,7 +9,7 @@ from review_world import make_world
 
 from mining.cli import main
 from mining.stages.review.app import create_app
-from mining.stages.review.server import running
+from mining.stages.review.hosting import running
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.browser
@@ -183,14 +183,14 @@ def test_a_200_item_landmark_in_a_few_keypresses(tmp_path, browser):
         assert errors == []
         ctx.close()
 
-    from mining.stages.review import db
-    con = db.connect(w["db"])
+    from mining.stages.review import database, vote_log
+    con = database.connect(w["db"])
     votes = dict(con.execute("""SELECT i.rank, c.vote FROM current c JOIN items i ON i.id = c.item_id
                                 WHERE i.landmark = 'tower'"""))
     assert votes == {r: "y" if r <= 2 else "n" for r in range(1, 201)}      # exactly the keys pressed
     # the log: 2 votes + 98 + 100 (undone) + 100 bulk rows, 100 undo rows
     assert con.execute("SELECT COUNT(*) FROM votes WHERE vote = 'undo'").fetchone()[0] == 100
-    assert db.current_votes(con) == db.replay_current(con)
+    assert vote_log.current_votes(con) == vote_log.replay_current(con)
 
 
 def tile_ranks(page):
@@ -201,16 +201,16 @@ def test_filters_undecided_disputed_and_mine(tmp_path, browser):
     """The Show filter: alice sees bob's disagreements, her own decisions, and only what she has
     not decided, page after page: a bulk decision in "undecided" moves on to the next undecided
     items, none skipped (an offset counted before the votes would skip 100)."""
-    from mining.stages.review import db
+    from mining.stages.review import database, vote_log
 
     w = make_world(tmp_path, per_landmark=150)
     assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
-    con = db.connect(w["db"])
+    con = database.connect(w["db"])
     ids = {r: i for r, i in con.execute("SELECT rank, id FROM items WHERE landmark = 'tower'")}
     for r, v in ((1, "y"), (2, "n"), (3, "y"), (4, "u")):
-        db.vote(con, ids[r], "alice", v)
+        vote_log.vote(con, ids[r], "alice", v)
     for r, v in ((1, "y"), (2, "y"), (3, "n"), (5, "n")):
-        db.vote(con, ids[r], "bob", v)
+        vote_log.vote(con, ids[r], "bob", v)
     app = create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
     with running(app) as url:
         ctx, page, errors = open_as(browser, url, "alice", (1280, 820))

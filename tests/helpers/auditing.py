@@ -15,7 +15,8 @@ from scenes import scene
 
 from mining.cli import main
 from mining.settings.layout import image_relpath
-from mining.stages.review import db, decisions
+from mining.stages.review import decisions, queue_import, vote_log
+from mining.stages.review.database import connect
 
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")
 
@@ -58,11 +59,11 @@ def answer(queue: Path, database: Path, out: Path, votes: dict[int, str] | None 
     """Import `queue` into `database`, answer every item (`votes` by photo id, else `default`) and
     export the answers to `out` (`mining review export`)."""
     votes = votes or {}
-    con = db.connect(database, create=True)
+    con = connect(database, create=True)
     try:
-        db.import_queue(con, queue)
+        queue_import.import_queue(con, queue, scores_fingerprint=None)
         for item, pid in con.execute("SELECT id, photo_id FROM items ORDER BY id").fetchall():
-            db.vote(con, int(item), "ann", votes.get(int(pid), default))
+            vote_log.vote(con, int(item), "ann", votes.get(int(pid), default))
         decisions.export(con, out)
     finally:
         con.close()

@@ -86,7 +86,7 @@ def test_no_stage_imports_another_stage_and_shared_code_imports_none():
 def test_the_check_sees_an_offence(tmp_path):
     """The scanner finds every import form (a check that cannot fail checks nothing)."""
     src = "import mining.stages.score\nfrom mining.stages import select\nfrom mining.stages.evaluate.metrics import x\n" \
-          "def f():\n    from mining.stages.review import db\n"
+          "def f():\n    from mining.stages.review import database\n"
     assert {s for s, _ in _imported_stages(ast.parse(src))} == {"score", "select", "evaluate", "review"}
     assert _imported_stages(ast.parse("from mining import metrics, flickr\nfrom .score import x\n")) == set()
     assert _owner(Path("stages/select/stage.py")) == "select" and _owner(Path("retrieval.py")) == "retrieval"

@@ -22,7 +22,7 @@ from mining.cli import main
 from mining.errors import UserError
 from mining.settings.layout import image_relpath
 from releasing import OVER_TARGET_ALLOWED, run_release
-from mining.stages.review import db
+from mining.stages.review import database, queue_import
 from mining.stages.review.app import create_app
 
 
@@ -99,8 +99,8 @@ def test_a_found_leak_and_its_near_duplicates_leave_the_set(tmp_path, capsys):
     sampled = [p for s in plan["sampled_ids"] for p in s]
     assert sorted(queue.column("photo_id").to_pylist()) == sorted(sampled) and len(set(sampled)) == len(sampled)
     # its own review queue: the app knows it is the audit's (it asks about any landmark)
-    con = db.connect(tmp_path / "audit.sqlite", create=True)
-    assert db.import_queue(con, audit / "audit_queue.parquet").added == len(sampled)
+    con = database.connect(tmp_path / "audit.sqlite", create=True)
+    assert queue_import.import_queue(con, audit / "audit_queue.parquet", scores_fingerprint=None).added == len(sampled)
     (tmp_path / "imgs").mkdir()
     app = TestClient(create_app(db_path=tmp_path / "audit.sqlite", images=tmp_path / "imgs", images_required=False),
                      base_url="http://127.0.0.1:8765")

@@ -8,16 +8,16 @@ from review_world import make_world
 
 from mining.errors import UserError
 from mining.settings.layout import image_relpath
-from mining.stages.review import db
+from mining.stages.review import database, queue_import, vote_log
 from mining.stages.review.app import create_app
-from mining.stages.review.server import resolve_token
+from mining.stages.review.hosting import resolve_token
 
 
 @pytest.fixture
 def world(tmp_path):
     w = make_world(tmp_path)
-    con = db.connect(w["db"], create=True)
-    db.import_queue(con, w["queue"])
+    con = database.connect(w["db"], create=True)
+    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
     con.close()
     return w
 
@@ -29,7 +29,7 @@ def client(world):
 
 
 def snapshot(path):
-    con = db.connect(path)
+    con = database.connect(path)
     try:
         return [con.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
                 for t in ("items", "reviewers", "votes", "current")]
@@ -144,7 +144,7 @@ def test_no_path_traversal_on_any_image_endpoint(world):
     """Raw request lines against the real server (http.client sends paths unnormalised)."""
     import http.client
 
-    from mining.stages.review.server import running
+    from mining.stages.review.hosting import running
 
     (world["images"].parent / "secret").write_text("top secret")
     app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
@@ -361,7 +361,7 @@ def test_a_token_names_its_reviewer(world):
     assert bob.post("/api/undo", json={}).json() == {"undone": None}        # bob has nothing to undo
     assert alice.get("/api/landmarks").json()["mine"] == 2                 # no name needed
     assert bob.get("/api/landmarks", params={"reviewer": "bob"}).json()["mine"] == 0
-    con = db.connect(world["db"])
+    con = database.connect(world["db"])
     try:
         assert con.execute("SELECT name FROM reviewers").fetchall() == [("alice",)]
     finally:
@@ -447,8 +447,8 @@ def test_a_vote_the_database_cannot_store_is_a_503(client, world, monkeypatch):
 
     def full(*_a, **_k):
         raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(db, "vote", full)
-    monkeypatch.setattr(db, "undo", full)
+    monkeypatch.setattr(vote_log, "vote", full)
+    monkeypatch.setattr(vote_log, "undo", full)
     strict = TestClient(client.app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
     r = strict.post("/api/votes", json={"item_id": 1, "vote": "y", "reviewer": "ann"})
     assert r.status_code == 503 and "disk is full" in r.json()["detail"]

@@ -14,14 +14,14 @@ from review_world import make_world
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.stages.review import db, decisions
+from mining.stages.review import database, decisions, listing, queue_import, vote_log
 
 
 @pytest.fixture
 def world(tmp_path):
     w = make_world(tmp_path)
-    con = db.connect(w["db"], create=True)
-    db.import_queue(con, w["queue"])
+    con = database.connect(w["db"], create=True)
+    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
     yield w, con
     con.close()
 
@@ -33,74 +33,74 @@ def item_id(con, landmark, rank):
 def test_import_is_idempotent_and_keeps_votes(world, tmp_path):
     w, con = world
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    again = db.import_queue(con, w["queue"])
+    again = queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
     assert (again.rows, again.added, again.kept) == (12, 0, 12)
     first = item_id(con, "tower", 1)
-    db.vote(con, first, "ann", "y")
+    vote_log.vote(con, first, "ann", "y")
     # A newer queue: one old item at another rank (it keeps its own), one new item; old decisions stay.
     new = tmp_path / "q2.parquet"
     pq.write_table(pa.Table.from_pylist([
         {"landmark": "tower", "photo_id": 10000, "rank": 3, "score": 1.0},
         {"landmark": "tower", "photo_id": 99, "rank": 7, "score": 0.5},
     ]), new)
-    r = db.import_queue(con, new)
+    r = queue_import.import_queue(con, new, scores_fingerprint=None)
     assert (r.rows, r.added, r.kept) == (2, 1, 1)
     assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 13
     assert con.execute("SELECT rank, score FROM items WHERE id = ?", (first,)).fetchone() == (1, 10.0)
-    assert db.current_votes(con) == {(first, 1): "y"}
+    assert vote_log.current_votes(con) == {(first, 1): "y"}
 
 
 def test_import_rejects_bad_queues(tmp_path):
-    con = db.connect(tmp_path / "r.sqlite", create=True)
+    con = database.connect(tmp_path / "r.sqlite", create=True)
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"landmark": ["a"], "rank": [1]}), bad)
     with pytest.raises(UserError, match="photo_id"):
-        db.import_queue(con, bad)
+        queue_import.import_queue(con, bad, scores_fingerprint=None)
     (tmp_path / "junk.parquet").write_text("nope")
     with pytest.raises(UserError, match="Parquet"):
-        db.import_queue(con, tmp_path / "junk.parquet")
+        queue_import.import_queue(con, tmp_path / "junk.parquet", scores_fingerprint=None)
     with pytest.raises(UserError, match="not found"):
-        db.import_queue(con, tmp_path / "missing.parquet")
+        queue_import.import_queue(con, tmp_path / "missing.parquet", scores_fingerprint=None)
     with pytest.raises(UserError, match="not found"):
-        db.connect(tmp_path / "absent.sqlite")
+        database.connect(tmp_path / "absent.sqlite")
 
 
 def test_votes_undo_walks_back_through_the_log(world):
     w, con = world
     a, b = item_id(con, "tower", 1), item_id(con, "tower", 2)
-    db.vote(con, a, "ann", "y")
-    db.vote(con, b, "ann", "n")
-    db.vote(con, a, "ann", "u")          # changes her mind on a
-    db.vote(con, a, "bob", "n")
-    assert db.current_votes(con) == {(a, 1): "u", (b, 1): "n", (a, 2): "n"}
-    assert db.undo(con, "ann") == {"item_id": a, "vote": "y", "count": 1}      # her earlier y applies again
-    assert db.undo(con, "ann") == {"item_id": b, "vote": None, "count": 1}
-    assert db.undo(con, "ann") == {"item_id": a, "vote": None, "count": 1}
-    assert db.undo(con, "ann") is None
-    assert db.undo(con, "nobody") is None
-    assert db.current_votes(con) == {(a, 2): "n"}
+    vote_log.vote(con, a, "ann", "y")
+    vote_log.vote(con, b, "ann", "n")
+    vote_log.vote(con, a, "ann", "u")          # changes her mind on a
+    vote_log.vote(con, a, "bob", "n")
+    assert vote_log.current_votes(con) == {(a, 1): "u", (b, 1): "n", (a, 2): "n"}
+    assert vote_log.undo(con, "ann") == {"item_id": a, "vote": "y", "count": 1}      # her earlier y applies again
+    assert vote_log.undo(con, "ann") == {"item_id": b, "vote": None, "count": 1}
+    assert vote_log.undo(con, "ann") == {"item_id": a, "vote": None, "count": 1}
+    assert vote_log.undo(con, "ann") is None
+    assert vote_log.undo(con, "nobody") is None
+    assert vote_log.current_votes(con) == {(a, 2): "n"}
     # Append-only: 4 votes + 3 undos, and the cache equals a replay of the log.
     assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 7
-    assert db.current_votes(con) == db.replay_current(con)
+    assert vote_log.current_votes(con) == vote_log.replay_current(con)
 
 
 def test_a_bulk_decision_skips_own_votes_and_is_undone_as_one(world):
     w, con = world
     ids = [item_id(con, "tower", r) for r in (1, 2, 3, 4, 5)]
-    db.vote(con, ids[1], "ann", "y")               # her own vote stays, whatever the bulk says
-    db.vote(con, ids[2], "bob", "y")               # another reviewer's vote does not count as hers
-    r = db.bulk_vote(con, ids, "ann", "n")
+    vote_log.vote(con, ids[1], "ann", "y")               # her own vote stays, whatever the bulk says
+    vote_log.vote(con, ids[2], "bob", "y")               # another reviewer's vote does not count as hers
+    r = vote_log.bulk_vote(con, ids, "ann", "n")
     assert (r["voted"], r["skipped"]) == (4, 1) and r["batch"] is not None
-    assert {i: v for (i, rid), v in db.current_votes(con).items() if rid == 1} == {
+    assert {i: v for (i, rid), v in vote_log.current_votes(con).items() if rid == 1} == {
         ids[0]: "n", ids[1]: "y", ids[2]: "n", ids[3]: "n", ids[4]: "n"}
-    assert db.bulk_vote(con, ids, "ann", "u")["voted"] == 0   # nothing left undecided: an empty batch
-    undone = db.undo(con, "ann")                   # the whole batch, in one step
+    assert vote_log.bulk_vote(con, ids, "ann", "u")["voted"] == 0   # nothing left undecided: an empty batch
+    undone = vote_log.undo(con, "ann")                   # the whole batch, in one step
     assert undone == {"item_id": ids[0], "vote": None, "count": 4}
-    assert {i: v for (i, rid), v in db.current_votes(con).items() if rid == 1} == {ids[1]: "y"}
-    assert db.undo(con, "ann") == {"item_id": ids[1], "vote": None, "count": 1}
-    assert db.current_votes(con) == db.replay_current(con) == {(ids[2], 2): "y"}
-    with pytest.raises(db.NotFound):
-        db.bulk_vote(con, [ids[0], 10**9], "ann", "n")
+    assert {i: v for (i, rid), v in vote_log.current_votes(con).items() if rid == 1} == {ids[1]: "y"}
+    assert vote_log.undo(con, "ann") == {"item_id": ids[1], "vote": None, "count": 1}
+    assert vote_log.current_votes(con) == vote_log.replay_current(con) == {(ids[2], 2): "y"}
+    with pytest.raises(vote_log.NotFound):
+        vote_log.bulk_vote(con, [ids[0], 10**9], "ann", "n")
     assert con.execute("SELECT COUNT(*) FROM votes WHERE vote != 'undo'").fetchone()[0] == 6
 
 
@@ -111,24 +111,24 @@ def test_filters_undecided_mine_disputed_and_a_page_after_an_item(world):
     w, con = world  # 6 items per landmark
     ids = [item_id(con, "tower", r) for r in range(1, 7)]
     for k, v in ((0, "y"), (1, "n"), (2, "y"), (3, "u")):
-        db.vote(con, ids[k], "ann", v)
+        vote_log.vote(con, ids[k], "ann", v)
     for k, v in ((0, "y"), (1, "y"), (2, "n"), (4, "n")):
-        db.vote(con, ids[k], "bob", v)
-    ranks = lambda show, **kw: [x["rank"] for x in db.items_page(con, "tower", kw.get("offset", 0), 100, "ann", show,  # noqa: E731
+        vote_log.vote(con, ids[k], "bob", v)
+    ranks = lambda show, **kw: [x["rank"] for x in listing.items_page(con, "tower", kw.get("offset", 0), 100, "ann", show,  # noqa: E731
                                                                  kw.get("after"))["items"]]
     assert ranks("all") == [1, 2, 3, 4, 5, 6]
     assert ranks("undecided") == [5, 6]        # bob's vote on 5 is not hers
     assert ranks("mine") == [1, 2, 3, 4]
     assert ranks("disputed") == [2, 3]         # 1: both y; 4 and 5: one vote each
-    page = db.items_page(con, "tower", 0, 1, "ann", "undecided")
+    page = listing.items_page(con, "tower", 0, 1, "ann", "undecided")
     assert (page["total"], page["offset"], [x["vote"] for x in page["items"]]) == (2, 0, [None])
-    db.vote(con, ids[4], "ann", "n")           # rank 5 decided: "undecided" is now [6]
-    page = db.items_page(con, "tower", 0, 100, "ann", "undecided", after=ids[4])
+    vote_log.vote(con, ids[4], "ann", "n")           # rank 5 decided: "undecided" is now [6]
+    page = listing.items_page(con, "tower", 0, 100, "ann", "undecided", after=ids[4])
     assert (page["total"], page["offset"], [x["rank"] for x in page["items"]]) == (1, 0, [6])
     assert ranks("mine", after=ids[1]) == [3, 4, 5] and ranks("all", after=ids[5]) == []
-    assert db.undo(con, "ann")["item_id"] == ids[4]
+    assert vote_log.undo(con, "ann")["item_id"] == ids[4]
     assert ranks("undecided") == [5, 6] and ranks("disputed") == [2, 3]
-    nobody = db.items_page(con, "tower", 0, 100, None, "undecided")["items"]   # no reviewer: nothing decided
+    nobody = listing.items_page(con, "tower", 0, 100, None, "undecided")["items"]   # no reviewer: nothing decided
     assert [x["rank"] for x in nobody] == [1, 2, 3, 4, 5, 6]
 
 
@@ -137,22 +137,22 @@ def test_a_database_from_before_bulk_votes_gains_the_batch_column(tmp_path):
 
     p = tmp_path / "old.sqlite"
     old = sqlite3.connect(p)
-    old.executescript(db.SCHEMA.replace(",\n    batch INTEGER", ""))
+    old.executescript(database.SCHEMA.replace(",\n    batch INTEGER", ""))
     old.close()
     assert "batch" not in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
-    db.connect(p).close()
+    database.connect(p).close()
     assert "batch" in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
 
 
 def test_vote_validation(world):
     w, con = world
-    with pytest.raises(db.NotFound):
-        db.vote(con, 10**9, "ann", "y")
+    with pytest.raises(vote_log.NotFound):
+        vote_log.vote(con, 10**9, "ann", "y")
     with pytest.raises(UserError):
-        db.vote(con, 1, "ann", "maybe")
+        vote_log.vote(con, 1, "ann", "maybe")
     for bad in ("", "   ", "x" * 65, "a\x00b", None, 5):
         with pytest.raises(UserError):
-            db.vote(con, 1, bad, "y")
+            vote_log.vote(con, 1, bad, "y")
     assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 0
     assert con.execute("SELECT COUNT(*) FROM reviewers").fetchone()[0] == 0
 
@@ -169,19 +169,19 @@ def test_majority(votes, expected):
 def test_progress_resume_and_export(world, tmp_path):
     w, con = world
     ids = [item_id(con, "tower", r) for r in range(1, 7)]
-    db.vote(con, ids[0], "ann", "y")
-    db.vote(con, ids[1], "ann", "n")
-    db.vote(con, ids[3], "ann", "n")
-    db.vote(con, ids[0], "bob", "n")
-    db.vote(con, ids[0], "cy", "n")
-    db.vote(con, ids[1], "bob", "u")
-    assert db.first_open(con, "tower", "ann") == 2
-    assert db.first_open(con, "tower", "dan") == 0       # unknown reviewer: start at the top
-    assert db.first_open(con, "bridge", "ann") == 0
-    ov = {x["landmark"]: x for x in db.landmarks_overview(con, "ann")}
+    vote_log.vote(con, ids[0], "ann", "y")
+    vote_log.vote(con, ids[1], "ann", "n")
+    vote_log.vote(con, ids[3], "ann", "n")
+    vote_log.vote(con, ids[0], "bob", "n")
+    vote_log.vote(con, ids[0], "cy", "n")
+    vote_log.vote(con, ids[1], "bob", "u")
+    assert listing.first_open(con, "tower", "ann") == 2
+    assert listing.first_open(con, "tower", "dan") == 0       # unknown reviewer: start at the top
+    assert listing.first_open(con, "bridge", "ann") == 0
+    ov = {x["landmark"]: x for x in listing.landmarks_overview(con, "ann")}
     assert ov["tower"] == {"landmark": "tower", "total": 6, "mine": 3}
     assert ov["bridge"] == {"landmark": "bridge", "total": 6, "mine": 0}
-    page = db.items_page(con, "tower", 1, 2, "bob")
+    page = listing.items_page(con, "tower", 1, 2, "bob")
     assert [i["rank"] for i in page["items"]] == [2, 3] and page["total"] == 6
     assert [i["vote"] for i in page["items"]] == ["u", None]
     assert [i["n_votes"] for i in page["items"]] == [2, 0]
@@ -211,17 +211,20 @@ def test_cli_import_is_idempotent(tmp_path, capsys):
     assert main(["review", "import", str(tmp_path / "nope.parquet"), "--db", str(w["db"])]) == 2
 
 
-def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
+def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path, capsys):
+    """The score run's fingerprint (SCORES/stats.json, which `mining review import` reads beside
+    the queue and gives the import) goes into the database and from there into the decisions;
+    a queue scored against another landmark dataset is refused, and so is the app on other landmarks."""
     from mining.datasets.landmarks import load_landmarks
     from mining.stages.review.app import create_app
 
     w = make_world(tmp_path)
     fp = load_landmarks(w["landmarks"]).fingerprint()
     (w["queue"].parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": fp}))
-    con = db.connect(w["db"], create=True)
-    db.import_queue(con, w["queue"])
-    assert db.fingerprint(con) == fp
-    db.vote(con, 1, "ann", "y")
+    assert main(["review", "import", str(w["queue"]), "--db", str(w["db"])]) == 0
+    con = database.connect(w["db"])
+    assert queue_import.fingerprint(con) == fp
+    vote_log.vote(con, 1, "ann", "y")
     out = tmp_path / "d.parquet"
     decisions.export(con, out)
     assert pq.read_schema(out).metadata[b"landmarks_fingerprint"] == fp.encode()
@@ -230,8 +233,11 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     pq.write_table(pq.read_table(w["queue"]), other)
     (other.parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "0123456789abcdef"}))
     before = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    capsys.readouterr()
+    assert main(["review", "import", str(other), "--db", str(w["db"])]) == 2
+    assert "landmark dataset 0123456789abcdef" in capsys.readouterr().err
     with pytest.raises(UserError, match="landmark dataset"):
-        db.import_queue(con, other)
+        queue_import.import_queue(con, other, scores_fingerprint="0123456789abcdef")
     assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == before
     con.execute("UPDATE meta SET value = 'feedfacefeedface'")
     with pytest.raises(UserError, match="landmark dataset"):
@@ -239,13 +245,33 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path):
     con.close()
 
 
+def test_the_import_takes_the_score_runs_fingerprint_from_its_caller(tmp_path):
+    """import_queue reads no file of the score's (a stats.json beside the queue is the caller's
+    to read), and a fingerprint in the queue's own metadata comes before the one it is given."""
+    w = make_world(tmp_path)
+    (w["queue"].parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "feedfacefeedface"}))
+    con = database.connect(w["db"], create=True)
+    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
+    assert queue_import.fingerprint(con) is None
+    con.close()
+    table = pq.read_table(w["queue"])
+    labelled = tmp_path / "labelled" / "review_queue.parquet"
+    labelled.parent.mkdir()
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                  b"landmarks_fingerprint": b"0123456789abcdef"}), labelled)
+    con = database.connect(tmp_path / "labelled.sqlite", create=True)
+    queue_import.import_queue(con, labelled, scores_fingerprint="feedfacefeedface")
+    assert queue_import.fingerprint(con) == "0123456789abcdef"
+    con.close()
+
+
 def _voted_db(tmp_path):
     """A review database with a few votes (WAL checkpointed: every vote in the file)."""
     w = make_world(tmp_path)
-    con = db.connect(w["db"], create=True)
-    db.import_queue(con, w["queue"])
+    con = database.connect(w["db"], create=True)
+    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
     for item, name, v in ((1, "ann", "y"), (1, "bob", "n"), (2, "ann", "n"), (1, "cy", "y")):
-        db.vote(con, item, name, v)
+        vote_log.vote(con, item, name, v)
     con.close()
     return w
 
@@ -284,7 +310,7 @@ def test_export_reads_a_database_whose_folder_forbids_new_files(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "elsewhere", "ref.parquet", "w"]
-    assert db.connect_readonly(w["db"]).execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 4
+    assert database.connect_readonly(w["db"]).execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 4
 
 
 @contextlib.contextmanager
@@ -327,9 +353,9 @@ def test_export_from_a_read_only_mount_and_to_a_full_disk(tmp_path, capsys):
         assert err.count("\n") == 1 and str(bad) in err and not bad.exists()
 
     # Votes still in a -wal (a server was killed, or is running): read with the WAL, never without.
-    live = db.connect(w["db"])
+    live = database.connect(w["db"])
     live.execute("PRAGMA wal_autocheckpoint = 0")
-    db.vote(live, 3, "dan", "y")
+    vote_log.vote(live, 3, "dan", "y")
     snap = tmp_path / "snap"
     snap.mkdir()
     for suffix in ("", "-wal"):

@@ -17,17 +17,17 @@ import pytest
 from review_world import make_world
 
 from mining.cli import main
-from mining.stages.review import db
+from mining.stages.review import database, queue_import
 from mining.stages.review.app import create_app
-from mining.stages.review.server import running
+from mining.stages.review.hosting import running
 
 THREADS, VOTES = 16, 50
 
 
 def test_concurrent_reviewers_lose_no_vote(tmp_path):
     w = make_world(tmp_path, per_landmark=VOTES // 2)          # 50 items
-    con = db.connect(w["db"], create=True)
-    db.import_queue(con, w["queue"])
+    con = database.connect(w["db"], create=True)
+    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
     ids = [r[0] for r in con.execute("SELECT id FROM items ORDER BY id")]
     con.close()
     expected = {(t, i): "ynu"[(t + k) % 3] for t in range(THREADS) for k, i in enumerate(ids)}
@@ -53,7 +53,7 @@ def test_concurrent_reviewers_lose_no_vote(tmp_path):
     assert main(["review", "export", "--db", str(w["db"]), "--out", str(out), "--complete"]) == 0
     rows = pq.read_table(out).to_pylist()
     assert len(rows) == len(ids) and sum(r["n_votes"] for r in rows) == THREADS * VOTES
-    con = db.connect(w["db"])
+    con = database.connect(w["db"])
     by_photo = {pid: i for i, pid in con.execute("SELECT id, photo_id FROM items")}
     assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == THREADS * VOTES
     con.close()
@@ -90,8 +90,8 @@ def test_simulated_errors_are_seeded(tmp_path):
     outs = []
     for run in range(2):
         dbp = tmp_path / f"r{run}.sqlite"
-        con = db.connect(dbp, create=True)
-        db.import_queue(con, w["queue"])
+        con = database.connect(dbp, create=True)
+        queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
         con.close()
         assert main(["review", "simulate", "--db", str(dbp), "--truth", str(w["truth"]),
                      "--reviewers", "1", "--error-rate", "1.0", "--seed", "7"]) == 0
@@ -166,7 +166,7 @@ def test_per_reviewer_links_on_a_real_server(tmp_path):
         with httpx.Client(base_url=url) as page:                 # the printed link: token → cookie
             assert page.get(f"/?token={tok['bob']}").status_code == 200
             assert page.get("/api/me").json() == {"reviewer": "bob"}
-    con = db.connect(w["db"])
+    con = database.connect(w["db"])
     rows = con.execute("""SELECT r.name, v.item_id, v.vote FROM votes v JOIN reviewers r ON r.id = v.reviewer_id
                           ORDER BY v.id""").fetchall()
     con.close()

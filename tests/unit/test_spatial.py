@@ -225,13 +225,12 @@ def test_the_review_app_sorts_by_inliers_and_draws_the_matches(city, tmp_path):
 
     from fastapi.testclient import TestClient
 
-    from mining.stages.review import db
+    from mining.cli import main
     from mining.stages.review.app import create_app
 
     c, root, _, _ = city
-    con = db.connect(tmp_path / "review.sqlite", create=True)
-    db.import_queue(con, root / "scores" / "review_queue.parquet")
-    con.close()
+    # as the workflow imports it: `mining review import` gives the score run's fingerprint (its stats.json)
+    assert main(["review", "import", str(root / "scores" / "review_queue.parquet"), "--db", str(tmp_path / "review.sqlite")]) == 0
     client = TestClient(create_app(db_path=tmp_path / "review.sqlite", images=c["images"], landmarks=c["gnd"]),
                         base_url="http://127.0.0.1:8765")
     lm = "lm1_q"
@@ -259,7 +258,7 @@ def test_the_review_app_sorts_by_inliers_and_draws_the_matches(city, tmp_path):
 
 
 def test_the_matches_drawing_escapes_names():
-    from mining.stages.review.geometry import svg
+    from mining.stages.review.inliers import svg
 
     ev = {"inliers": 1, "image": "x", "points": [1, 2, 3, 4], "frames": [10, 10, 10, 10]}
     out = svg(ev, None, None, '3 inliers with queries/<script>alert("x")</script>')
@@ -296,7 +295,7 @@ def test_leak_risk_flags_the_planted_photos_by_their_inliers(city, tmp_path):
 ], ids=["negative", "nan", "huge", "minus-inf", "frame", "ragged"])
 def test_queue_evidence_out_of_its_domain_refuses_the_import_in_one_line(city, tmp_path, edit, words):
     """A queue's evidence is checked before it is stored: no NaN line, no 4-billion-pixel drawing."""
-    from mining.stages.review import db
+    from mining.stages.review import database, queue_import
 
     _, root, _, _ = city
     table = pq.read_table(root / "scores" / "review_queue.parquet")
@@ -305,25 +304,25 @@ def test_queue_evidence_out_of_its_domain_refuses_the_import_in_one_line(city, t
     rows[k] = {**rows[k], **edit(rows[k])}
     bad = tmp_path / "queue.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), bad)
-    con = db.connect(tmp_path / "review.sqlite", create=True)
+    con = database.connect(tmp_path / "review.sqlite", create=True)
     try:
         with pytest.raises(UserError, match=re.escape(words)):
-            db.import_queue(con, bad)
+            queue_import.import_queue(con, bad, scores_fingerprint=None)
         assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 0  # nothing half imported
     finally:
         con.close()
 
 
 def test_a_min_inliers_bar_that_is_not_a_number_refuses_the_import(city, tmp_path):
-    from mining.stages.review import db
+    from mining.stages.review import database, queue_import
 
     _, root, _, _ = city
     table = pq.read_table(root / "scores" / "review_queue.parquet")
     bad = tmp_path / "queue.parquet"
     pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), b"min_inliers": b"abc"}), bad)
-    con = db.connect(tmp_path / "review.sqlite", create=True)
+    con = database.connect(tmp_path / "review.sqlite", create=True)
     try:
         with pytest.raises(UserError, match="min_inliers metadata is 'abc', not a whole number"):
-            db.import_queue(con, bad)
+            queue_import.import_queue(con, bad, scores_fingerprint=None)
     finally:
         con.close()

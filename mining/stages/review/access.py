@@ -28,8 +28,8 @@ from typing import Mapping
 
 from mining.files.atomic import atomic_path
 from mining.errors import UserError
-from mining.stages.review.db import clean_name
-from mining.stages.review.server import resolve_token
+from mining.stages.review.hosting import resolve_token
+from mining.stages.review.vote_log import clean_name
 
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 bits
 MIN_TOKEN = 8

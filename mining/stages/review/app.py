@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from mining.photos import imageindex
 from mining.datasets.benchmarks import dataset_view
 from mining.errors import UserError
-from mining.stages.review import db
+from mining.stages.review import database, queue_import
 from mining.stages.review.access import Access, single
 from mining.stages.review.routes import images as image_routes
 from mining.stages.review.routes import pages, votes
@@ -65,7 +65,7 @@ def create_app(*, db_path: str | Path, images: str | Path, landmarks: str | Path
         raise UserError(f"{root}: image root not found")
     # the download's index says where each image is; the simulated reviewers see no images
     paths = imageindex.stored(root) if images_required or (root / imageindex.NAME).exists() else {}
-    db.connect(dbp).close()  # exists and opens
+    database.connect(dbp).close()  # exists and opens
     ds = dataset_view(landmarks) if landmarks else None  # several benchmarks: their queries as one list
     if ds is not None:
         _check_fingerprint(dbp, ds)
@@ -81,9 +81,9 @@ def create_app(*, db_path: str | Path, images: str | Path, landmarks: str | Path
 
 def _check_fingerprint(dbp: Path, ds: Any) -> None:
     """The landmarks are the ones the queue was scored against, or one line."""
-    con = db.connect(dbp)
+    con = database.connect(dbp)
     try:
-        known = db.fingerprint(con)
+        known = queue_import.fingerprint(con)
     finally:
         con.close()
     if known and known != ds.fingerprint():

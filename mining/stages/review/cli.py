@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE
+from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE, STATS
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -70,22 +71,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from mining.stages.review import db
+    from mining.stages.review import database, queue_import
 
-    con = db.connect(args.db, create=True)
+    queue = Path(args.queue)
+    con = database.connect(args.db, create=True)
     try:
-        r = db.import_queue(con, args.queue)
+        r = queue_import.import_queue(con, queue, scores_fingerprint=_scores_fingerprint(queue.parent))
     finally:
         con.close()
     _report({"rows": r.rows, "added": r.added, "kept": r.kept})
     return 0
 
 
+def _scores_fingerprint(scores: Path) -> str | None:
+    """The landmark dataset the score run names in its stats.json, beside its review queue
+    (SCORES/), or None: no such file, not JSON, no fingerprint (an audit queue's folder has none)."""
+    from mining.files.answers import FINGERPRINT
+
+    stats = scores / STATS
+    if not stats.is_file():
+        return None
+    try:
+        value = json.loads(stats.read_text()).get(FINGERPRINT)
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
 def _export(args: argparse.Namespace) -> int:
     from mining.errors import UserError
-    from mining.stages.review import db, decisions
+    from mining.stages.review import database, decisions
 
-    con = db.connect_readonly(args.db)
+    con = database.connect_readonly(args.db)
     try:
         if args.complete:
             _, unvoted = decisions.export_rows(con)
@@ -101,7 +118,7 @@ def _export(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from mining.stages.review.access import announce, links_file_for, resolve_access
     from mining.stages.review.app import create_app
-    from mining.stages.review.server import serve
+    from mining.stages.review.hosting import serve
 
     links_file = args.links_file or links_file_for(args.db)
     access = resolve_access(args.host, args.token, args.reviewer, args.reviewers, args.reviewers_file,
@@ -117,8 +134,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from mining.stages.review.app import create_app
     from mining.stages.review.simulate import load_truth, simulate
 

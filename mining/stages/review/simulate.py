@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from mining.errors import UserError
 from mining.console.progress import bar as progress_bar
-from mining.stages.review.server import running
+from mining.stages.review.hosting import running
 
 PAGE = 500
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response
 
-from mining.stages.review import db, geometry, thumbs
+from mining.stages.review import inliers, listing, thumbs
 from mining.stages.review.routes.shared import MAX_ID, Settings, conn, settings_of
 
 router = APIRouter()
@@ -42,14 +42,14 @@ def query_crop(request: Request, index: int = PathParam(ge=0, le=MAX_ID), full: 
 def matches(request: Request, item_id: int = PathParam(ge=0, le=MAX_ID),
             con: sqlite3.Connection = Depends(conn)) -> Response:
     """The item's inlier correspondences drawn between it and the landmark image that gave
-    them (`geometry.svg`, images embedded: an SVG shown as an image loads nothing else)."""
+    them (`inliers.svg`, images embedded: an SVG shown as an image loads nothing else)."""
     s = settings_of(request)
-    ev = geometry.of_item(con, item_id)
+    ev = inliers.of_item(con, item_id)
     if ev is None or ev["inliers"] <= 0:
         raise HTTPException(404, "no geometric evidence for this item")
     src, pid = _item_image(s, con, item_id)
     cand = thumbs.cached(s.thumbs, f"matches/{s.paths[pid].removeprefix('jpg/')}", src, 768)
-    body = geometry.svg(ev, cand, landmark_jpeg(s, ev["image"]), f"{ev['inliers']} inliers with {ev['image']}")
+    body = inliers.svg(ev, cand, landmark_jpeg(s, ev["image"]), f"{ev['inliers']} inliers with {ev['image']}")
     return Response(body, media_type="image/svg+xml", headers={
         "Cache-Control": "private, max-age=86400", "Content-Security-Policy": "default-src 'none'; img-src data:"})
 
@@ -83,7 +83,7 @@ def landmark_jpeg(s: Settings, image: str) -> bytes | None:
 
 
 def _item_image(s: Settings, con: sqlite3.Connection, item_id: int) -> tuple[Path, int]:
-    pid = db.photo_of(con, item_id)
+    pid = listing.photo_of(con, item_id)
     if pid is None:
         raise HTTPException(404, "unknown item")
     rel = s.paths.get(pid)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse
 
 from mining.errors import UserError
-from mining.stages.review import db
+from mining.stages.review import listing, queue_import
 from mining.stages.review.routes.shared import MAX_ID, MAX_PAGE, STATIC, conn, settings_of, user_error, who
 
 router = APIRouter()
@@ -31,14 +31,14 @@ def api_me(request: Request) -> dict[str, Any]:
 def api_landmarks(request: Request, reviewer: str | None = Query(None, max_length=200),
                   con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
     try:
-        overview = db.landmarks_overview(con, who(request, reviewer))
+        overview = listing.landmarks_overview(con, who(request, reviewer))
     except UserError as exc:
         raise user_error(exc) from None
     queries = _queries_by_landmark(settings_of(request).landmarks)
     for lm in overview:
         lm["queries"] = queries.get(lm["landmark"], [])
     return {"landmarks": overview, "total": sum(x["total"] for x in overview),
-            "mine": sum(x["mine"] for x in overview), "kind": db.queue_kind(con)}
+            "mine": sum(x["mine"] for x in overview), "kind": queue_import.queue_kind(con)}
 
 
 @router.get("/api/items")
@@ -49,10 +49,10 @@ def api_items(request: Request, landmark: str = Query(..., max_length=500), offs
               after: int | None = Query(None, ge=0, le=MAX_ID), sort: Literal["rank", "inliers"] = "rank",
               con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
     try:
-        page = db.items_page(con, landmark, offset, limit, who(request, reviewer), show, after, sort)
+        page = listing.items_page(con, landmark, offset, limit, who(request, reviewer), show, after, sort)
     except UserError as exc:
         raise user_error(exc) from None
-    if page["total"] == 0 and (show == "all" or db.items_page(con, landmark, 0, 1, None)["total"] == 0):
+    if page["total"] == 0 and (show == "all" or listing.items_page(con, landmark, 0, 1, None)["total"] == 0):
         raise HTTPException(404, "unknown landmark")
     return page
 
@@ -62,7 +62,7 @@ def api_resume(request: Request, landmark: str = Query(..., max_length=500),
                reviewer: str | None = Query(None, max_length=200),
                con: sqlite3.Connection = Depends(conn)) -> dict[str, Any]:
     try:
-        return {"landmark": landmark, "position": db.first_open(con, landmark, who(request, reviewer))}
+        return {"landmark": landmark, "position": listing.first_open(con, landmark, who(request, reviewer))}
     except UserError as exc:
         raise user_error(exc) from None
 

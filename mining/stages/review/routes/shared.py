@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from mining.errors import UserError
-from mining.stages.review import db
+from mining.stages.review import database
 from mining.stages.review.access import Access
 
 STATIC = Path(__file__).parent.parent / "static"  # the page, its script and style
@@ -41,7 +41,7 @@ def thread_con(s: Settings) -> sqlite3.Connection:
     database checkpoints it (an fsync), which made every request ~30 ms slower."""
     con = getattr(s.connections, "con", None)
     if con is None:
-        con = s.connections.con = db.connect(s.db_path)
+        con = s.connections.con = database.connect(s.db_path)
     return con
 
 

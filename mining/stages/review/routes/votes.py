@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
 from mining.errors import UserError
-from mining.stages.review import db
+from mining.stages.review import listing, vote_log
 from mining.stages.review.routes.shared import MAX_ID, MAX_PAGE, settings_of, thread_con, who
 
 MAX_BODY = 4096  # a vote is ~60 bytes; anything much larger is refused before parsing
@@ -28,7 +28,7 @@ async def api_vote(request: Request) -> dict[str, Any]:
     if not isinstance(item, int) or isinstance(item, bool) or item < 0 or item > MAX_ID:
         raise HTTPException(422, "item_id must be a non-negative integer")
     _check_vote(value)
-    return await _write(lambda: db.vote(thread_con(s), item, reviewer, value))
+    return await _write(lambda: vote_log.vote(thread_con(s), item, reviewer, value))
 
 
 @router.post("/api/votes/bulk")
@@ -42,7 +42,7 @@ async def api_bulk_vote(request: Request) -> dict[str, Any]:
             or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= MAX_ID for i in items)):
         raise HTTPException(422, f"item_ids must be a list of 1 to {MAX_PAGE} non-negative integers")
     _check_vote(value)
-    return await _write(lambda: db.bulk_vote(thread_con(s), items, reviewer, value))
+    return await _write(lambda: vote_log.bulk_vote(thread_con(s), items, reviewer, value))
 
 
 @router.post("/api/undo")
@@ -53,24 +53,24 @@ async def api_undo(request: Request) -> dict[str, Any]:
 
     def work() -> dict[str, Any]:
         con = thread_con(s)
-        done = db.undo(con, reviewer)
+        done = vote_log.undo(con, reviewer)
         if done is None:
             return {"undone": None}
-        lm, pos = db.position_of(con, done["item_id"]) or ("", 0)
+        lm, pos = listing.position_of(con, done["item_id"]) or ("", 0)
         return {"undone": {**done, "landmark": lm, "position": pos}}
     return await _write(work)
 
 
 def _check_vote(value: Any) -> None:
-    if value not in db.VOTES:
-        raise HTTPException(422, f"vote must be one of {', '.join(db.VOTES)}")
+    if value not in vote_log.VOTES:
+        raise HTTPException(422, f"vote must be one of {', '.join(vote_log.VOTES)}")
 
 
 async def _write(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a database write off the event loop; its errors as HTTP answers."""
     try:
         return await run_in_threadpool(work)
-    except db.NotFound:
+    except vote_log.NotFound:
         raise HTTPException(404, "unknown item") from None
     except UserError as exc:
         raise HTTPException(422, str(exc)) from None

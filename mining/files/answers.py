@@ -19,6 +19,7 @@ were labelled, or made by hand) is refused with how to export it again, rather t
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,26 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.files.names import AUDIT_QUEUE
+from mining.files.names import AUDIT_QUEUE, STATS
 
 KIND, DIGEST, FINGERPRINT, SELECTION = "queue_kind", "queue_digest", "landmarks_fingerprint", "selection_digest"
 KINDS = ("review", "audit")
 WHERE = {"review": "the review's database (REVIEW/review.sqlite)", "audit": "the audit's database (AUDIT/audit.sqlite)"}
+
+
+def stated_fingerprint(folder: Path) -> str | None:
+    """The landmark dataset that a stage's FOLDER/stats.json names (score, select), or None: no
+    such file, not a JSON object, no fingerprint. A file there that cannot be read is one line."""
+    stats = folder / STATS
+    if not stats.is_file():
+        return None
+    try:
+        value = json.loads(stats.read_text()).get(FINGERPRINT)
+    except OSError as exc:
+        raise UserError(f"{stats}: cannot be read ({exc.strerror or exc}); check its permissions") from None
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None
 
 
 def ids_digest(ids: Any) -> str:

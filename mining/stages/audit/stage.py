@@ -19,7 +19,6 @@ Two steps around a review (docs/stages.md, docs/protocols.md), one entry point e
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ import pyarrow.parquet as pq
 
 from mining.files import answers, atomic
 from mining.files.checksums import file_sha256
-from mining.files.names import AUDIT, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT, STATS
+from mining.files.names import AUDIT, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.settings.options import AuditOptions
@@ -43,16 +42,6 @@ def sample_digest(sampled_ids: list[list[int]]) -> str:
     """The digest of the audit sample's photos (plan.json's `sampled_ids`): the `queue_digest` its
     queue, its database and its answers carry (mining.files.answers)."""
     return answers.queue_digest([p for ids in sampled_ids for p in ids])
-
-
-def _fingerprint(selected: Path) -> str | None:
-    """The landmark dataset of the selection (SELECTED/stats.json), when it says."""
-    stats = (selected if selected.is_dir() else selected.parent) / STATS
-    try:
-        value = json.loads(stats.read_text()).get("landmarks_fingerprint")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(value) if value else None
 
 
 def _selection(selected: Path) -> Any:
@@ -89,7 +78,7 @@ def run_draw(*, selected: Path, out: Path, options: AuditOptions) -> dict[str, A
     for i, r in enumerate(rows):
         r["rank"] = i + 1
     sampled_ids = [[int(frame.photo_id[p]) for p in pos] for pos in positions]
-    label = answers.Label("audit", sample_digest(sampled_ids), _fingerprint(selected),
+    label = answers.Label("audit", sample_digest(sampled_ids), answers.stated_fingerprint(selected if selected.is_dir() else selected.parent),
                           answers.ids_digest(frame.photo_id))
     schema = pa.schema([("landmark", pa.string()), ("photo_id", pa.int64()), ("rank", pa.int32()),
                         ("set_rank", pa.int64()), ("score", pa.float64()), ("stratum", pa.int32()),

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE, STATS
+from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -71,31 +71,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from mining.files import answers
     from mining.stages.review import database, queue_import
 
     queue = Path(args.queue)
     con = database.connect(args.db, create=True)
     try:
-        r = queue_import.import_queue(con, queue, scores_fingerprint=_scores_fingerprint(queue.parent))
+        r = queue_import.import_queue(con, queue, scores_fingerprint=answers.stated_fingerprint(queue.parent))
     finally:
         con.close()
     _report({"rows": r.rows, "added": r.added, "kept": r.kept})
     return 0
 
-
-def _scores_fingerprint(scores: Path) -> str | None:
-    """The landmark dataset the score run names in its stats.json, beside its review queue
-    (SCORES/), or None: no such file, not JSON, no fingerprint (an audit queue's folder has none)."""
-    from mining.files.answers import FINGERPRINT
-
-    stats = scores / STATS
-    if not stats.is_file():
-        return None
-    try:
-        value = json.loads(stats.read_text()).get(FINGERPRINT)
-    except (ValueError, AttributeError):
-        return None
-    return str(value) if value else None
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -39,7 +39,8 @@ from mining.files import atomic
 from mining.datasets.benchmarks import valid_name
 from mining.errors import UserError
 from mining.photos.imagedecode import shown_size
-from mining.datasets.landmarks import CheckReport, check_dataset, validate_gnd
+from mining.datasets.datasetcheck import CheckReport, check_dataset
+from mining.datasets.gndcheck import validate_gnd
 from mining.files.plainpaths import plain_name
 
 COLUMNS = ("image", "landmark", "role", "query", "x1", "y1", "x2", "y2")

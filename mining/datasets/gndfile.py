@@ -34,6 +34,7 @@ import numpy as np
 from mining.errors import UserError
 
 INDEX_KEYS = ("easy", "hard", "junk", "ok")  # the gnd keys that hold database indices
+POSITIVE_KEYS = ("easy", "hard", "ok")  # revisited protocol: easy ∪ hard; original protocol: ok
 
 # revisitop's gnd_roxford5k.pkl is 0.5 MB; a gnd for a million-image database is tens of MB
 MAX_FILE_BYTES = 256 << 20
@@ -191,6 +192,11 @@ def gnd_entry(qimlist: Sequence[Any], i: int) -> str:
     """How a message names gnd entry i: its query name when the file has one."""
     name = qimlist[i] if i < len(qimlist) else None
     return f"query {str(name)!r} (#{i})" if name is not None else f"gnd entry #{i}"
+
+
+def positive_set(g: dict[str, Any]) -> set[int]:
+    """The database indices gnd entry `g` counts as its query's positives (`POSITIVE_KEYS`)."""
+    return {int(v) for k in POSITIVE_KEYS for v in np.asarray(g.get(k, []), dtype=object).ravel()}
 
 
 def _names(arr: Any) -> list[str]:

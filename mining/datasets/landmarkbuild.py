@@ -39,7 +39,8 @@ from mining.files import atomic
 from mining.datasets.benchmarks import valid_name
 from mining.errors import UserError
 from mining.photos.imagedecode import shown_size
-from mining.datasets.landmarks import CheckReport, check_dataset, validate_gnd
+from mining.datasets.datasetcheck import CheckReport, check_dataset
+from mining.datasets.gndcheck import validate_gnd
 from mining.files.plainpaths import plain_name
 
 COLUMNS = ("image", "landmark", "role", "query", "x1", "y1", "x2", "y2")
@@ -103,8 +104,8 @@ def read_table(table: Path, images: Path | None = None) -> list[Row]:
         raise UserError(f"{table}: not a readable CSV table (UTF-8) ({exc})") from None
 
 
-def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
-    problems = _Problems(table)
+def _read_header(table: Path, reader: Any) -> list[str]:
+    """The table's column names (lower case), checked: each known, the required ones there, none twice."""
     header = next(reader, None)
     if header is None:
         raise UserError(f"{table}: empty (expected a header row: {', '.join(COLUMNS)})")
@@ -116,6 +117,12 @@ def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
                 else "a column named twice")
         raise UserError(f"{table} line 1: {what} (the columns are {', '.join(COLUMNS)}; "
                         f"{', '.join(REQUIRED)} are required)")
+    return head
+
+
+def _read_rows(table: Path, reader: Any, root: Path) -> list[Row]:
+    problems = _Problems(table)
+    head = _read_header(table, reader)
     files: dict[str, tuple[Path, str, tuple[int, int] | str]] = {}  # image as written → (path, name, size or problem)
     rows = []
     for line, values in enumerate(reader, start=2):
@@ -259,7 +266,12 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
     if not queries:
         problems.add(0, "no query rows (role query, with its box): a benchmark needs queries")
     problems.raise_any()
+    return _gnd(queries, labels, negatives), {n: p for n, (p, _) in files.items()}
 
+
+def _gnd(queries: dict[str, Row], labels: dict[tuple[str, str, str], Row], negatives: dict[str, Row]) -> dict[str, Any]:
+    """{imlist, qimlist, gnd} of the checked rows: each query's labels are its landmark's, those
+    for it alone replacing them."""
     imlist = sorted({name for name, _, _ in labels} | set(negatives))
     index = {n: i for i, n in enumerate(imlist)}
     per_landmark: dict[str, dict[str, str]] = {}  # landmark → image name → role (labels for all its queries)
@@ -274,8 +286,7 @@ def ground_truth(table: Path, rows: list[Row]) -> tuple[dict[str, Any], dict[str
             g[label] = sorted(index[n] for n, lab in role.items() if lab == label)
         g["landmark"] = q.landmark
         gnd.append(g)
-    data = {"imlist": imlist, "qimlist": list(queries), "gnd": gnd}
-    return data, {n: p for n, (p, _) in files.items()}
+    return {"imlist": imlist, "qimlist": list(queries), "gnd": gnd}
 
 
 def _queries_labelled_against(rows: list[Row], queries: dict[str, Row], problems: _Problems) -> None:

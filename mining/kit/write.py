@@ -74,6 +74,7 @@ def _copy_store(src: Any, dst: Path) -> None:
     write_store_info(dst, _store_info(src.info, len(src.ids()), len(names)))
 
 
+# long: one pass over the candidate store, each shard read once for its rows and similarities (13 lines: why)
 def _subset_store(src: Any, dst: Path, wanted: np.ndarray, shard_rows: int,
                   queries: dict[str | None, Any]) -> tuple[int, dict[str | None, np.ndarray]]:
     """The rows of the candidates store `src` whose photo id is in `wanted` (sorted), in store
@@ -177,6 +178,31 @@ def _timeless(value: Any) -> Any:
     return [_timeless(v) for v in value] if isinstance(value, list) else value
 
 
+def _method_entry(cand: Any, base: Path, run: dict[str | None, Any], kept: int, wanted: int) -> dict[str, Any]:
+    """A method's entry in the kit's info: what it is, how many distractors it holds, and the
+    bytes of its part of the kit (`base`), apart by what grows with the set and what does not."""
+    spatial = {b: st for b, st in run.items() if st.spatial is not None}
+    model = cand.info.get("model")
+    model_file = base / "distractors" / MODEL_FILE
+    model_bytes = model_file.stat().st_size if model_file.is_file() else 0
+    sims_bytes = sum((store_dir(base, b) / SIMS / "distractors.npy").stat().st_size for b in run)
+    sp_bytes = sum(_tree_bytes(store_dir(base, b) / SIMS_SP) for b in spatial)
+    dist_bytes = _tree_bytes(base / "distractors") - model_bytes  # what grows with the set
+    landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes - sp_bytes
+    return {
+        "kind": cand.kind, "dim": cand.info.get("dim"), "params": cand.info.get("params"),
+        "model_sha256": model["sha256"] if model else None, "distractors": kept,
+        "missing": int(wanted - kept),  # selected photos this method could not describe
+        "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes, "model": model_bytes,
+                  "similarities": sims_bytes, "similarities_sp": sp_bytes},
+        # +SP rows reproduced from the run's verified similarities (SIMS_SP), when it had them
+        "spatial": next(iter(spatial.values())).spatial if spatial else None,
+        # what grows with the set: its descriptors, and the run's similarities of every query to it
+        "bytes_per_distractor": round((dist_bytes + sims_bytes) / kept, 1) if kept else None,
+        "gb_per_million": round((dist_bytes + sims_bytes) / kept * 1e6 / 1e9, 3) if kept else None,
+    }
+
+
 def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation: dict[str, Any] | None,
               shard_rows: int = SHARD_ROWS, method_of: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Write the kit into `out` (a new folder). `selection`: rank, photo_id, path, released
@@ -208,26 +234,7 @@ def write_kit(out: Path, method_dirs: Sequence[Path], selection: Any, evaluation
             _save_sims(store_dir(base, bench) / SIMS, landmarks, sims[bench])
             if stores.spatial is not None:  # the +SP rows' similarities (the kit holds no keypoints)
                 _spatial_sims(store_dir(base, bench) / SIMS_SP, stores, landmarks, wanted)
-        spatial = {b: st for b, st in run.items() if st.spatial is not None}
-        model = cand.info.get("model")
-        model_file = base / "distractors" / MODEL_FILE
-        model_bytes = model_file.stat().st_size if model_file.is_file() else 0
-        sims_bytes = sum((store_dir(base, b) / SIMS / "distractors.npy").stat().st_size for b in benchmarks or [None])
-        sp_bytes = sum(_tree_bytes(store_dir(base, b) / SIMS_SP) for b in spatial)
-        dist_bytes = _tree_bytes(base / "distractors") - model_bytes  # what grows with the set
-        landmark_bytes = _tree_bytes(base) - dist_bytes - model_bytes - sims_bytes - sp_bytes
-        methods[name] = {
-            "kind": cand.kind, "dim": cand.info.get("dim"), "params": cand.info.get("params"),
-            "model_sha256": model["sha256"] if model else None, "distractors": kept,
-            "missing": int(wanted.size - kept),  # selected photos this method could not describe
-            "bytes": {"landmarks": landmark_bytes, "distractors": dist_bytes, "model": model_bytes,
-                      "similarities": sims_bytes, "similarities_sp": sp_bytes},
-            # +SP rows reproduced from the run's verified similarities (SIMS_SP), when it had them
-            "spatial": next(iter(spatial.values())).spatial if spatial else None,
-            # what grows with the set: its descriptors, and the run's similarities of every query to it
-            "bytes_per_distractor": round((dist_bytes + sims_bytes) / kept, 1) if kept else None,
-            "gb_per_million": round((dist_bytes + sims_bytes) / kept * 1e6 / 1e9, 3) if kept else None,
-        }
+        methods[name] = _method_entry(cand, base, run, kept, int(wanted.size))
     if several:
         fps = {b: several[b]["landmarks"]["fingerprint"] for b in benchmarks}
     else:

@@ -156,6 +156,23 @@ def parse_section(section: dict[str, Any], where: Locator, *, read_geojson: Call
     unknown code is rejected here, before any data is read; `read_geojson(path)`
     (`mining.settings.geoshapes.load_geojson`) reads a GeoJSON area now, not first at geofilter.
     """
+    sample = section.get("sample")
+    return Recipe(
+        countries=_countries(section, where, known_codes),
+        areas=_areas(section, where, read_geojson, base_dir),
+        licenses=tuple(section["licenses"]) if "licenses" in section else None,
+        photos_only=section["photos_only"],
+        require_geotag=section["require_geotag"],
+        min_accuracy=section.get("min_accuracy"),
+        sample_n=sample["n"] if sample else None,
+        sample_seed=sample["seed"] if sample else 0,
+        shoreline_buffer_km=float(section["shoreline_buffer_km"]),
+        source=where.source,
+    )
+
+
+def _countries(section: dict[str, Any], where: Locator, known_codes: Any) -> tuple[CountryRule, ...]:
+    """The `countries:` rules: known codes (when `known_codes` can tell), each listed once."""
     countries = []
     seen: set[str] = set()
     for i, c in enumerate(section.get("countries", [])):
@@ -167,7 +184,12 @@ def parse_section(section: dict[str, Any], where: Locator, *, read_geojson: Call
             raise where.error((SECTION, "countries", i, "code"), f"country {code} is listed twice")
         seen.add(code)
         countries.append(CountryRule(code, bool(c["include_dependencies"])))
+    return tuple(countries)
 
+
+def _areas(section: dict[str, Any], where: Locator, read_geojson: Callable[[Path], Any],
+           base_dir: Path | None) -> tuple[Area, ...]:
+    """The `areas:` (a circle, a box or a GeoJSON file read now), each name used once."""
     areas: list[Area] = []
     names: set[str] = set()
     for i, a in enumerate(section.get("areas", [])):
@@ -198,17 +220,4 @@ def parse_section(section: dict[str, Any], where: Locator, *, read_geojson: Call
             except UserError as exc:
                 raise where.error((SECTION, "areas", i, "geojson"), str(exc)) from None
             areas.append(GeoJSONArea(name, p))
-
-    sample = section.get("sample")
-    return Recipe(
-        countries=tuple(countries),
-        areas=tuple(areas),
-        licenses=tuple(section["licenses"]) if "licenses" in section else None,
-        photos_only=section["photos_only"],
-        require_geotag=section["require_geotag"],
-        min_accuracy=section.get("min_accuracy"),
-        sample_n=sample["n"] if sample else None,
-        sample_seed=sample["seed"] if sample else 0,
-        shoreline_buffer_km=float(section["shoreline_buffer_km"]),
-        source=where.source,
-    )
+    return tuple(areas)

@@ -64,7 +64,7 @@ def make_city(root: Path, distractors: int = 24) -> dict:
         gnd.append({"bbx": [10, 10, 380, 280], "easy": list(range(first, len(imlist))), "hard": [], "junk": []})
         for k, kind in enumerate(PLANTS):
             pid = 5000 + 10 * li + k
-            planted[pid] = qimlist[-1]  # its landmark, named after its one query (mining.datasets.landmarks)
+            planted[pid] = qimlist[-1]  # its landmark, named after its one query (mining.datasets.grouping)
             _save(plant(base, kind, pid), images / layout.image_relpath(pid))
             rows.append(pid)
     for j in range(distractors):

@@ -23,7 +23,8 @@ from PIL import Image
 
 from mining.cli import main
 from mining.errors import UserError
-from mining.datasets.landmarks import check_dataset, load_landmarks
+from mining.datasets.datasetcheck import check_dataset
+from mining.datasets.landmarks import load_landmarks
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own _reconstruct, as real pickles name it
 

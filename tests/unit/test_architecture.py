@@ -49,7 +49,8 @@ def test_every_stage_is_a_package_with_its_verb_and_the_cli_lists_exactly_those(
     verbs = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert list(verbs) == names()
     # no stage package at the top of the package (the shared dataset reader is
-    # `mining/datasets/landmarks.py`, beside the `landmarks` stage's verbs), and no verb outside its stage
+    # `mining/datasets/landmarks.py`, its check `datasetcheck.py`, beside the `landmarks` stage's
+    # verbs), and no verb outside its stage
     assert not STAGES & {p.name for p in PACKAGE.iterdir() if p.is_dir()}
     assert sorted(p.name for p in (PACKAGE / "cli").glob("*.py")) == ["__init__.py"]
     assert [p for p in PACKAGE.rglob("*.py") if "def register(" in p.read_text() and p.name != "cli.py"] == []

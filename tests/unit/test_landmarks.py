@@ -14,7 +14,9 @@ import pytest
 from mining.cli import main
 from mining.errors import UserError
 from mining.stages.evaluate.protocols.oxford import load_oxford_gt
-from mining.datasets.landmarks import check_dataset, find_landmarks, load_landmarks
+from mining.datasets.datasetcheck import check_dataset
+from mining.datasets.grouping import find_landmarks
+from mining.datasets.landmarks import load_landmarks
 
 OXFORD = Path(__file__).resolve().parents[1] / "data" / "oxford5k_gt"  # real files; see PROVENANCE.txt there
 OXFORD_LANDMARKS = ["all_souls", "ashmolean", "balliol", "bodleian", "christ_church", "cornmarket", "hertford",

@@ -95,6 +95,7 @@ def blend(dst: np.ndarray, src: np.ndarray, mask: np.ndarray) -> None:
     dst += src.astype(np.float32) * a
 
 
+# long: the five kinds of object inline, each drawing on one rng in turn (the demo's bytes follow its order)
 def foreground(rng: np.random.Generator, canvas: np.ndarray, occl: np.ndarray, target_mask: np.ndarray,
                 amount: float, ground_y: int, night: bool) -> None:
     """Trees, people, lamp posts, cars and hoardings in front of the building until `amount` is hidden."""

@@ -319,6 +319,7 @@ def default_source(cfg: FetchConfig) -> Any:
     return Source(kind="flickr", name="flickr", rps=cfg.rps, threads=cfg.threads, min_size=cfg.min_size)
 
 
+# long: `one` (a photo through the sources) is a closure over the shard's sink, journal, pools and politeness
 def download_shard(shard: Shard, out: Path, cfg: FetchConfig, schedule: Any, tar: bool = False,
                    tick: Callable[[int], None] | None = None, sources: tuple = ()) -> dict:
     """Download one shard, write its images and then its status file; returns its tallies.

@@ -429,12 +429,20 @@ def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_d
         if writing is not None:
             writing.result()
     assert survivors == photos.per_code[filt.kept], "pass 2 disagrees with pass 1"
+    stats = _funnel_stats(photos, filt, sampled_out=survivors - rows_out if sampler is not None else None,
+                          rows_out=rows_out)
+    write_json(out_dir / STATS, stats)
+    return stats
 
+
+def _funnel_stats(photos: Photos, filt: _Filter, sampled_out: int | None, rows_out: int) -> dict:
+    """stats.json: rows and photos in, duplicate ids, photos excluded per reason (and by the
+    sample, when there is one: `sampled_out`), photos out; checked to add up."""
     excluded = {reason: int(photos.per_code[i]) for i, reason in enumerate(filt.reasons)}
-    if sampler is not None:
-        excluded["sampled_out"] = survivors - rows_out
+    if sampled_out is not None:
+        excluded["sampled_out"] = sampled_out
     assert photos.photos_in == rows_out + sum(excluded.values()), "funnel does not add up"
-    stats = {
+    return {
         "rows_in": photos.rows_in,
         "photos_in": photos.photos_in,
         "duplicate_ids": {"photos": photos.duplicate_photos, "rows": photos.duplicate_rows,
@@ -443,5 +451,3 @@ def write_candidates(files: list[Path], schema: pa.Schema, recipe: Recipe, out_d
         "photos_out": rows_out,
         "rows_out": rows_out,
     }
-    write_json(out_dir / STATS, stats)
-    return stats

@@ -163,6 +163,7 @@ def _is_utf8(data: bytes) -> bool:
         return False
 
 
+# long: the hot path of ingest, one pass over a block's bytes (benchmarks/ingest_geofilter.py measures it)
 def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
     """Fast path: `pyarrow.csv` splits; None when the block needs the exact path."""
     if b"\r" in data or not _is_utf8(data):
@@ -258,6 +259,7 @@ def _not_hex(col: pa.Array, allow_empty: bool) -> np.ndarray:
     return bad
 
 
+# long: the hot path of ingest: every column of a block checked and typed in one vectorised pass, in REASONS order
 def _convert(raw: dict[str, pa.Array], n: int, maybe_nul: bool = True) -> tuple[dict[str, pa.Array], np.ndarray]:
     """Typed, decoded columns of `n` rows, and per row the index of its reject reason (-1 = ok).
 

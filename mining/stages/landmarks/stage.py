@@ -1,6 +1,6 @@
 """`mining landmarks`: `run_check` (validate landmark datasets and find their landmarks) and
 `run_build` (a landmark dataset from a CSV table of annotations), over the shared readers
-`mining.datasets.landmarks` and `mining.datasets.landmarkbuild`."""
+`mining.datasets.datasetcheck` and `mining.datasets.landmarkbuild`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from mining.datasets.benchmarks import Benchmark, as_list, load_all, qualify
 from mining.datasets.landmarkbuild import build_landmarks
-from mining.datasets.landmarks import CheckReport, check_dataset
+from mining.datasets.datasetcheck import CheckReport, check_dataset
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,7 @@ def database_landmarks(dataset: Any) -> list[str | None]:
     return out
 
 
+# long: the stage's steps (each its own function) in order, then its table and stats.json
 def run(*, images: Path, landmarks: Sequence[str], descriptors: Path, out: Path, options: NeardupOptions,
         threads: int = THREADS, progress: bool = False) -> dict[str, Any]:
     """`mining neardup`: NEARDUP/neardup.parquet (one row per described candidate) + stats.json.

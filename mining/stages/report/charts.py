@@ -49,6 +49,7 @@ def _learning_notes(inp: Inputs) -> str:
     return "".join(notes)
 
 
+# long: one short section per stage's stats, in the funnel's order, over the same rows and charts
 def funnel(inp: Inputs) -> str:
     """metadata rows → photos after the geofilter → images downloaded and described → the pool
     after review → selected; review items apart. One unit per chart, linear axes."""

@@ -241,6 +241,7 @@ def score_chunk(a: int, b: int, prepared: Sequence[Prepared], n_landmarks: int, 
     return ChunkScores(total, lm_sum, missing, parts, bench_total)
 
 
+# long: the score's loop over chunks, flat: every chunk's arrays written in place (benchmarks/score.py)
 def score_candidates(
     problem: Problem,
     methods: Sequence[MethodInput],

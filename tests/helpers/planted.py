@@ -83,7 +83,7 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
 
     from mining.settings.options import defaults
     from mining.stages.describe import stage as describe
-    from mining.stages.score import run
+    from mining.stages.score import Inputs, run
 
     methods = ("rsift-asmk", "rsift-vlad")
     desc = {m: root / "DESC" / m for m in methods}
@@ -96,5 +96,5 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
     for part in ("queries", "database"):
         describe.run(images=city["landmarks"], image_set=part, methods=methods, out=stores / part,
                      models=stores / "candidates", options=settings, progress=False)
-    return run(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods], out=root / "scores",
+    return run(inputs=Inputs(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods]), out=root / "scores",
                options=replace(defaults("score"), review_top=review_top), progress=False)

@@ -47,13 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.score import run
+    from mining.stages.score import Inputs, run
 
-    review = options.from_args(args, "review")
-    stats = run(landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
-                options=options.from_args(args, "score"), near_duplicates=args.near_duplicates,
-                candidates=args.candidates, review_budget=review.budget,
-                review_min_per_landmark=review.min_per_landmark, chunk=args.chunk, threads=args.threads,
+    inputs = Inputs(landmarks=args.landmarks, descriptors=args.descriptors, near_duplicates=args.near_duplicates,
+                    candidates=args.candidates)
+    stats = run(inputs=inputs, out=args.out, options=options.from_args(args, "score"),
+                review=options.from_args(args, "review"), chunk=args.chunk, threads=args.threads,
                 progress=not args.no_progress)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}

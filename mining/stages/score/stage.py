@@ -69,7 +69,7 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
 class Inputs:
     """What `mining score` reads: the landmarks and every method's stores; the rest orders the queue."""
 
-    landmarks: Sequence[str]  # [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`)
+    landmarks: Sequence[str]  # [NAME=]GND, one ground truth or several benchmarks (`benchmarks.as_list`)
     descriptors: Sequence[Path]  # one DESC/<method> folder per method
     near_duplicates: Path | None = None  # neardup.parquet: its probable landmark images head the queue
     candidates: Path | None = None  # the candidates Parquet (date_taken): the landmarks' `since` dates

@@ -30,8 +30,8 @@ def _folder(root: Path, n: int = 6) -> Path:
 
 def _describe(images: Path, out: Path, params: dict) -> dict:
     opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": params})
-    return describe.run(images=images, image_set="candidates", methods=["onnx-global"], out=out, options=opts,
-                        progress=False)
+    return describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["onnx-global"],
+                        out=out, options=opts, progress=False)
 
 
 @pytest.mark.parametrize("k, why", [(math.nan, "NaN or infinite"), (math.inf, "NaN or infinite"),

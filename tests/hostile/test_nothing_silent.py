@@ -163,7 +163,7 @@ def _release_with(root, audit_json, out, capsys):
     code = main(["release", "--selected", str(audit_json.parent if (audit_json.parent / "distractors.parquet").exists()
                                               else root / "audit"),
                  "--images", str(root / "images"), "--out", str(out), "--audit", str(audit_json), "--no-blur-faces",
-                 "--no-kit", "--no-progress", "--over-target", "allow"])
+                 "--no-kit", "--no-progress", "--audit-over-target", "allow"])
     return code, capsys.readouterr().err
 
 

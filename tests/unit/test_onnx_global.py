@@ -253,7 +253,7 @@ def test_the_cli_finds_a_stores_model_through_the_manifest_path(tmp_path, capsys
     m["describe"]["params"] = {"onnx-global-cnn": {"model": model, "whiten": False}}
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(m))
     common = ["--method", "onnx-global-cnn", "--images", str(images), "--set", "candidates", "--manifest",
-              str(tmp_path / "m.yaml"), "--cluster=local", "--workers", "1", "--no-progress"]
+              str(tmp_path / "m.yaml"), "--dask-cluster=local", "--workers", "1", "--no-progress"]
     assert main(["describe", *common, "--out", str(tmp_path / "c")]) == 0
     assert main(["describe", *common, "--model", str(tmp_path / "c"), "--out", str(tmp_path / "again")]) == 0
     assert json.loads((tmp_path / "again" / "store.json").read_text())["params"]["model"] == "my cnn.onnx"

@@ -76,7 +76,7 @@ def _learned(name: str, images: Path, work: Path, shard_size: int, extra: dict |
     model = work / f"{name}{tag}-model"
     if not (model / "store.json").is_file():
         params = {name: {**SMALL_LEARNING.get(name, {}), **(extra or {})}}
-        describe.run(images=images, image_set="candidates", methods=[name], out=model,
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[name], out=model,
                      options=replace(DESCRIBE, shard_size=shard_size, params=params), progress=False)
     info = json.loads((model / "store.json").read_text())
     method = get_method(name, info["params"])
@@ -102,9 +102,10 @@ def bench(name: str, images: Path, work: Path, shard_size: int, repeat: int) -> 
     bare = stage = math.inf
     for r in range(repeat):  # interleaved, the least of each: the machine's load comes and goes
         bare = min(bare, _timed(lambda: [method.describe(img) for img in decoded]))
-        stage = min(stage, _timed(lambda: describe.run(images=images, image_set="candidates", methods=[name],
-                                                       out=work / f"{name}-stage{r or ''}",
-                                                       options=replace(DESCRIBE, shard_size=shard_size), models=model,
+        stage = min(stage, _timed(lambda: describe.run(inputs=describe.Inputs(images=images, image_set="candidates",
+                                                                              models=model),
+                                                       methods=[name], out=work / f"{name}-stage{r or ''}",
+                                                       options=replace(DESCRIBE, shard_size=shard_size),
                                                        progress=False)))
     return {"images": len(items), "working_long_side_px": method.max_side,
             "images_per_s": round(len(items) / stage, 3), "bare_images_per_s": round(len(items) / bare, 3),
@@ -124,8 +125,8 @@ def bench_backends(images: Path, work: Path, shard_size: int, repeat: int) -> di
         for b, (m, model) in runs.items():
             times[f"bare_{b}"].append(_timed(lambda m=m: [m.describe(img) for img in decoded]))
             times[f"stage_{b}"].append(_timed(lambda b=b, model=model: describe.run(
-                images=images, image_set="candidates", methods=["cnn-gem"], out=work / f"cnn-{b}-stage{r}",
-                models=model, options=replace(DESCRIBE, shard_size=shard_size), progress=False)))
+                inputs=describe.Inputs(images=images, image_set="candidates", models=model), methods=["cnn-gem"],
+                out=work / f"cnn-{b}-stage{r}", options=replace(DESCRIBE, shard_size=shard_size), progress=False)))
     n = len(items)
     out: dict[str, object] = {"images": n}
     for b in runs:
@@ -189,12 +190,13 @@ def bench_shared(names: list[str], images: Path, work: Path, shard_size: int, re
     for r in range(repeat):
         bare = min(bare, _timed(bare_pass))
         before = min(before, sum(_timed(lambda n=n, mo=mo: describe.run(
-            images=images, image_set="candidates", methods=[n], out=work / f"sep{r}" / n, models=mo,
-            options=replace(DESCRIBE, shard_size=shard_size), progress=False))
+            inputs=describe.Inputs(images=images, image_set="candidates", models=mo), methods=[n],
+            out=work / f"sep{r}" / n, options=replace(DESCRIBE, shard_size=shard_size), progress=False))
                                  for n, (_, mo) in zip(names, learned)))
         after = min(after, _timed(lambda: describe.run(  # the models: _learned's stores
-            images=images, image_set="candidates", methods=names, out=work / f"joint{r or ''}" / "{method}",
-            models=work / "{method}-model", options=replace(DESCRIBE, shard_size=shard_size), progress=False)))
+            inputs=describe.Inputs(images=images, image_set="candidates", models=work / "{method}-model"),
+            methods=names, out=work / f"joint{r or ''}" / "{method}", options=replace(DESCRIBE, shard_size=shard_size),
+            progress=False)))
     same = all(_store_bytes(joint / n) == _store_bytes(work / "sep0" / n) for n in names)
     n = len(items)
     floor = sift_floor(m0, items, decoded, repeat)
@@ -302,12 +304,15 @@ def demo_eval(world: Path, methods: list[str], work: Path, workers: int, limit: 
     for name in methods:
         t0 = time.perf_counter()
         d = work / name
-        ci = describe.run(images=images, image_set="candidates", methods=[name], out=d / "candidates",
-                          options=DESCRIBE, cluster=Cluster(workers=workers), progress=False)[name]
-        describe.run(images=world / "landmarks", image_set="queries", methods=[name], out=d / "queries",
-                     options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
-        describe.run(images=world / "landmarks", image_set="database", methods=[name], out=d / "database",
-                     options=DESCRIBE, models=d / "candidates", cluster=Cluster(workers=workers), progress=False)
+        ci = describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[name],
+                          out=d / "candidates", options=DESCRIBE, cluster=Cluster(workers=workers),
+                          progress=False)[name]
+        describe.run(inputs=describe.Inputs(images=world / "landmarks", image_set="queries", models=d / "candidates"),
+                     methods=[name], out=d / "queries", options=DESCRIBE, cluster=Cluster(workers=workers),
+                     progress=False)
+        describe.run(inputs=describe.Inputs(images=world / "landmarks", image_set="database", models=d / "candidates"),
+                     methods=[name], out=d / "database", options=DESCRIBE, cluster=Cluster(workers=workers),
+                     progress=False)
         q, db = open_store(d / "queries", get_method), open_store(d / "database", get_method)
         assert q.ids() == list(ds.qimlist) and db.ids() == list(ds.imlist)
         sim = np.concatenate([s for _, s in iter_similarities(q, db)], axis=1)

@@ -5,7 +5,7 @@ Usage: nice python -m benchmarks.describe_mix [--images 200] [--repeat 2] [--das
 `--images` synthetic JPEGs (q90) in the mix's shapes and proportions (`fixtures.flickr_sizes`:
 1024x768 30 %, 1024x683 20 %, 768x1024 12 %, ... every parity pattern in its tail), in a
 download folder. Every figure is CPU seconds (user + system) of a whole `mining describe
---method cnn-gem --no-whiten` process and its children, so it counts Python's start, the
+--method cnn-gem --param whiten=false` process and its children, so it counts Python's start, the
 imports, the model load, the JPEG decode and the store writes; the least of `--repeat`
 interleaved runs counts (the machine is shared), and ratios are of runs in this one process:
   process  --workers 0 on all the images, backend onnx (default) and torch: CPU s and the
@@ -63,8 +63,8 @@ def cpu_of(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 def describe_cmd(images: Path, out: Path, backend: str, workers: int = 0, shard_size: int = 1000) -> list[str]:
     return [sys.executable, "-m", "mining", "describe", "--method", "cnn-gem", "--images", str(images),
-            "--set", "candidates", "--out", str(out), "--no-whiten", "--backend", backend, "--workers",
-            str(workers), "--shard-size", str(shard_size), "--no-progress"]
+            "--set", "candidates", "--out", str(out), "--param", "whiten=false", "--param", f"backend={backend}",
+            "--workers", str(workers), "--shard-size", str(shard_size), "--no-progress"]
 
 
 def main() -> None:

@@ -43,12 +43,12 @@ def main() -> None:
     as_download_folder(world, images)
     gnd = world / "landmarks" / "gnd_demo.pkl"
     if not (desc / "candidates" / "store.json").is_file():
-        describe.run(images=images, image_set="candidates", methods=[args.method], out=desc / "candidates",
-                     options=DESCRIBE, cluster=Cluster(workers=0))
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[args.method],
+                     out=desc / "candidates", options=DESCRIBE, cluster=Cluster(workers=0))
     for part in ("queries", "database"):
         if not (desc / part / "store.json").is_file():
-            describe.run(images=gnd, image_set=part, methods=[args.method], out=desc / part, options=DESCRIBE,
-                         models=desc / "candidates", cluster=Cluster(workers=0))
+            describe.run(inputs=describe.Inputs(images=gnd, image_set=part, models=desc / "candidates"),
+                         methods=[args.method], out=desc / part, options=DESCRIBE, cluster=Cluster(workers=0))
     stats = neardup.run(images=images, landmarks=gnd, descriptors=desc, out=work / "neardup",
                         options=options.defaults("neardup"))
     table = pq.read_table(work / "neardup" / "neardup.parquet").to_pandas()

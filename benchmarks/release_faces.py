@@ -240,7 +240,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp-sample", type=int, default=100, help="unplanted candidates checked for false detections")
     ap.add_argument("--pairs", type=int, default=30, help="blurred images whose cnn-gem descriptors are compared")
-    ap.add_argument("--threshold", type=float, default=defaults("release").face_threshold)
+    ap.add_argument("--face-threshold", type=float, default=defaults("release").face_threshold,
+                    help="the detector's (manifest release.face_threshold; default the schema's, %(default)s)")
     ap.add_argument("--mix", type=int, default=0, help="photos of the planted Flickr mix (full vs downscaled)")
     ap.add_argument("--scales", default="0.9,0.8,0.7,0.6,0.5", help="--mix: the downscales tried")
     args = ap.parse_args()
@@ -251,13 +252,13 @@ def main() -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # per-core CPU seconds
         cv2.setNumThreads(1)
         scales = [float(v) for v in args.scales.split(",")]
-        print(json.dumps({"threshold": args.threshold, "min_face_px": defaults("release").min_face_px,
+        print(json.dumps({"threshold": args.face_threshold, "min_face_px": defaults("release").min_face_px,
                           "load_average_start": os.getloadavg(),
-                          "mix": mix_agreement(args.mix, scales, args.threshold, defaults("release").min_face_px,
+                          "mix": mix_agreement(args.mix, scales, args.face_threshold, defaults("release").min_face_px,
                                                args.seed)}, indent=2))
         return
-    det = FaceDetector(args.threshold, defaults("release").min_face_px)
-    out = {"threshold": args.threshold, "skimage": skimage_recall(det)}
+    det = FaceDetector(args.face_threshold, defaults("release").min_face_px)
+    out = {"threshold": args.face_threshold, "skimage": skimage_recall(det)}
     if args.world is not None:
         out["demo_world"] = demo_world(det, args.world, args.planted, args.seed, args.fp_sample, args.pairs)
     print(json.dumps(out, indent=2))

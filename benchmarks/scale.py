@@ -364,12 +364,12 @@ def _extract(method: str, images: int, work: str) -> dict[str, Any]:
     model, stage = root / f"{method}-model", root / f"{method}-stage"
     for d in (model, stage):
         shutil.rmtree(d, ignore_errors=True)
-    describe.run(images=root / "images", image_set="candidates", methods=[method], out=model,
+    describe.run(inputs=describe.Inputs(images=root / "images", image_set="candidates"), methods=[method], out=model,
                  options=replace(DESCRIBE, shard_size=images, params={method: SMALL_LEARNING.get(method, {})}),
                  progress=False)
     before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    describe.run(images=root / "images", image_set="candidates", methods=[method], out=stage,
-                 options=replace(DESCRIBE, shard_size=images), models=model, progress=False)
+    describe.run(inputs=describe.Inputs(images=root / "images", image_set="candidates", models=model),
+                 methods=[method], out=stage, options=replace(DESCRIBE, shard_size=images), progress=False)
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"images": images, "stage_wall_s": round(wall, 3), "stage_cpu_s": round(cpu, 3),

@@ -334,11 +334,11 @@ def fit_pca_whitening(x: np.ndarray, dim: int, shrink: float = 0.0, who: str = "
         cov = xc.T @ xc / max(1, len(x) - 1)
     if not np.isfinite(cov).all():
         raise UserError(f"{cannot}: their values are NaN, infinite or too large (the model's output); set "
-                        "whiten: false (--no-whiten) or use a model whose descriptors are finite unit vectors")
+                        "whiten: false (--param whiten=false) or use a model whose descriptors are finite unit vectors")
     eig, vec = np.linalg.eigh(cov)
     if eig.max() <= 1e-12:
         raise UserError(f"{cannot}: they are all the same (no variance: copies of one photo, or a model that ignores "
-                        "its image); set whiten: false (--no-whiten), or check the model and the candidates")
+                        "its image); set whiten: false (--param whiten=false), or check the model and the candidates")
     order = np.argsort(eig)[::-1]
     keep = max(1, min(dim, len(x) - 1, x.shape[1]))
     eig, vec = eig[order][:keep], vec[:, order][:, :keep]
@@ -402,10 +402,11 @@ class WhitenedGlobal(Method):
     def fit(self, features: list[np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
         if not features:
             raise UserError(f"{self.name}: cannot learn the whitening: none of the sampled images gave a usable "
-                            "descriptor (the model or its settings?); check them, or set whiten: false (--no-whiten)")
+                            "descriptor (the model or its settings?); check them, or set whiten: false "
+                            "(--param whiten=false)")
         x = np.concatenate(features)
         if len(x) < 2:
-            raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --no-whiten)")
+            raise UserError(f"{self.name}: whitening needs at least 2 candidate images (or use --param whiten=false)")
         self.state = fit_pca_whitening_if_enough(x, int(self.params["whiten_dim"]), float(self.params["whiten_shrink"]),
                                                  self.name)
         return self.state

@@ -275,13 +275,14 @@ def release_gate(audit: dict[str, Any] | None, allow_over_target: bool, photo_id
         answers_agree(audit, folder)
     if not checked["passes"] and not allow_over_target:
         drawn = audit.get("max_leak_rate")
-        note = (f" (the audit was drawn for {100 * drawn:.2f} %: give release that target with --max-leak-rate "
-                "or the manifest's audit section, if it is the one you mean)"
+        note = (f" (the audit was drawn for {100 * drawn:.2f} %: give release that target with "
+                "--audit-max-leak-rate or the manifest's audit section, if it is the one you mean)"
                 if isinstance(drawn, (int, float)) and drawn != max_leak_rate else "")
         raise UserError(f"the audit bounds the released set's leak rate at {100 * checked['released_upper']:.2f} % "
                         f"({confidence:.0%} one-sided, {checked['method']}, from its counts), above the target "
-                        f"{100 * max_leak_rate:.2f} %{note}: review more, or release anyway with --over-target allow "
-                        "(manifest audit: {over_target: allow}); the card states the bound either way")
+                        f"{100 * max_leak_rate:.2f} %{note}: review more, or release anyway with "
+                        "--audit-over-target allow (manifest audit: {over_target: allow}); the card states the bound "
+                        "either way")
     return checked
 
 

@@ -4,7 +4,7 @@ only in the schema (`mining/schemas/manifest.schema.json`).
 A setting is written in three places at most: the schema (its type, range, default and
 words), the section's options type below (its name and Python type, no default), and the
 stage code that uses it. The CLI's flags are generated from the schema (`add_flags`: one
-`--key` per key, `--help` shows the schema's default), every stage that has a section takes
+flag per key, named by one rule, `--help` shows the schema's default and the manifest key), every stage that has a section takes
 `--manifest FILE` (its section, the schema's defaults for what the section leaves out) plus
 explicit flags that override it (`from_args`), and the workflow's rules pass the manifest,
 never a setting. tests/unit/test_options.py walks every schema key.
@@ -197,23 +197,38 @@ def dest(name: str, key: str) -> str:
     return f"set_{name}_{key}"
 
 
-def flag_of(key: str, flags: dict[str, str] | None = None) -> str:
-    """A key's flag: `--key-with-dashes`, or the name a stage gives it (`flags`)."""
-    return (flags or {}).get(key) or "--" + key.replace("_", "-")
+def verb_of(p: argparse.ArgumentParser) -> str | None:
+    """The verb a parser is for (`mining select` → select, `mining review simulate` → review)."""
+    words = p.prog.split()
+    return words[1] if len(words) > 1 else None
+
+
+def flag_of(verb: str | None, name: str, key: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """The flag of key `key` of section `name` on verb `verb`'s parser, one rule for every verb
+    (underscores become hyphens): a key of the verb's own section is `--key`; a key of another
+    section the verb reads is `--<section>-<key>` (score's review.budget: `--review-budget`;
+    release's audit.over_target: `--audit-over-target`); an own key whose `--key` is an input
+    file's flag of the verb (`taken`: select's `--near-duplicates NEARDUP.parquet`) is
+    `--<section>-<key>` too (`--select-near-duplicates`), so that a file keeps the flag it has
+    on every verb and the setting is spelled as its manifest path."""
+    plain = "--" + key.replace("_", "-")
+    return plain if name == verb and plain not in taken else f"--{name}-{key.replace('_', '-')}"
 
 
 def add_flags(p: argparse.ArgumentParser, name: str, keys: list[str] | None = None,
-              flags: dict[str, str] | None = None, aliases: dict[str, list[str]] | None = None,
               manifest_help: str | None = None) -> None:
     """`--manifest FILE` and one flag per key of section `name` (all of them, or `keys`), each
-    with the schema's words and default in its help; read them back with `from_args`. Booleans
-    get `--key/--no-key`; lists take several values; other values are read as YAML."""
+    with the schema's words and default in its help; read them back with `from_args`. Each
+    flag is named by `flag_of`'s rule (one spelling per setting: no alias, no name of a verb's
+    own); its help ends with the manifest key it sets. Booleans get `--key/--no-key`; lists
+    take several values; other values are read as YAML."""
     if not any("--manifest" in a.option_strings for a in p._actions):
         p.add_argument("--manifest", type=Path, metavar="FILE",
                        help=manifest_help or f"a run manifest: its {name}: section gives the settings below "
                        "(the schema's defaults for what it leaves out; a flag given here wins)")
     sch = section_schema(name)
     named = dict(p.get_default(f"flags_{name}") or {})
+    verb = verb_of(p)
     group = p.add_argument_group(f"settings (manifest section {name}:; defaults are the schema's)")
     for key in keys if keys is not None else list(sch["properties"]):
         sub = sch["properties"][key]
@@ -238,8 +253,8 @@ def add_flags(p: argparse.ArgumentParser, name: str, keys: list[str] | None = No
                       type=_value, metavar="VALUE")
         else:
             kw.update(type=_value, metavar="VALUE")
-        named[key] = flag_of(key, flags)
-        group.add_argument(named[key], *(aliases or {}).get(key, []), **kw)
+        named[key] = flag_of(verb, name, key, set(p._option_string_actions))
+        group.add_argument(named[key], **kw)
     p.set_defaults(**{f"flags_{name}": named})
 
 

@@ -83,7 +83,7 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
 
     from mining.settings.options import defaults
     from mining.stages.describe import stage as describe
-    from mining.stages.score import run
+    from mining.stages.score import Inputs, run
 
     methods = ("rsift-asmk", "rsift-vlad")
     desc = {m: root / "DESC" / m for m in methods}
@@ -91,10 +91,10 @@ def scored(city: dict, root: Path, spatial_verification: dict, review_top: int =
               "rsift-vlad": {"vocabulary": 16, "dim": 24, "max_features": 400}}
     settings = defaults("describe")
     stores = root / "DESC" / "{method}"  # desc's folders
-    describe.run(images=city["images"], image_set="candidates", methods=methods, out=stores / "candidates",
-                 options=replace(settings, shard_size=10, params=params), progress=False)
+    describe.run(inputs=describe.Inputs(images=city["images"], image_set="candidates"), methods=methods,
+                 out=stores / "candidates", options=replace(settings, shard_size=10, params=params), progress=False)
     for part in ("queries", "database"):
-        describe.run(images=city["landmarks"], image_set=part, methods=methods, out=stores / part,
-                     models=stores / "candidates", options=settings, progress=False)
-    return run(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods], out=root / "scores",
+        describe.run(inputs=describe.Inputs(images=city["landmarks"], image_set=part, models=stores / "candidates"),
+                     methods=methods, out=stores / part, options=settings, progress=False)
+    return run(inputs=Inputs(landmarks=[str(city["gnd"])], descriptors=[desc[m] for m in methods]), out=root / "scores",
                options=replace(defaults("score"), review_top=review_top), progress=False)

@@ -49,7 +49,7 @@ def _strata(honest, **per):
 ], ids=["negative", "float", "fraction", "text", "infinity", "ids-as-text"])
 def test_counts_that_are_not_whole_numbers_are_refused_in_one_line(audited, tmp_path, capsys, edit):
     root, audit, honest = audited
-    code, err = _release(root, audit, {**honest, **edit(honest)}, tmp_path, capsys, "--over-target", "allow")
+    code, err = _release(root, audit, {**honest, **edit(honest)}, tmp_path, capsys, "--audit-over-target", "allow")
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "a whole number >= 0" in err, err
     assert not (tmp_path / "rel").exists()

@@ -56,13 +56,6 @@ def test_describe_refuses_a_setting_out_of_its_domain_in_one_line(tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-def test_the_dedicated_options_are_checked_too(tmp_path, capsys):
-    assert _describe(tmp_path, "cnn-gem", "--whiten-dim", "-5") == 2
-    assert "whiten_dim" in capsys.readouterr().err
-    assert _describe(tmp_path, "rsift-vlad", "--vocabulary", "0") == 2
-    assert "vocabulary" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("method, param, words", BAD, ids=[f"{m}:{p}" for m, p, _ in BAD])
 def test_the_manifest_refuses_a_setting_out_of_its_domain(method, param, words):
     m = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())

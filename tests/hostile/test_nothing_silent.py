@@ -30,8 +30,8 @@ def _folder(root: Path, n: int = 6) -> Path:
 
 def _describe(images: Path, out: Path, params: dict) -> dict:
     opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": params})
-    return describe.run(images=images, image_set="candidates", methods=["onnx-global"], out=out, options=opts,
-                        progress=False)
+    return describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["onnx-global"],
+                        out=out, options=opts, progress=False)
 
 
 @pytest.mark.parametrize("k, why", [(math.nan, "NaN or infinite"), (math.inf, "NaN or infinite"),
@@ -163,7 +163,7 @@ def _release_with(root, audit_json, out, capsys):
     code = main(["release", "--selected", str(audit_json.parent if (audit_json.parent / "distractors.parquet").exists()
                                               else root / "audit"),
                  "--images", str(root / "images"), "--out", str(out), "--audit", str(audit_json), "--no-blur-faces",
-                 "--no-kit", "--no-progress", "--over-target", "allow"])
+                 "--no-kit", "--no-progress", "--audit-over-target", "allow"])
     return code, capsys.readouterr().err
 
 

@@ -39,7 +39,7 @@ def test_select_n_auto_picks_n_from_the_curve_and_says_why(world, tmp_path):
     rc = main(["select", "--scores", str(tmp_path / "scores"), "--decisions", str(tmp_path / "decisions.parquet"),
                "--candidates", str(tmp_path / "cands.parquet"), "--landmarks", str(world / "lm"),
                "--n", "auto", "--descriptors", str(world / "desc" / "gem"), str(world / "desc" / "sift"),
-               "--auto-tolerance", "0.1", "--setups", "medium", "hard", "--out", str(out)])
+               "--auto-tolerance", "0.1", "--evaluate-setups", "medium", "hard", "--out", str(out)])
     assert rc == 0
     auto = json.loads((out / "auto_n.json").read_text())
     n = auto["n"]

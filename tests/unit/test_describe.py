@@ -87,16 +87,17 @@ def test_query_crop_is_taken_at_database_scale(tmp_path):
                                            ("cnn-gem", {"max_side": 256, "scales": [1.0], "whiten_dim": 8})])
 def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, params):
     images, lm = world
-    cand = describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / "c",
-                        options=replace(DESCRIBE, shard_size=5, params={method: params}), progress=False)[method]
+    cand = describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[method],
+                        out=tmp_path / "c", options=replace(DESCRIBE, shard_size=5, params={method: params}),
+                        progress=False)[method]
     assert cand["count"] == 12 and cand["failed"] == 1 and cand["shards"] == 3 and cand["complete"]
     fails = read_failures(tmp_path / "c")
     assert [f["id"] for f in fails] == ["1005"] and fails[0]["error"]
     assert (tmp_path / "c" / "model.npz").is_file()
-    q = describe.run(images=lm, image_set="queries", methods=[method], out=tmp_path / "q", options=DESCRIBE,
-                     models=tmp_path / "c", progress=False)[method]
-    d = describe.run(images=lm, image_set="database", methods=[method], out=tmp_path / "d",
-                     options=replace(DESCRIBE, shard_size=2), models=tmp_path / "c", progress=False)[method]
+    q = describe.run(inputs=describe.Inputs(images=lm, image_set="queries", models=tmp_path / "c"), methods=[method],
+                     out=tmp_path / "q", options=DESCRIBE, progress=False)[method]
+    d = describe.run(inputs=describe.Inputs(images=lm, image_set="database", models=tmp_path / "c"), methods=[method],
+                     out=tmp_path / "d", options=replace(DESCRIBE, shard_size=2), progress=False)[method]
     assert q["count"] == 3 and d["count"] == 5 and q["model"]["sha256"] == cand["model"]["sha256"]
     qs, ds = open_store(tmp_path / "q", get_method), open_store(tmp_path / "d", get_method)
     ids, sims = [], []
@@ -116,14 +117,14 @@ def test_store_round_trip_finds_each_querys_landmark(world, tmp_path, method, pa
 def test_resume_redoes_only_missing_shards(world, tmp_path):
     images, _ = world
     out = tmp_path / "c"
-    describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
+    describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["rsift-vlad"], out=out,
                  options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)
     before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
     ref = open_store(out, get_method).load_all()
     (out / "shards" / "00001.ids.parquet").unlink()  # as if killed before shard 1 finished
     (out / "shards" / "00001.npy").unlink()
-    info = describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
-                        options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}),
+    info = describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["rsift-vlad"],
+                        out=out, options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}),
                         progress=False)["rsift-vlad"]
     after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
     changed = sorted(n for n in after if before.get(n) != after[n])
@@ -131,7 +132,7 @@ def test_resume_redoes_only_missing_shards(world, tmp_path):
     ids, mat = open_store(out, get_method).load_all()
     assert ids == ref[0] and np.array_equal(mat, ref[1]) and info["count"] == 12
     with pytest.raises(UserError, match="different"):
-        describe.run(images=images, image_set="candidates", methods=["rsift-vlad"], out=out,
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["rsift-vlad"], out=out,
                      options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": {**VLAD, "vocabulary": 8}}),
                      progress=False)
 
@@ -173,9 +174,9 @@ def test_same_bytes_for_any_workers_shards_cluster_and_resume(world, tmp_path, o
             "2 workers/3": (3, Cluster(workers=2)),
             "scheduler, 1 worker/5": (5, Cluster(scheduler=one_worker_scheduler))}
     for i, (shard_size, where) in enumerate(runs.values()):
-        describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / str(i),
-                     options=replace(DESCRIBE, shard_size=shard_size, params={method: params}), cluster=where,
-                     progress=False)
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[method],
+                     out=tmp_path / str(i), options=replace(DESCRIBE, shard_size=shard_size, params={method: params}),
+                     cluster=where, progress=False)
     ref = _content(tmp_path / "0")
     assert len(ref[0]) == 12
     for i, name in enumerate(runs):
@@ -187,7 +188,7 @@ def test_same_bytes_for_any_workers_shards_cluster_and_resume(world, tmp_path, o
     for p in [*(tmp_path / "2" / "shards").glob("00001.*"), tmp_path / "2" / "failures.parquet",
               tmp_path / "2" / "store.json"]:
         p.unlink()
-    describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / "2",
+    describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[method], out=tmp_path / "2",
                  options=replace(DESCRIBE, shard_size=5, params={method: params}), cluster=Cluster(workers=0),
                  progress=False)
     assert _files(tmp_path / "2") == before
@@ -206,9 +207,9 @@ def test_same_bytes_whatever_the_machines_thread_settings(world, tmp_path):
         for n in (1, 2):
             torch.set_num_threads(n)
             with threadpool_limits(limits=n):
-                describe.run(images=images, image_set="candidates", methods=[method], out=tmp_path / str(n),
-                             options=replace(DESCRIBE, params={method: params}), cluster=Cluster(workers=0),
-                             progress=False)
+                describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[method],
+                             out=tmp_path / str(n), options=replace(DESCRIBE, params={method: params}),
+                             cluster=Cluster(workers=0), progress=False)
     finally:
         torch.set_num_threads(before)
     assert _files(tmp_path / "1") == _files(tmp_path / "2")
@@ -248,12 +249,12 @@ def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world
             client.wait_for_workers(1, timeout=60)
         monkeypatch.chdir(run)
         method, params = LEARNED[0]
-        describe.run(images="data/images", image_set="candidates", methods=[method], out="out/scheduler",
-                     options=replace(DESCRIBE, shard_size=5, params={method: params}),
+        describe.run(inputs=describe.Inputs(images="data/images", image_set="candidates"), methods=[method],
+                     out="out/scheduler", options=replace(DESCRIBE, shard_size=5, params={method: params}),
                      cluster=Cluster(scheduler=address), progress=False)
-        describe.run(images="data/images", image_set="candidates", methods=[method], out="out/local",
-                     options=replace(DESCRIBE, shard_size=5, params={method: params}), cluster=Cluster(workers=0),
-                     progress=False)
+        describe.run(inputs=describe.Inputs(images="data/images", image_set="candidates"), methods=[method],
+                     out="out/local", options=replace(DESCRIBE, shard_size=5, params={method: params}),
+                     cluster=Cluster(workers=0), progress=False)
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -265,23 +266,24 @@ def test_workers_started_in_another_folder_read_and_write_the_stages_paths(world
 def test_landmark_sets_need_the_candidates_model(world, tmp_path):
     images, lm = world
     with pytest.raises(UserError, match="--model"):
-        describe.run(images=lm, image_set="database", methods=["rsift-asmk"], out=tmp_path / "d", options=DESCRIBE,
-                     progress=False)
+        describe.run(inputs=describe.Inputs(images=lm, image_set="database"), methods=["rsift-asmk"],
+                     out=tmp_path / "d", options=DESCRIBE, progress=False)
     with pytest.raises(UserError, match="no index.parquet"):
-        describe.run(images=lm, image_set="candidates", methods=["rsift-vlad"], out=tmp_path / "x", options=DESCRIBE,
-                     progress=False)
+        describe.run(inputs=describe.Inputs(images=lm, image_set="candidates"), methods=["rsift-vlad"],
+                     out=tmp_path / "x", options=DESCRIBE, progress=False)
 
 
 def test_cli_on_a_dask_local_cluster(world, tmp_path, capsys):
     images, lm = world
     rc = main(["describe", "--method", "rsift-vlad", "--images", str(images), "--set", "candidates",
-               "--out", str(tmp_path / "c"), "--workers", "2", "--shard-size", "5", "--vocabulary", "16",
-               "--vlad-dim", "24", "--max-features", "300", "--no-progress"])
+               "--out", str(tmp_path / "c"), "--workers", "2", "--shard-size", "5", "--param", "vocabulary=16",
+               "--param", "dim=24", "--param", "max_features=300", "--no-progress"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["count"] == 12 and summary["failed"] == 1 and summary["shards"] == 3
     rc = main(["describe", "--method", "rsift-vlad", "--images", str(lm), "--set", "queries", "--out",
-               str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--vocabulary", "8", "--no-progress"])
+               str(tmp_path / "q"), "--model", str(tmp_path / "c"), "--workers", "0", "--param", "vocabulary=8",
+               "--no-progress"])
     assert rc == 2 and "differ" in capsys.readouterr().err
 
 
@@ -299,30 +301,33 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
     images, lm = world
     names = [m for m, _ in LOCAL]
     for m, p in LOCAL:
-        describe.run(images=images, image_set="candidates", methods=[m], out=tmp_path / "alone" / m / "c",
-                     options=replace(DESCRIBE, shard_size=5, params={m: p}), progress=False)
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=[m],
+                     out=tmp_path / "alone" / m / "c", options=replace(DESCRIBE, shard_size=5, params={m: p}),
+                     progress=False)
         for s in ("queries", "database"):
-            describe.run(images=lm, image_set=s, methods=[m], out=tmp_path / "alone" / m / s,
-                         options=replace(DESCRIBE, shard_size=2), models=tmp_path / "alone" / m / "c", progress=False)
+            describe.run(inputs=describe.Inputs(images=lm, image_set=s, models=tmp_path / "alone" / m / "c"),
+                         methods=[m], out=tmp_path / "alone" / m / s, options=replace(DESCRIBE, shard_size=2),
+                         progress=False)
     calls = []
     real = rs.rootsift_features
     monkeypatch.setattr(rs, "rootsift_features", lambda *a, **k: calls.append(1) or real(*a, **k))
     settings = replace(DESCRIBE, shard_size=5, params=dict(LOCAL))
-    infos = describe.run(images=images, image_set="candidates", methods=names,
+    infos = describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=names,
                          out=tmp_path / "joint" / "{method}" / "c", options=settings, progress=False)
     # 12 decodable candidates, learned on (all 12 of them) and described: 24 extractions, not 48
     assert [i["count"] for i in infos.values()] == [12, 12] and len(calls) == 24
     for s in ("queries", "database"):
-        describe.run(images=lm, image_set=s, methods=names, out=tmp_path / "joint" / "{method}" / s,
-                     models=tmp_path / "joint" / "{method}" / "c", options=replace(DESCRIBE, shard_size=2),
+        describe.run(inputs=describe.Inputs(images=lm, image_set=s, models=tmp_path / "joint" / "{method}" / "c"),
+                     methods=names, out=tmp_path / "joint" / "{method}" / s, options=replace(DESCRIBE, shard_size=2),
                      progress=False)
     assert len(calls) == 24 + 3 + 5
     monkeypatch.undo()
     for m in names:
         for s in ("c", "queries", "database"):
             assert _files(tmp_path / "joint" / m / s) == _files(tmp_path / "alone" / m / s), (m, s)
-    describe.run(images=images, image_set="candidates", methods=names, out=tmp_path / "w2" / "{method}",
-                 options=replace(settings, shard_size=3), cluster=Cluster(workers=2), progress=False)
+    describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=names,
+                 out=tmp_path / "w2" / "{method}", options=replace(settings, shard_size=3),
+                 cluster=Cluster(workers=2), progress=False)
     for m in names:
         assert _content(tmp_path / "w2" / m) == _content(tmp_path / "alone" / m / "c"), m
     # killed after rsift-vlad finished shard 1 but before rsift-asmk did; store.json deleted
@@ -330,8 +335,8 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
     before = {m: {p.name: p.stat().st_mtime_ns for p in (joint[m] / "shards").iterdir()} for m in names}
     for p in [*(joint["rsift-asmk"] / "shards").glob("00001.*"), *(joint[m] / "store.json" for m in names)]:
         p.unlink()
-    describe.run(images=images, image_set="candidates", methods=names, out=tmp_path / "joint" / "{method}" / "c",
-                 options=settings, progress=False)
+    describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=names,
+                 out=tmp_path / "joint" / "{method}" / "c", options=settings, progress=False)
     changed = {m: sorted(p.name for p in (joint[m] / "shards").iterdir()
                          if before[m].get(p.name) != p.stat().st_mtime_ns) for m in names}
     assert changed == {"rsift-asmk": ["00001.asmk.npz", "00001.failures.parquet", "00001.ids.parquet"],
@@ -343,13 +348,13 @@ def test_shared_pass_writes_each_store_as_a_separate_run_would(world, tmp_path, 
 def test_cli_describes_several_methods_in_one_pass(world, tmp_path, capsys):
     images, _ = world
     base = ["describe", "--method", "rsift-asmk,rsift-vlad", "--images", str(images), "--set", "candidates",
-            "--workers", "0", "--shard-size", "5", "--max-features", "300", "--no-progress"]
-    assert main([*base, "--out", str(tmp_path / "c"), "--vocabulary", "16"]) == 2
+            "--workers", "0", "--shard-size", "5", "--param", "max_features=300", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "c"), "--param", "vocabulary=16"]) == 2
     assert "{method}" in capsys.readouterr().err
-    assert main([*base, "--out", str(tmp_path / "{method}"), "--vocabulary", "16", "--whiten-dim", "8"]) == 2
+    assert main([*base, "--out", str(tmp_path / "{method}"), "--param", "vocabulary=16", "--param", "whiten_dim=8"]) == 2
     assert "whiten_dim" in capsys.readouterr().err
-    rc = main([*base, "--out", str(tmp_path / "{method}"), "--vocabulary", "16", "--vlad-dim", "24",
-               "--codebook-size", "32"])
+    rc = main([*base, "--out", str(tmp_path / "{method}"), "--param", "vocabulary=16", "--param", "dim=24",
+               "--param", "codebook_size=32"])
     assert rc == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert [(x["method"], x["count"], x["failed"]) for x in lines] == [("rsift-asmk", 12, 1), ("rsift-vlad", 12, 1)]

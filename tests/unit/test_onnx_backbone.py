@@ -112,7 +112,7 @@ def test_describing_with_the_onnx_backend_imports_no_torch(tmp_path):
     imageindex.write(images, [{"photo_id": pid, "status": "ok", "path": layout.image_relpath(pid)} for pid in (1, 2, 3)])
     code = ("import sys; from mining.cli import main; "
             f"rc = main(['describe', '--method', 'cnn-gem', '--images', {str(images)!r}, '--set', 'candidates', "
-            f"'--out', {str(tmp_path / 'store')!r}, '--workers', '0', '--no-whiten', '--no-progress']); "
+            f"'--out', {str(tmp_path / 'store')!r}, '--workers', '0', '--param', 'whiten=false', '--no-progress']); "
             "print(rc, 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -83,7 +83,8 @@ def _described(photos: Path, model: Path, out: Path, factory: str) -> dict:
     from fixtures import export_models
 
     opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": {"model": str(model), "whiten": False}})
-    describe.run(images=photos, image_set="candidates", methods=["onnx-global"], out=out, options=opts, progress=False)
+    describe.run(inputs=describe.Inputs(images=photos, image_set="candidates"), methods=["onnx-global"], out=out,
+                 options=opts, progress=False)
     ids, stored = descriptors.open_store(out).load_all()
     method = get_method("onnx-global", {"model": str(model), "whiten": False})
     settings = method.params
@@ -228,7 +229,7 @@ def test_a_describe_run_says_a_conflict_once_workers_included(siglip_file, photo
     monkeypatch.setattr(base, "_SAID", set())
     params = {"onnx-global": {"model": str(siglip_file), "whiten": False, "mean": [0.485, 0.456, 0.406]}}
     opts = replace(options.defaults("describe"), shard_size=1, params=params)
-    describe.run(images=photos, image_set="candidates", methods=["onnx-global"], out=tmp_path / "s", options=opts,
-                 progress=False, cluster=Cluster(workers=2))
+    describe.run(inputs=describe.Inputs(images=photos, image_set="candidates"), methods=["onnx-global"],
+                 out=tmp_path / "s", options=opts, progress=False, cluster=Cluster(workers=2))
     said = capfd.readouterr().err + caplog.text
     assert said.count("the settings given differ from siglip.onnx.json") == 1, said

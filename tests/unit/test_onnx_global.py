@@ -183,7 +183,8 @@ def _folder(root: Path, n: int = 5) -> Path:
 
 def _run(images: Path, methods: list[str], out: Path, params: dict) -> dict:
     opts = replace(options.defaults("describe"), shard_size=2, params=params)
-    return describe.run(images=images, image_set="candidates", methods=methods, out=out, options=opts, progress=False)
+    return describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=methods, out=out,
+                        options=opts, progress=False)
 
 
 def test_two_models_in_one_run_each_in_its_own_store_with_its_checksum(tmp_path):
@@ -230,13 +231,14 @@ def test_a_store_names_its_model_by_file_name_and_checksum_never_by_path(tmp_pat
     assert params["model"] == "my-net.onnx" and params["model_sha256"] == file_sha256(model)
     gnd = _folder(tmp_path / "queries")  # a landmark set described with the candidates' store as --model
     opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": {"model": str(model)}})
-    info = describe.run(images=gnd, image_set="candidates", methods=["onnx-global"], out=tmp_path / "again",
-                        models=tmp_path / "cand", options=opts, progress=False)
+    info = describe.run(inputs=describe.Inputs(images=gnd, image_set="candidates", models=tmp_path / "cand"),
+                        methods=["onnx-global"], out=tmp_path / "again", options=opts, progress=False)
     assert info["onnx-global"]["params"]["model"] == "my-net.onnx"
     monkeypatch.chdir(tmp_path)  # the store's name alone does not find a file: one line that says what to give
     with pytest.raises(UserError, match=r"model my-net.onnx: file not found .*give the file's path"):
-        describe.run(images=gnd, image_set="candidates", methods=["onnx-global"], out=tmp_path / "third",
-                     models=tmp_path / "cand", options=replace(opts, params={}), progress=False)
+        describe.run(inputs=describe.Inputs(images=gnd, image_set="candidates", models=tmp_path / "cand"),
+                     methods=["onnx-global"], out=tmp_path / "third", options=replace(opts, params={}),
+                     progress=False)
 
 
 def test_the_cli_finds_a_stores_model_through_the_manifest_path(tmp_path, capsys):
@@ -251,7 +253,7 @@ def test_the_cli_finds_a_stores_model_through_the_manifest_path(tmp_path, capsys
     m["describe"]["params"] = {"onnx-global-cnn": {"model": model, "whiten": False}}
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(m))
     common = ["--method", "onnx-global-cnn", "--images", str(images), "--set", "candidates", "--manifest",
-              str(tmp_path / "m.yaml"), "--cluster=local", "--workers", "1", "--no-progress"]
+              str(tmp_path / "m.yaml"), "--dask-cluster=local", "--workers", "1", "--no-progress"]
     assert main(["describe", *common, "--out", str(tmp_path / "c")]) == 0
     assert main(["describe", *common, "--model", str(tmp_path / "c"), "--out", str(tmp_path / "again")]) == 0
     assert json.loads((tmp_path / "again" / "store.json").read_text())["params"]["model"] == "my cnn.onnx"

@@ -163,6 +163,97 @@ def test_every_default_is_the_schemas_in_the_cli_help_the_parser_and_the_options
             assert getattr(options.from_args(args, section), key) == default, (command, flag)
 
 
+def flag_offences(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
+    """Every settings flag of every verb named by the one rule, and every option spelt once.
+
+    A flag setting key K of section S on verb V is `--K` when S is V's own section and
+    `--S-K` otherwise (underscores as hyphens); an own key is `--S-K` only where `--K` is
+    another option of V's (an input file's). Its help names the manifest key `S.K`. No option
+    has a second spelling: a settings flag has one option string (a boolean its `--no-`
+    form too), and no other option writes the same setting."""
+    offences = []
+    for command, sp in parsers.items():
+        verb = command.split()[0]
+        by_dest = {}
+        for a in sp._actions:
+            by_dest.setdefault(a.dest, []).append(a)
+        for dest_name, value in sp._defaults.items():
+            if not dest_name.startswith("flags_"):
+                continue
+            section = dest_name.removeprefix("flags_")
+            for key, flag in value.items():
+                plain, qualified = "--" + key.replace("_", "-"), f"--{section}-{key.replace('_', '-')}"
+                actions = by_dest.get(options.dest(section, key), [])
+                if len(actions) != 1:
+                    offences.append(f"{command}: {section}.{key} is set by {len(actions)} options "
+                                    f"({', '.join('/'.join(a.option_strings) for a in actions)}): one spelling each")
+                    continue
+                action = actions[0]
+                boolean = isinstance(action, argparse.BooleanOptionalAction)
+                spellings = [flag, "--no-" + flag[2:]] if boolean else [flag]
+                if action.option_strings != spellings:
+                    offences.append(f"{command}: {section}.{key} is spelt {' '.join(action.option_strings)} "
+                                    f"(one spelling: {flag})")
+                if section != verb and flag != qualified:
+                    offences.append(f"{command}: {section}.{key} is {flag}: another section's key is {qualified}")
+                elif section == verb and flag != plain and not (flag == qualified
+                                                                and plain in sp._option_string_actions):
+                    offences.append(f"{command}: {section}.{key} is {flag}: the verb's own key is {plain} "
+                                    f"({qualified} only where {plain} is another option)")
+                if f"manifest {section}.{key})" not in (action.help or ""):
+                    offences.append(f"{command}: {flag}'s help does not name the manifest key {section}.{key}")
+    return offences
+
+
+def test_every_settings_flag_is_its_manifest_key_spelt_once():
+    assert flag_offences(PARSERS) == []
+    # describe's method settings are --param KEY=VALUE, KEY the manifest's: no flag of their own
+    from mining.methods import method_class, method_names
+
+    keys = {k for m in method_names() for k in method_class(m).defaults}
+    named = sorted(o for o in PARSERS["describe"]._option_string_actions
+                   if o.removeprefix("--no-").removeprefix("--").replace("-", "_") in keys
+                   and o != "--model")  # --model STORE: the candidates store reused, not onnx-global's model file
+    assert named == [], f"describe: method settings with a flag of their own (use --param KEY=VALUE): {named}"
+
+
+def test_the_flag_check_sees_an_offence():
+    def parser(verb: str) -> argparse.ArgumentParser:
+        return argparse.ArgumentParser(prog=f"mining {verb}")
+
+    clean = parser("select")
+    clean.add_argument("--near-duplicates", type=Path)  # an input file's flag
+    options.add_flags(clean, "select", keys=["n", "near_duplicates", "drop_unclear"])
+    options.add_flags(clean, "evaluate", keys=["setups"])
+    assert flag_offences({"select": clean}) == []
+    assert clean._defaults["flags_select"]["near_duplicates"] == "--select-near-duplicates"
+    assert clean._defaults["flags_evaluate"] == {"setups": "--evaluate-setups"}
+
+    renamed = parser("select")  # a key under a name of its own
+    options.add_flags(renamed, "select", keys=["auto_tolerance"])
+    renamed._defaults["flags_select"]["auto_tolerance"] = "--tolerance"
+    alias = parser("select")  # a second spelling of a setting
+    options.add_flags(alias, "select", keys=["leak_risk"])
+    alias.add_argument("--allow-unreviewed-risk", dest=options.dest("select", "leak_risk"), action="store_const",
+                       const="allow")
+    foreign = parser("release")  # another section's key without its section
+    foreign.add_argument("--over-target", dest=options.dest("audit", "over_target"),
+                         help="(manifest audit.over_target)")
+    foreign.set_defaults(flags_audit={"over_target": "--over-target"})
+    twice = parser("score")  # two option strings for one setting
+    twice.add_argument("--review-top", "--top", dest=options.dest("score", "review_top"),
+                       help="(manifest score.review_top)")
+    twice.set_defaults(flags_score={"review_top": "--review-top"})
+    assert flag_offences({"select": renamed, "select2": alias, "release": foreign, "score": twice}) == [
+        "select: select.auto_tolerance is spelt --auto-tolerance (one spelling: --tolerance)",
+        "select: select.auto_tolerance is --tolerance: the verb's own key is --auto-tolerance "
+        "(--select-auto-tolerance only where --auto-tolerance is another option)",
+        "select2: select.leak_risk is set by 2 options (--leak-risk, --allow-unreviewed-risk): "
+        "one spelling each",
+        "release: audit.over_target is --over-target: another section's key is --audit-over-target",
+        "score: score.review_top is spelt --review-top --top (one spelling: --review-top)"]
+
+
 def test_a_flag_out_of_the_schemas_range_is_one_line_naming_the_flag():
     sp = PARSERS["select"]
     args = sp.parse_args(_required(sp) + ["--n", "lots"])

@@ -52,9 +52,10 @@ def make_run(tmp_path):
     sc = pq.read_table(run / "scores" / "scores.parquet").to_pandas()
     sc["closest_landmark"] = np.where(np.arange(len(sc)) % 2, "lm0", "lm1")
     pq.write_table(pa.Table.from_pandas(sc, preserve_index=False), run / "scores" / "scores.parquet")
-    evaluate.run(landmarks=run / "world" / "landmarks", descriptors=[run / "descriptors" / "gem"], scores=run / "scores",
-                 selected=run / "selected", decisions=run / "review" / "decisions.parquet", out=run / "evaluation",
-                 options=replace(options.defaults("evaluate"), random_seeds=[0, 1]), progress=False)
+    inputs = evaluate.Inputs(landmarks=run / "world" / "landmarks", descriptors=[run / "descriptors" / "gem"],
+                             scores=run / "scores", selected=run / "selected",
+                             decisions=run / "review" / "decisions.parquet")
+    evaluate.run(inputs=inputs, out=run / "evaluation", options=replace(options.defaults("evaluate"), random_seeds=[0, 1]), progress=False)
     dec = pq.read_table(run / "review" / "decisions.parquet")  # two reviewers; they split on the last item
     votes = ['{"ann": "y", "bob": "y"}'] * (dec.num_rows - 1) + ['{"ann": "n", "bob": "u"}']
     pq.write_table(dec.append_column("votes", pa.array(votes)), run / "review" / "decisions.parquet")

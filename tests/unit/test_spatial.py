@@ -109,11 +109,12 @@ def stores(tmp_path_factory):
     out = {}
     for tag, params in (("sp", ASMK), ("plain", {k: v for k, v in ASMK.items() if k != "spatial_verification"})):
         d = root / tag
-        describe.run(images=images, image_set="candidates", methods=["rsift-asmk"], out=d / "candidates",
-                     options=replace(DESCRIBE, shard_size=5, params={"rsift-asmk": params}), progress=False)
+        describe.run(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["rsift-asmk"],
+                     out=d / "candidates", options=replace(DESCRIBE, shard_size=5, params={"rsift-asmk": params}),
+                     progress=False)
         for part in ("queries", "database"):
-            describe.run(images=lm, image_set=part, methods=["rsift-asmk"], out=d / part, options=DESCRIBE,
-                         models=d / "candidates", progress=False)
+            describe.run(inputs=describe.Inputs(images=lm, image_set=part, models=d / "candidates"),
+                         methods=["rsift-asmk"], out=d / part, options=DESCRIBE, progress=False)
         out[tag] = d
     return out, lm
 

@@ -63,7 +63,7 @@ def _describe_all(run: Path, out: Path, env: dict[str, str]) -> None:
         for image_set in ("queries", "database"):
             _ok(_mining(["describe", "--method", methods, "--images", str(gnd), "--set", image_set,
                          "--model", str(out / "{method}/candidates"), "--out", str(out / f"{{method}}/{image_set}"),
-                         "--cluster=local", *common], env, run))
+                         "--dask-cluster=local", *common], env, run))
 
 
 def _payload_files(store: Path) -> dict[str, bytes]:
@@ -110,7 +110,7 @@ def test_the_pinned_level_switched_off_is_refused_before_any_work(demo_run, tmp_
     env = _env({"OPENCV_CPU_DISABLE": "AVX2", "NPY_DISABLE_CPU_FEATURES": "X86_V3"})
     r = _mining(["describe", "--method", "rsift-asmk", "--images", str(run / "world/landmarks/gnd_demo.pkl"),
                  "--set", "queries", "--model", str(run / "descriptors/rsift-asmk/candidates"),
-                 "--out", str(tmp_path / "q"), "--manifest", str(MANIFEST), "--cluster=local", "--workers", "1",
+                 "--out", str(tmp_path / "q"), "--manifest", str(MANIFEST), "--dask-cluster=local", "--workers", "1",
                  "--no-progress"], env, run)
     assert r.returncode == 2, r.stderr[-3000:]
     errors = [line for line in r.stderr.splitlines() if "error" in line]

@@ -77,7 +77,7 @@ rule describe_landmarks:
         ENV
     shell:
         "mining describe --method {wildcards.method:q} --images {input.gnd:q} --set {wildcards.set:q} "
-        "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --cluster=local "
+        "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --dask-cluster=local "
         "--workers {threads} > {log:q} 2>&1"
 
 
@@ -141,5 +141,5 @@ for _i, _group in enumerate(DESCRIBE_SHARED):
             ENV
         shell:
             "mining describe --method {params.methods:q} --images {input.gnd:q} --set {wildcards.set:q} "
-            "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --cluster=local "
+            "--model {params.model:q} --out {params.out:q} --manifest {params.manifest:q} --dask-cluster=local "
             "--workers {threads} > {log:q} 2>&1"

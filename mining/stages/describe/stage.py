@@ -277,23 +277,41 @@ FIT_IMAGES = 2000  # candidates sampled to learn a method's model (codebook, PCA
 FIT_SEED = 0  # seed of that sample and of k-means
 
 
-def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, options: DescribeOptions,
-        models: str | Path | None = None, shortlist: str | Path | None = None, cluster: Cluster = Cluster(workers=0), fit_images: int = FIT_IMAGES,
-        seed: int = FIT_SEED, progress: bool = True) -> dict[str, dict[str, Any]]:
-    """Describe an image set (`images`: a landmark dataset, gnd_*.pkl or its folder, or a
-    download folder; `image_set`: one of SETS) with `methods` in one pass, each into its own
-    store: `out` (with several methods, a path holding `{method}`, replaced by each one's name).
-    `models`: the candidates stores (`{method}` as in `out`) whose learned state and settings a
-    landmark set reuses. `shortlist`: a cascade's shortlist.parquet (`mining cascade shortlist`):
-    only the candidates it lists are described (docs/cascade.md). `options.params[method]`: a method's settings (its defaults for those
-    not given), `options.shard_size` images per shard. `cluster`: where the shards run (default
-    in this process); `fit_images`, `seed`: the learning sample of methods that learn.
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What `mining describe` reads: an image set; a landmark set, the candidates stores it reuses."""
+
+    images: str | Path  # a landmark dataset (gnd_*.pkl or its folder) or a download folder
+    image_set: str  # one of SETS
+    models: str | Path | None = None  # candidates stores ({method} as in out): learned state and settings to reuse
+    shortlist: str | Path | None = None  # a cascade's shortlist.parquet: only the candidates it lists
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """The learning sample of methods that learn: how many candidates, and the seed of the draw and of k-means."""
+
+    images: int = FIT_IMAGES
+    seed: int = FIT_SEED
+
+
+def run(*, inputs: Inputs, methods: Sequence[str], out: str | Path, options: DescribeOptions,
+        cluster: Cluster = Cluster(workers=0), sample: Sample = Sample(),
+        progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Describe an image set (`inputs`) with `methods` in one pass, each into its own store:
+    `out` (with several methods, a path holding `{method}`, replaced by each one's name).
+    `options.params[method]`: a method's settings (its defaults for those not given; the CLI's
+    are merged by `mining.stages.describe.params`), `options.shard_size` images per shard.
+    `cluster`: where the shards run (default in this process); `sample`: the learning sample
+    of methods that learn.
 
     Each image is decoded once per (max_side, mode) and its features extracted once per
     shared `Method.extractor()` (rsift-asmk and rsift-vlad: one RootSIFT extraction), for
     learning and for describing; every store is the same bytes as that method's alone.
     Returns each method's store info (also its store.json), in method order."""
-    plans, items = _plans(images, image_set, methods, out, models, options, fit_images, seed, shortlist)
+    if cluster.workers is not None and cluster.workers < 0:
+        raise UserError("--workers must be >= 0")
+    plans, items = _plans(inputs, methods, out, options, sample)
     # images described at once per task (0: decided on the worker, whose machine we do not know);
     # it changes the speed, never the bytes (see pin_numeric_threads)
     threads = 0 if (cluster.scheduler or cluster.slurm) else max(1, available_cpus() // max(1, cluster.workers or 0))
@@ -302,42 +320,44 @@ def run(*, images: str | Path, image_set: str, methods: Sequence[str], out: str 
         # the settings to resume with: not store.json, which a workflow manager deletes (as the
         # output of an interrupted job) before it reruns the job
         atomic.write_json(p.out / PLAN_FILE, {k: p.info[k] for k in RESUME_KEYS})
-    specs = _Specs(image_set == "queries", threads)
+    specs = _Specs(inputs.image_set == "queries", threads)
     with single_threaded_numerics(), connect(cluster) as client:
         _learn(client, [p for p in plans if p.learn and not p.state_path.is_file()], items, specs,
-               min(FIT_CHUNK, options.shard_size), fit_images, seed, progress)
+               min(FIT_CHUNK, options.shard_size), sample, progress)
         for p in plans:
             if p.state_path is not None:
                 p.model_info = p.model_info or {"store": str(p.out.resolve()), "sha256": file_sha(p.state_path)}
         shards = [(f"{i // options.shard_size:05d}", items[i:i + options.shard_size])
                   for i in range(0, len(items), options.shard_size)]
-        _describe(client, plans, shards, specs, f"{'+'.join(p.name for p in plans)}: describing {image_set}",
+        _describe(client, plans, shards, specs, f"{'+'.join(p.name for p in plans)}: describing {inputs.image_set}",
                   progress)
     return {p.name: finish(p, shards) for p in plans}
 
 
-def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str | Path, models: str | Path | None,
-           options: DescribeOptions, fit_images: int, seed: int,
-           shortlist: str | Path | None = None) -> tuple[list[Plan], list[ImageItem]]:
+def _plans(inputs: Inputs, methods: Sequence[str], out: str | Path, options: DescribeOptions,
+           sample: Sample) -> tuple[list[Plan], list[ImageItem]]:
     """Each method's plan, checked against its --model store and the store being resumed, and
-    the set's images in store order (with a `shortlist`, those it lists)."""
+    the set's images in store order (with a shortlist, those it lists)."""
     n = len(methods)
     if not n:
         raise UserError("describe: no method given")
-    model_paths = per_method_paths(models, methods, "--model")
+    if len(set(methods)) < n:  # one store per method: a method twice would share one
+        raise UserError("describe: each method needs its own --out store (--method names one twice)")
+    model_paths = per_method_paths(inputs.models, methods, "--model")
     outs = [Path(o) for o in per_method_paths(out, methods, "--out")]
     if len({o.resolve() for o in outs}) != n:
         raise UserError("describe: each method needs its own --out store")
     if options.shard_size < 1:
         raise UserError("--shard-size must be at least 1")
-    plans = [plan(m, images, image_set, o, options.params.get(m), mo, options.shard_size, fit_images, seed)
+    plans = [plan(m, inputs.images, inputs.image_set, o, options.params.get(m), mo, options.shard_size, sample.images,
+                  sample.seed)
              for m, o, mo in zip(methods, outs, model_paths)]
-    items = list_items(images, image_set)
+    items = list_items(inputs.images, inputs.image_set)
     if not items:
-        raise UserError(f"{images}: no images in set {image_set!r}")
+        raise UserError(f"{inputs.images}: no images in set {inputs.image_set!r}")
     cascade = None
-    if shortlist is not None:
-        items, cascade = on_shortlist(items, image_set, Path(shortlist))
+    if inputs.shortlist is not None:
+        items, cascade = on_shortlist(items, inputs.image_set, Path(inputs.shortlist))
     ids_hash = sha("\n".join(i.id for i in items).encode())
     for p in plans:
         p.info["ids_sha256"] = ids_hash
@@ -345,7 +365,7 @@ def _plans(images: str | Path, image_set: str, methods: Sequence[str], out: str 
             p.info["cascade"] = cascade
         check_resumable(p.out, p.info)
         if p.learn:  # a pool too small to whiten is known now, not after a learning pass
-            p.info["small_pool"] = p.method.small_pool(min(fit_images, len(items)))
+            p.info["small_pool"] = p.method.small_pool(min(sample.images, len(items)))
     return plans, items
 
 
@@ -376,11 +396,11 @@ class _Specs:
                            "state": str(state) if state else None, "threads": self.threads})
 
 
-def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Specs, step: int, fit_images: int,
-           seed: int, progress: bool) -> None:
+def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Specs, step: int, sample: Sample,
+           progress: bool) -> None:
     """Learn each method's state on one seeded sample of the candidates (features extracted on
     the cluster, in task order) and write it to its model.npz."""
-    sample_size = min(fit_images, len(items))
+    sample_size = min(sample.images, len(items))
     for p in [p for p in fitting if p.info.get("small_pool")]:
         log.warning("%s: %s", p.name, p.info["small_pool"])  # once, before any image is read
     for p in [p for p in fitting if p.method.skip_learning(sample_size)]:
@@ -391,11 +411,11 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
     fitting = [p for p in fitting if not p.method.skip_learning(sample_size)]
     if not fitting:
         return
-    rng = np.random.default_rng(seed)
-    sample = [items[i] for i in sorted(rng.choice(len(items), min(fit_images, len(items)), replace=False))]
-    chunks = [(sample[i:i + step], [specs.of(p, None) for p in fitting], os.getcwd())
-              for i in range(0, len(sample), step)]
-    bar = progress_bar(total=len(sample), desc=f"{'+'.join(p.name for p in fitting)}: learning on candidates",
+    rng = np.random.default_rng(sample.seed)
+    drawn = [items[i] for i in sorted(rng.choice(len(items), sample_size, replace=False))]
+    chunks = [(drawn[i:i + step], [specs.of(p, None) for p in fitting], os.getcwd())
+              for i in range(0, len(drawn), step)]
+    bar = progress_bar(total=len(drawn), desc=f"{'+'.join(p.name for p in fitting)}: learning on candidates",
                        unit="img", disable=not progress)
     # task order, not completion order: the sample's order is part of what is learned
     results = run_tasks(client, fit_features_chunk, chunks, on_done=lambda r: bar.update(len(r)))
@@ -404,12 +424,13 @@ def _learn(client: Any, fitting: list[Plan], items: list[ImageItem], specs: _Spe
         feats = [per_method[k] for chunk in results for per_method in chunk if per_method[k] is not None]
         try:
             if not feats:
-                raise UserError(f"{p.name}: cannot learn the whitening or codebook: none of the {len(sample)} sampled "
+                raise UserError(f"{p.name}: cannot learn the whitening or codebook: none of the {len(drawn)} sampled "
                                 "images gave a usable descriptor (the model or its settings are the cause, not the "
-                                "images); check them, or set whiten: false (--no-whiten) where the method whitens")
+                                "images); check them, or set whiten: false (--param whiten=false) where the method "
+                                "whitens")
             # a small pool was said before the pass: the fit finds it again and says nothing
             with remade() if p.info.get("small_pool") else contextlib.nullcontext():
-                state = p.method.fit(feats, seed=seed)
+                state = p.method.fit(feats, seed=sample.seed)
         except UserError as exc:
             raise UserError(f"{p.out}: {exc}") from None
         with atomic.atomic_path(p.state_path) as tmp:
@@ -445,20 +466,10 @@ def per_method_paths(template: str | Path | None, method_names: Sequence[str], w
     return [template.replace("{method}", m) for m in method_names]
 
 
-def split_params(method_names: Sequence[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each method's share of the given settings (those it has); a setting that none of the
-    methods has is an error, as it is for one method."""
-    known = [set(get_method(m).defaults) for m in method_names]
-    unused = sorted(k for k in params if not any(k in kn for kn in known))
-    if unused:
-        raise UserError(f"method(s) {', '.join(method_names)}: unknown parameter(s) {unused}")
-    return [{k: v for k, v in params.items() if k in kn} for kn in known]
-
-
 def read_failures(out: str | Path) -> list[dict[str, str]]:
     """Failure rows of a store (id, path, error)."""
     return read_file(Path(out) / "failures.parquet").to_pylist()
 
 
-__all__ = ["ImageItem", "SETS", "run", "describe_item", "describe_shard", "iter_described",
-           "per_method_paths", "split_params", "list_items", "load_image", "read_failures"]
+__all__ = ["ImageItem", "Inputs", "SETS", "Sample", "run", "describe_item", "describe_shard", "iter_described",
+           "per_method_paths", "list_items", "load_image", "read_failures"]

@@ -39,8 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--selected", type=Path, help=f"`mining select` output folder ({DISTRACTORS})")
     pipe.add_argument("--out", type=Path, help="output folder")
     p.add_argument("--decisions", type=Path, help=f"review {DECISIONS} (confirmed landmark images are never distractors)")
-    options.add_flags(p, "evaluate", flags={"random_seeds": "--random-seeds"},
-                      manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
+    options.add_flags(p, "evaluate", manifest_help="a run manifest: its evaluate: section gives the settings below (n: null takes "
                       "select.n when that is a number; a flag given here wins)")
     p.add_argument("--bootstrap-samples", type=int, default=DEFAULT_SAMPLES, metavar="B",
                    help="resamples of the queries for the confidence intervals of every mAP (default %(default)s; 0 = none)")
@@ -127,12 +126,12 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise UserError(f"the following arguments are required: {', '.join(missing)} (or use --protocol)")
     from mining.stages.evaluate.bootstrap import Spec
-    from mining.stages.evaluate.stage import run
+    from mining.stages.evaluate.stage import Inputs, run
 
     boot = Spec(args.bootstrap_samples, args.bootstrap_seed, args.confidence) if args.bootstrap_samples else None
-    report = run(landmarks=args.landmarks, descriptors=args.descriptors, scores=args.scores, selected=args.selected,
-                 decisions=args.decisions, out=args.out, options=evaluate_options(args),
-                 progress=not args.no_progress, boot=boot)
+    inputs = Inputs(landmarks=args.landmarks, descriptors=args.descriptors, scores=args.scores, selected=args.selected,
+                    decisions=args.decisions)
+    report = run(inputs=inputs, out=args.out, options=evaluate_options(args), progress=not args.no_progress, boot=boot)
     per = report.get("per_benchmark") or {"": report}
     methods = len(next(iter(per.values()))["methods"])
     where = f" on {len(per)} benchmarks" if len(per) > 1 else ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,28 +34,36 @@ from mining.stages.evaluate.protocols.readers import Results
 from mining.stages.evaluate.protocols.setups import SETUPS, setup_gnd
 from mining.stages.evaluate.several import combined_markdown, combined_report
 
-__all__ = ["run", "run_kit", "run_protocol"]
+__all__ = ["Inputs", "run", "run_kit", "run_protocol"]
 
 
-def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, selected: Path, out: Path,
-        options: EvaluateOptions, decisions: Path | None = None, progress: bool = True,
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What `mining evaluate` reads: the landmarks, every method's stores, and the sets to compare."""
+
+    landmarks: Sequence[str]  # [NAME=]GND, one ground truth or several benchmarks (`benchmarks.as_list`)
+    descriptors: Sequence[Path]  # one DESC/<method> folder per method
+    scores: Path  # `mining score`'s folder: the pool the random sets are drawn from
+    selected: Path  # `mining select`'s folder: the mined set
+    decisions: Path | None = None  # review decisions: confirmed landmarks leave the random sets too
+
+
+def run(*, inputs: Inputs, out: Path, options: EvaluateOptions, progress: bool = True,
         boot: bootstrap.Spec | None = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
 
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
-    several: the same sets (one pool, one selection) evaluated on each benchmark
-    (`mining.stages.evaluate.several`). `descriptors`: one DESC/<method> folder per method;
-    `scores`: `mining score`'s folder (the pool the random sets are drawn from); `selected`:
-    `mining select`'s folder (the mined set); `decisions`: review decisions (confirmed
-    landmarks leave the random sets too). `options.n`: the set size (None: the selection's)."""
+    With several benchmarks (`inputs.landmarks`), the same sets (one pool, one selection) are
+    evaluated on each benchmark (`mining.stages.evaluate.several`). `options.n`: the set size
+    (None: the selection's)."""
     t0 = time.perf_counter()
+    descriptors = inputs.descriptors
     check_settings(descriptors, options.setups, options.random_seeds)
-    benchmarks = as_list(landmarks)
+    benchmarks = as_list(inputs.landmarks)
     datasets = load_all(benchmarks)
-    check_scores_landmarks(Path(scores), benchmarks, datasets)
-    held_out = held_out_methods(descriptors, Path(scores), options.held_out)
+    check_scores_landmarks(Path(inputs.scores), benchmarks, datasets)
+    held_out = held_out_methods(descriptors, Path(inputs.scores), options.held_out)
     cascaded = cascaded_methods(descriptors)
-    sets = build_sets(Path(scores), Path(selected), decisions, options.n, options.random_seeds)
+    sets = build_sets(Path(inputs.scores), Path(inputs.selected), inputs.decisions, options.n, options.random_seeds)
     rankings, _ = rankings_of(sets)
     reports = []
     for b, dataset in zip(benchmarks, datasets):
@@ -71,7 +80,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
     if len(benchmarks) == 1:
         report, text = reports[0], markdown_table(reports[0])
     else:
-        report = combined_report(benchmarks, reports, Path(selected), Path(scores))
+        report = combined_report(benchmarks, reports, Path(inputs.selected), Path(inputs.scores))
         report["held_out"] = reports[0]["held_out"]
         if cascaded:
             report["cascade"] = cascaded

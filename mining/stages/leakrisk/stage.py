@@ -15,7 +15,7 @@ landmark's own views typically are to one another.
 
 `mining select --leak-risk` then refuses to select past the reviewed depth where the risk is
 high: a high-risk candidate that no reviewer decided on is left out of the selection (counted
-in stats.json) unless `--allow-unreviewed-risk` (manifest `select: {leak_risk: allow}`).
+in stats.json) unless `--select-leak-risk allow` (manifest `select: {leak_risk: allow}`).
 """
 
 from __future__ import annotations

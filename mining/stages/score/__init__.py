@@ -35,11 +35,11 @@ from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, TopK, score_candidates,
                                       score_chunk)
 from mining.stages.score.output import write_outputs
-from mining.stages.score.stage import method_from_stores, run
+from mining.stages.score.stage import Inputs, method_from_stores, run
 from mining.stages.score.streams import PIECE, common_order
 
 __all__ = [
-    "DEFAULT_CHUNK", "PIECE", "CandidateVectors", "ChunkScores", "MethodInput",
+    "DEFAULT_CHUNK", "PIECE", "CandidateVectors", "ChunkScores", "Inputs", "MethodInput",
     "PositiveCounter", "Problem", "ScoreResult", "TopK", "common_order", "method_from_stores", "run",
     "score_candidates", "score_chunk", "write_outputs",
 ]

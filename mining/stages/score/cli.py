@@ -27,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--descriptors", required=True, nargs="+", type=Path, metavar="DESC/METHOD",
                    help="one folder per method holding queries/, database/ and candidates/ stores")
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    options.add_flags(p, "review", keys=["budget", "min_per_landmark"],
-                      flags={"budget": "--review-budget", "min_per_landmark": "--review-min-per-landmark"})
+    options.add_flags(p, "review", keys=["budget", "min_per_landmark"])
     p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, metavar="N",
                    help="candidates per processing chunk (memory vs. overhead; default %(default)s; "
                         "keep it ≥ 2048 × threads so every thread has work); the result does not depend on it")
@@ -41,19 +40,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: each landmark's probable landmark images (near-copies of its "
                         "images) head its review queue, marked probable_landmark")
-    options.add_flags(p, "score", flags={"review_top": "--review-top"})
+    options.add_flags(p, "score")
     add_progress_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.stages.score import run
+    from mining.stages.score import Inputs, run
 
-    review = options.from_args(args, "review")
-    stats = run(landmarks=args.landmarks, descriptors=args.descriptors, out=args.out,
-                options=options.from_args(args, "score"), near_duplicates=args.near_duplicates,
-                candidates=args.candidates, review_budget=review.budget,
-                review_min_per_landmark=review.min_per_landmark, chunk=args.chunk, threads=args.threads,
+    inputs = Inputs(landmarks=args.landmarks, descriptors=args.descriptors, near_duplicates=args.near_duplicates,
+                    candidates=args.candidates)
+    stats = run(inputs=inputs, out=args.out, options=options.from_args(args, "score"),
+                review=options.from_args(args, "review"), chunk=args.chunk, threads=args.threads,
                 progress=not args.no_progress)
     summary = {k: stats[k] for k in ("candidates", "candidates_missing_some_method", "queries_with_positives",
                                      "review_queue_rows")}

@@ -4,6 +4,7 @@ loop's inputs → `score_candidates` → the output files."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -19,7 +20,7 @@ from mining.stages.score import budget
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import DEFAULT_CHUNK, score_candidates
 from mining.stages.score.output import write_outputs
-from mining.settings.options import ScoreOptions
+from mining.settings.options import ReviewOptions, ScoreOptions, defaults
 from mining.evidence.since import days_taken, of_benchmarks
 
 
@@ -64,41 +65,49 @@ def problem_of(benchmarks: Sequence, datasets: Sequence) -> Problem:
     return Problem(names, q_landmark, landmarks, [b.name for b in benchmarks] if several else [""])
 
 
-def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], out: Path, options: ScoreOptions,
-        near_duplicates: Path | None = None, candidates: Path | None = None, review_budget: int | None = None,
-        review_min_per_landmark: int = 1, chunk: int = DEFAULT_CHUNK, threads: int | None = None,
-        progress: bool = True) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What `mining score` reads: the landmarks and every method's stores; the rest orders the queue."""
+
+    landmarks: Sequence[str]  # [NAME=]GND, one ground truth or several benchmarks (`benchmarks.as_list`)
+    descriptors: Sequence[Path]  # one DESC/<method> folder per method
+    near_duplicates: Path | None = None  # neardup.parquet: its probable landmark images head the queue
+    candidates: Path | None = None  # the candidates Parquet (date_taken): the landmarks' `since` dates
+
+
+def run(*, inputs: Inputs, out: Path, options: ScoreOptions, review: ReviewOptions | None = None,
+        chunk: int = DEFAULT_CHUNK, threads: int | None = None, progress: bool = True) -> dict[str, Any]:
     """`mining score`: stores → scores.parquet, review_queue.parquet, stats.json.
 
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
-    with several, every candidate is scored against every query of every benchmark.
-    `descriptors`: one DESC/<method> folder per method. `near_duplicates`: neardup.parquet, whose
-    probable landmark images head the queue. `candidates`: the candidates Parquet (date_taken), for
-    the landmarks' `since` dates (mining/evidence/since.py). `review_budget` (the manifest's review.budget):
-    the queue holds that many items in all, spread by leak risk, each landmark's top
-    `review_min_per_landmark` first (`mining.stages.score.budget`), not review_top each."""
+    With several benchmarks (`inputs.landmarks`), every candidate is scored against every query
+    of every benchmark. `inputs.near_duplicates`: probable landmark images head the queue;
+    `inputs.candidates`: for the landmarks' `since` dates (mining/evidence/since.py).
+    `review` (the manifest's review section, default its defaults): with a `budget`, the queue
+    holds that many items in all, spread by leak risk, each landmark's top `min_per_landmark`
+    first (`mining.stages.score.budget`), not review_top each."""
+    review = review or defaults("review")
     if options.review_top < 1:
         raise UserError("--review-top must be at least 1")
-    if review_budget is not None:
-        budget.check(review_budget, review_min_per_landmark)
-    benchmarks = as_list(landmarks)
+    if review.budget is not None:
+        budget.check(review.budget, review.min_per_landmark)
+    benchmarks = as_list(inputs.landmarks)
     datasets = load_all(benchmarks)
     t0 = time.perf_counter()
-    methods, read_stats = read_methods(descriptors, benchmarks, datasets)
+    methods, read_stats = read_methods(inputs.descriptors, benchmarks, datasets)
     problem = problem_of(benchmarks, datasets)
     t_read = time.perf_counter() - t0
     since = of_benchmarks(benchmarks, datasets)  # landmarks that exist from a date (mining/evidence/since.py)
-    result = score_candidates(problem, methods, chunk=chunk, review_top=review_budget or options.review_top,
+    result = score_candidates(problem, methods, chunk=chunk, review_top=review.budget or options.review_top,
                               progress=progress, threads=threads, since=since,
                               late_since=options.late_since == "allow",
-                              taken_of=(lambda ids: days_taken(candidates, ids)) if candidates else None)
-    if review_budget is not None:
-        budget.apply_budget(result, review_budget, review_min_per_landmark)
+                              taken_of=(lambda ids: days_taken(inputs.candidates, ids)) if inputs.candidates else None)
+    if review.budget is not None:
+        budget.apply_budget(result, review.budget, review.min_per_landmark)
     for name, st in read_stats.items():
         result.stats["methods"][name].update(st)
     result.stats.update(landmark_stats(benchmarks, datasets, problem))
     result.stats["seconds"]["read_landmark_descriptors"] = round(t_read, 3)
-    write_outputs(result, problem, out, near_duplicates, geometry_of(descriptors, benchmarks, datasets))
+    write_outputs(result, problem, out, inputs.near_duplicates, geometry_of(inputs.descriptors, benchmarks, datasets))
     return result.stats
 
 

@@ -35,13 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--url-host", default=None, help="image host for the URLs (default live.staticflickr.com)")
     p.add_argument("--near-duplicates", type=Path, default=None, metavar="NEARDUP.parquet",
                    help="`mining neardup` output: near-copies of landmark images are kept only when reviewed "
-                        "not_landmark, and near-duplicate groups are handled by --near-duplicates-policy")
+                        "not_landmark, and near-duplicate groups are handled by --select-near-duplicates")
     p.add_argument("--leak-risk", type=Path, default=None, metavar="LEAKRISK.parquet",
                    help="`mining leakrisk` output: high-risk candidates that no reviewer decided on are left out")
-    p.add_argument("--allow-unreviewed-risk", dest=options.dest("select", "leak_risk"), action="store_const", const="allow",
-                   help="the same as --leak-risk-policy allow")
-    options.add_flags(p, "select", flags={"near_duplicates": "--near-duplicates-policy",
-                                          "leak_risk": "--leak-risk-policy"})
+    # after the input files: near_duplicates and leak_risk, whose --key is a file's, are --select-<key>
+    options.add_flags(p, "select")
     # n: auto's curve is measured on evaluate's setups
     options.add_flags(p, "evaluate", keys=["setups"])
     p.set_defaults(func=run)

@@ -27,11 +27,11 @@ from mining.retrieval.descriptors import open_store
 from mining.stages.evaluate import bootstrap, expansion
 from mining.stages.evaluate.experiment import build_sets, experiment_report, markdown_table, rankings_of
 from mining.stages.evaluate.histograms import load_method, method_variants
-from mining.stages.evaluate.kit import run_kit
+from mining.stages.evaluate.from_kit import run_kit
 from mining.stages.evaluate.protocols.dispatch import evaluate_protocol
 from mining.stages.evaluate.protocols.readers import Results
 from mining.stages.evaluate.protocols.setups import SETUPS, setup_gnd
-from mining.stages.evaluate.several import combined_markdown, combined_report
+from mining.stages.evaluate.several_benchmarks import combined_markdown, combined_report
 
 __all__ = ["run", "run_kit", "run_protocol"]
 
@@ -43,7 +43,7 @@ def run(*, landmarks: Sequence[str], descriptors: Sequence[Path], scores: Path, 
 
     `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
     several: the same sets (one pool, one selection) evaluated on each benchmark
-    (`mining.stages.evaluate.several`). `descriptors`: one DESC/<method> folder per method;
+    (`mining.stages.evaluate.several_benchmarks`). `descriptors`: one DESC/<method> folder per method;
     `scores`: `mining score`'s folder (the pool the random sets are drawn from); `selected`:
     `mining select`'s folder (the mined set); `decisions`: review decisions (confirmed
     landmarks leave the random sets too). `options.n`: the set size (None: the selection's)."""

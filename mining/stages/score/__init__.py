@@ -36,7 +36,7 @@ from mining.stages.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, T
                                       score_chunk)
 from mining.stages.score.output import write_outputs
 from mining.stages.score.stage import method_from_stores, run
-from mining.stages.score.streams import PIECE, common_order
+from mining.stages.score.alignment import PIECE, common_order
 
 __all__ = [
     "DEFAULT_CHUNK", "PIECE", "CandidateVectors", "ChunkScores", "MethodInput",

@@ -488,7 +488,8 @@ def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lin
 
 
 def test_photo_url_refuses_values_outside_their_domains():
-    from mining.stages.download.reader import build_urls
+    from mining.stages.download.reader import build_jobs
+    from mining.stages.download.sources import Source
     from mining.photos.flickr import photo_url
 
     host = "https://live.staticflickr.com"
@@ -505,7 +506,7 @@ def test_photo_url_refuses_values_outside_their_domains():
     table = pa.table({"photo_id": [1, 2], "server_id": [8, 8], "secret": ["65c9d45e09", "../../../../etc/passwd"],
                       "secret_original": [None, None], "extension": ["jpg", "jpg"]})
     with pytest.raises(UserError, match="photo 2: secret '../../../../etc/passwd' is not hexadecimal"):
-        build_urls(table, host, "b")
+        build_jobs(table, [Source(kind="flickr", name="flickr", host=host, size="b")])
 
 
 def test_quarantine_survives_tabs_newlines_and_backslashes_in_names_and_lines(tmp_path, sample_lines):

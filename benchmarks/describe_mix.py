@@ -86,7 +86,7 @@ def main() -> None:
                                       "the repeats; ratios from this run"}
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        cpu_of([sys.executable, "-c", "from mining.methods.lite0_onnx import ensure_model; ensure_model()"])
+        cpu_of([sys.executable, "-c", "from mining.methods.efficientnet_lite_onnx import ensure_model; ensure_model()"])
         shapes = sizes(a.images)
         images = make_folder(t / "images", shapes)
         one = make_folder(t / "one", [(1024, 768)])

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fixtures.flickr_sizes import describe_mix, photo, sizes
 from fixtures.onnx_models import cnn_model, vit_model
-from mining.methods import get_method, lite0_onnx
+from mining.methods import efficientnet_lite_onnx, get_method
 
 LITE0_224_MACS = 0.385e9  # EfficientNet-Lite0's feature extractor at 224 x 224 (scales with pixels)
 
@@ -100,7 +100,7 @@ def main() -> None:
     out: dict[str, object] = {"images": a.images, "sizes": "the Flickr mix decoded at 768 px: " + describe_mix(),
                               "load_average_start": os.getloadavg(), "note": "CPU ms per image, one thread, least of "
                               "the repeats; scaled_* are not measured: vit_s14_224 times the ratio of MACs"}
-    lite = str(lite0_onnx.ensure_model())
+    lite = str(efficientnet_lite_onnx.ensure_model())
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         methods = {

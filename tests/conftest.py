@@ -100,7 +100,7 @@ def demo_run(tmp_path_factory):
 def model_cache(tmp_path_factory):
     """cnn-gem's ONNX export goes to a folder of this session (not the user's ~/.cache), unless
     MINING_CACHE_DIR is set (then that one is reused: the export takes ~40 s). The workers share
-    it: the export takes its own file lock (mining/methods/lite0_onnx.py)."""
+    it: the export takes its own file lock (mining/methods/efficientnet_lite_onnx.py)."""
     if os.environ.get("MINING_CACHE_DIR"):
         yield os.environ["MINING_CACHE_DIR"]
         return

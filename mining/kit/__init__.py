@@ -2,7 +2,7 @@
 
 `mining release --kit` writes it into RELEASE/kit/ (`mining.kit.write`); `mining evaluate
 --kit KIT --landmarks GND` reproduces the run's mAP table from it and evaluates a user's own
-query descriptors against it (`mining.stages.evaluate.kit`); `open_kit` (`mining.kit.read`) is the
+query descriptors against it (`mining.stages.evaluate.from_kit`); `open_kit` (`mining.kit.read`) is the
 loader for anyone else. docs/formats.md ("Evaluation kit") is the format's reference:
 
   KIT/kit.json              format, version, code and library versions, the selection's size,

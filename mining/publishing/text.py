@@ -26,13 +26,9 @@ import csv
 import io
 import math
 import re
-import subprocess
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
-
-from mining import __version__, pins
 
 # C0 controls, DEL, C1 controls, Unicode line/paragraph separators
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -120,22 +116,3 @@ def fmt_p(p: float | None) -> str:
     if p is None:
         return "–"
     return "< 0.0005" if round(p, 3) == 0 else f"{p:.3f}"
-
-
-def code_version() -> dict[str, str | None]:
-    """The package version and, when the package runs from a git checkout, its commit; the lock's
-    digest, whether the installed libraries are the locked ones, the pinned SIMD level and the CPU
-    (`mining.pins.provenance`)."""
-    here = Path(__file__).resolve().parent
-    commit = dirty = None
-    try:
-        r = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if r.returncode == 0:
-            commit = r.stdout.strip()
-            s = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--",
-                                str(here)], capture_output=True, text=True, timeout=30)
-            dirty = "yes" if s.returncode == 0 and s.stdout.strip() else "no"
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"package": f"distractor-mining {__version__}", "commit": commit, "local_changes": dirty,
-            **pins.provenance()}

@@ -17,7 +17,7 @@ from ingested import ingested
 from yfcc_rows import iter_lines, write_sqlite
 
 from mining.stages.ingest import stage as ingest
-from mining.stages.ingest.streams import LongLine, iter_capped
+from mining.stages.ingest.decompress import LongLine, iter_capped
 from mining.stages.ingest.yfcc import LONG_LINE_HEAD, MAX_LINE
 
 DESCRIPTION = 9  # field index in the 25-field layout (7 in the 23-field one)

@@ -2,7 +2,7 @@
 `mining/stages/<stage>/` with its CLI verb beside it (`cli.py`), and the list of stages is that
 layout's (the CLI's verbs, this test, docs/stages.md); a stage imports no other stage, and the
 shared code outside `mining/stages/` imports none (only the CLI, which wires verbs to stages,
-and `mining/joins.py`, select's `n: auto`, may import several)."""
+and `mining/auto_n.py`, select's `n: auto`, may import several)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from mining.stages import names
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mining"
 STAGES = set(names())
-JOINS = {"cli", "joins"}  # may import several stages
+JOINS = {"cli", "auto_n"}  # may import several stages
 
 
 def _imported_stages(tree: ast.AST) -> set[tuple[str, int]]:

@@ -1,7 +1,9 @@
 """The package's shape, checked on the source (docs/architecture.md, "Rules for the code"):
 no module over 500 lines, no function over 60 without its reason (`# long:`), no import
 cycle, imports at the top of modules except for heavy optional libraries, every stage's entry
-points keyword-only with no ceremonial types, no function that begins by unpacking its arguments, no code in a stage's __init__.py, and
+points keyword-only with no ceremonial types, no function that begins by unpacking its
+arguments, no code in a stage's __init__.py, no two modules of one name unless they mean the
+same, no private name borrowed from another module, and
 docs/architecture.md names only folders and files that exist."""
 
 from __future__ import annotations
@@ -158,9 +160,6 @@ def test_no_module_is_over_500_lines():
 
 
 MAX_FUNCTION_LINES = 60
-# Long functions whose shortening is another branch's part of issue 46 ("one name each"); the
-# test fails once one of them is short or has its reason, so that the entry goes too.
-LONG_PENDING = frozenset({"mining/methods/lite0.py:build_lite0"})
 
 
 def long_functions(path: Path, text: str) -> list[str]:
@@ -190,10 +189,6 @@ def test_no_function_is_over_60_lines_without_its_reason():
     name says what it does), or says why its length is honest in a `# long: ...` comment right
     above its def (a hot loop kept flat, say)."""
     found = [line for p in sorted(PACKAGE.rglob("*.py")) for line in long_functions(p.relative_to(ROOT), p.read_text())]
-    named = {re.sub(r":\d+: (\w+) \(.*", r":\1", line): line for line in found}  # path:function -> the line
-    assert LONG_PENDING <= set(named), \
-        f"no longer long (or now with a reason): take {sorted(LONG_PENDING - set(named))} out of LONG_PENDING"
-    found = [line for key, line in named.items() if key not in LONG_PENDING]
     assert found == [], f"split these, or write `# long: <why>` above the def (over {MAX_FUNCTION_LINES} lines):\n" \
         + "\n".join(found)
 
@@ -244,6 +239,68 @@ def test_the_checks_see_an_offence(tmp_path):
         [{"os"}, {"mining.p.x"}]
     assert imported(ast.parse("from mining.y import z, w").body[0], "m", False, {"mining.y.z"}) == \
         {"mining.y.z", "mining.y"}
+
+
+# ---------------------------------------------------------------- one name each
+# Two modules share a name only when they mean the same thing: a package (`__init__.py`), a
+# stage's verb (`cli.py`), its entry point (`stage.py`) and a stage's writer of its output files
+# (`output.py`: ingest's parts and quarantine, score's scores, queue and stats). Any other name
+# says what its module holds, once.
+SAME_MEANING = frozenset({"__init__.py", "cli.py", "stage.py", "output.py"})
+
+
+def shared_names(paths: list[Path], root: Path = PACKAGE) -> list[str]:
+    """`name: path, path, ...` for every module name that two modules not in SAME_MEANING share."""
+    by_name: dict[str, list[str]] = {}
+    for p in paths:
+        by_name.setdefault(p.name, []).append(str(p.relative_to(root.parent)))
+    return [f"{name}: {', '.join(sorted(where))}" for name, where in sorted(by_name.items())
+            if len(where) > 1 and name not in SAME_MEANING]
+
+
+def borrowed_names(module: str, tree: ast.AST, is_package: bool) -> list[str]:
+    """`module:line imports other._name` for every private name (one underscore, not a dunder)
+    a module of the package imports from another module of the package."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            pkg = module.split(".") if is_package else module.split(".")[:-1]
+            pkg = pkg[: len(pkg) - node.level + 1]
+            base = ".".join(pkg + ([base] if base else []))
+        if base.split(".")[0] != PACKAGE.name or base == module:
+            continue
+        found += [f"{module}:{node.lineno} imports {base}.{a.name}" for a in node.names
+                  if a.name.startswith("_") and not (a.name.startswith("__") and a.name.endswith("__"))]
+    return found
+
+
+def test_no_two_modules_share_a_name_unless_they_mean_the_same():
+    found = shared_names(sorted(PACKAGE.rglob("*.py")))
+    assert found == [], "name each for what it holds (or, if they mean the same, add it to SAME_MEANING):\n" \
+        + "\n".join(found)
+
+
+def test_no_module_borrows_another_modules_private_name():
+    found = [b for name, path in modules().items()
+             for b in borrowed_names(name, ast.parse(path.read_text(), str(path)), path.name == "__init__.py")]
+    assert found == [], "make these public where they are defined (or move them where both may import):\n" \
+        + "\n".join(found)
+
+
+def test_the_name_checks_see_an_offence():
+    paths = [PACKAGE / "a" / "streams.py", PACKAGE / "b" / "streams.py", PACKAGE / "a" / "cli.py",
+             PACKAGE / "b" / "cli.py", PACKAGE / "c.py"]
+    assert shared_names(paths) == ["streams.py: mining/a/streams.py, mining/b/streams.py"]
+    src = ("from mining.retrieval.kernels import _jit, compiled\nfrom mining import __version__, pins as _pins\n"
+           "from . import _x\nfrom .sub import _y\nfrom numpy import _z\ndef f():\n    from mining.b import _w\n")
+    assert borrowed_names("mining.a.m", ast.parse(src), False) == [
+        "mining.a.m:1 imports mining.retrieval.kernels._jit", "mining.a.m:3 imports mining.a._x",
+        "mining.a.m:4 imports mining.a.sub._y", "mining.a.m:7 imports mining.b._w"]
+    assert borrowed_names("mining.a", ast.parse("from .b import _c, d\nfrom .b import e\n"), True) == [
+        "mining.a:1 imports mining.a.b._c"]
 
 
 # ---------------------------------------------------------------- docs/architecture.md names what exists

@@ -13,7 +13,7 @@ from PIL import Image
 
 from mining.settings import options
 from mining.stages.demo.handler import MIRROR_SMALL_SIDE, PLACEHOLDER_PATH
-from mining.stages.demo.server import DemoServer, Faults, fault_for
+from mining.stages.demo.fake_flickr import DemoServer, Faults, fault_for
 from mining.stages.demo.stage import run_build
 
 

@@ -15,7 +15,7 @@ from mining.stages.evaluate.protocols.gldv2 import (gldv2_gap, gldv2_map_at_k, r
 from mining.stages.evaluate.protocols.holidays import holidays_groups, holidays_map, read_holidays_results
 from mining.stages.evaluate.protocols.oxford import load_oxford_gt, oxford_gnd, oxford_map
 from mining.stages.evaluate.protocols.setups import setup_gnd
-from mining.stages.evaluate.protocols.ukbench import ukbench_score
+from mining.stages.evaluate.protocols.ukbench import ukbench_counts, ukbench_objects
 
 OXFORD = Path(__file__).resolve().parents[1] / "data" / "oxford5k_gt"  # real files; see PROVENANCE.txt there
 
@@ -98,12 +98,14 @@ def test_holidays_query_ignored_and_missing_query_refused(tmp_path):
         holidays_map({"100000.jpg": []}, groups)
 
 
-def test_ukbench_score():
-    top = np.array([[0, 1, 2, 3], [1, 0, 5, 6], [2, 4, 5, 6], [3, 7, 1, 0],
-                    [4, 5, 6, 7], [5, 4, 7, 6], [6, 0, 1, 2], [7, 6, 3, 5]])
-    assert ukbench_score(top) == pytest.approx((4 + 2 + 1 + 3 + 4 + 4 + 1 + 3) / 8)
-    with pytest.raises(UserError):
-        ukbench_score(top[:, :3])
+def test_ukbench_counts():
+    top = [[0, 1, 2, 3], [1, 0, 5, 6], [2, 4, 5, 6], [3, 7, 1, 0], [4, 5, 6, 7], [5, 4, 7, 6], [6, 0, 1, 2], [7, 6, 3, 5]]
+    names = [f"ukbench{i:05d}.jpg" for i in range(8)]
+    obj = ukbench_objects(names)
+    results = {names[q]: [names[i] for i in row] for q, row in enumerate(top)}
+    assert list(ukbench_counts(results, obj).values()) == [4, 2, 1, 3, 4, 4, 1, 3]
+    with pytest.raises(UserError, match="the score needs the top 4"):
+        ukbench_counts({**results, names[0]: names[:3]}, obj)
 
 
 def test_load_gnd_pkl_and_one_based_mat(tmp_path):

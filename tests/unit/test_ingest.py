@@ -22,8 +22,8 @@ from mining.errors import UserError
 from mining.stages.ingest import stage as ingest
 from mining.stages.ingest.output import read_quarantine
 from mining.stages.ingest.stage import open_dataset, output_schema
-from mining.stages.ingest import streams, yfcc
-from mining.stages.ingest.formdecode import _buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
+from mining.stages.ingest import decompress, yfcc
+from mining.stages.ingest.formdecode import binary_buffers, form_decode, split_decode, to_utf8, utf8_bad_rows
 
 # real rows, copied into tests/data (provenance: its README.md)
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
@@ -362,7 +362,7 @@ def test_vectorised_utf8_check_matches_python():
 
     arr = pa.array(values, pa.binary())
     for sliced, vals in ((arr, values), (arr.slice(3, 3000), values[3:3003])):
-        assert utf8_bad_rows(*_buffers(sliced)).tolist() == [invalid(v) for v in vals]
+        assert utf8_bad_rows(*binary_buffers(sliced)).tolist() == [invalid(v) for v in vals]
         text, bad = to_utf8(sliced)
         assert [t is None for t in text.to_pylist()] == [invalid(v) for v in vals] == bad.tolist()
 
@@ -488,7 +488,8 @@ def test_hostile_field_values_are_quarantined_with_a_reason(tmp_path, sample_lin
 
 
 def test_photo_url_refuses_values_outside_their_domains():
-    from mining.stages.download.reader import build_urls
+    from mining.stages.download.reader import build_jobs
+    from mining.stages.download.sources import Source
     from mining.photos.flickr import photo_url
 
     host = "https://live.staticflickr.com"
@@ -505,7 +506,7 @@ def test_photo_url_refuses_values_outside_their_domains():
     table = pa.table({"photo_id": [1, 2], "server_id": [8, 8], "secret": ["65c9d45e09", "../../../../etc/passwd"],
                       "secret_original": [None, None], "extension": ["jpg", "jpg"]})
     with pytest.raises(UserError, match="photo 2: secret '../../../../etc/passwd' is not hexadecimal"):
-        build_urls(table, host, "b")
+        build_jobs(table, [Source(kind="flickr", name="flickr", host=host, size="b")])
 
 
 def test_quarantine_survives_tabs_newlines_and_backslashes_in_names_and_lines(tmp_path, sample_lines):
@@ -662,7 +663,7 @@ def test_output_bytes_do_not_depend_on_workers_or_compression(tmp_path, monkeypa
         for workers in (1, 2, 3):
             assert run(src, workers, f"{src.suffix}-{workers}") == reference, (src.name, workers)
     # Arrow's own single-threaded decoders (the code path before parallel decompression)
-    monkeypatch.setattr(ingest_mod, "open_stream", lambda path, threads=0: streams.open_stream(path, 0))
+    monkeypatch.setattr(ingest_mod, "open_stream", lambda path, threads=0: decompress.open_stream(path, 0))
     for src in (packed, member):
         assert run(src, 2, f"{src.suffix}-arrow") == reference, src.name
 
@@ -678,7 +679,7 @@ def test_parallel_decoders_give_the_bytes_python_does(tmp_path, codec):
     path = tmp_path / f"x.{codec}"
     path.write_bytes(mod.compress(data[:500_001], 1) + mod.compress(data[500_001:], 1))
     for threads in (1, 3):
-        stream, raw = streams.open_stream(path, threads)
+        stream, raw = decompress.open_stream(path, threads)
         got = []
         try:
             while piece := stream.read(rng.randint(1, 300_000)):

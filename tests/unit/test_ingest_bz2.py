@@ -16,7 +16,7 @@ import pytest
 from mining.errors import UserError
 from mining.stages.ingest import stage as ingest
 from mining.stages.ingest.output import read_quarantine
-from mining.stages.ingest import streams
+from mining.stages.ingest import decompress
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "yfcc100m_sample" / \
     "yfcc100m_webscope23_dongwookim-ml_flickr-photo.tsv"
@@ -55,11 +55,11 @@ def rows(tmp_path_factory) -> tuple[Path, bytes]:
 def test_decoder_gives_the_bytes_python_does(rows, decoder, monkeypatch):
     path, data = rows
     monkeypatch.setenv("MINING_BZ2_DECODER", decoder)
-    assert streams.bz2_decoder() == decoder
+    assert decompress.bz2_decoder() == decoder
     rng = random.Random(7)
     for threads in (1, 3):
-        stream, raw = streams.open_stream(path, threads)
-        assert isinstance(stream, streams._Lbzip2Stream) == (decoder == "lbzip2")
+        stream, raw = decompress.open_stream(path, threads)
+        assert isinstance(stream, decompress._Lbzip2Stream) == (decoder == "lbzip2")
         got, last = [], 0
         try:
             while piece := stream.read(rng.randint(1, 400_000)):
@@ -130,7 +130,7 @@ def test_damaged_stream_is_one_line_naming_file_and_line(rows, tmp_path, decoder
 def test_a_stream_closed_early_leaves_no_lbzip2_process(rows, monkeypatch):
     path, _ = rows
     monkeypatch.setenv("MINING_BZ2_DECODER", "lbzip2")
-    stream, raw = streams.open_stream(path, 2)
+    stream, raw = decompress.open_stream(path, 2)
     assert stream.read(1000)
     proc = stream._proc
     stream.close()
@@ -142,13 +142,13 @@ def test_decoder_setting_errors_are_one_line(rows, monkeypatch, tmp_path, capsys
     path, _ = rows
     monkeypatch.setenv("MINING_BZ2_DECODER", "pbzip2")
     with pytest.raises(UserError, match="MINING_BZ2_DECODER must be one of auto, lbzip2, indexed_bzip2"):
-        streams.open_stream(path, 2)
+        decompress.open_stream(path, 2)
     monkeypatch.setenv("MINING_BZ2_DECODER", "lbzip2")
     monkeypatch.setenv("PATH", str(tmp_path))  # no lbzip2 there
     with pytest.raises(UserError, match="lbzip2 is not on PATH"):
-        streams.open_stream(path, 2)
+        decompress.open_stream(path, 2)
     monkeypatch.setenv("MINING_BZ2_DECODER", "auto")
-    assert streams.bz2_decoder() == "indexed_bzip2"  # auto falls back
+    assert decompress.bz2_decoder() == "indexed_bzip2"  # auto falls back
 
 
 def test_several_files_give_the_rows_of_one_and_a_bad_one_stops_the_run(rows, tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import re
 
 from test_code_shape import ROOT, import_graph, modules
 
-ANY = None  # a part that may import anything (the CLI, joins.py)
+ANY = None  # a part that may import anything (the CLI, auto_n.py)
 
 
 def layer_rules(text: str) -> dict[str, set[str] | None]:
@@ -26,7 +26,7 @@ def layer_rules(text: str) -> dict[str, set[str] | None]:
 
 def part_of(module: str) -> str:
     """The part of `mining/` a module belongs to: its package under mining (`files`, `stages`, ...)
-    or its own name for a top-level module (`errors`, `joins`); `mining` for the package root, and
+    or its own name for a top-level module (`errors`, `auto_n`); `mining` for the package root, and
     `cli` for `python -m mining`."""
     parts = module.split(".")
     part = parts[1] if len(parts) > 1 else parts[0]
@@ -81,8 +81,8 @@ def test_the_layers_have_no_cycle_and_the_core_knows_no_method():
     rules = the_rules()
     assert [p for p in rules if rules[p] is not ANY and p in reach(rules, p)] == []
     for core in ("retrieval", "kit"):
-        assert {"methods", "settings", "stages", "cli", "joins"} & reach(rules, core) == set(), core
-    assert "stages" not in set().union(*(reach(rules, p) for p in rules if p not in ("stages", "cli", "joins")))
+        assert {"methods", "settings", "stages", "cli", "auto_n"} & reach(rules, core) == set(), core
+    assert "stages" not in set().union(*(reach(rules, p) for p in rules if p not in ("stages", "cli", "auto_n")))
 
 
 def test_the_checks_see_an_offence():
@@ -99,5 +99,5 @@ def test_the_checks_see_an_offence():
         "mining.errors imports mining.files.atomic (errors may import: nothing)",
         "mining.retrieval.descriptors imports mining.methods.base (retrieval may import: errors, files)"]
     assert reach(rules, "methods") == {"retrieval", "errors", "files"} and "methods" not in reach(rules, "retrieval")
-    assert part_of("mining.stages.score.stage") == "stages" and part_of("mining.joins") == "joins"
+    assert part_of("mining.stages.score.stage") == "stages" and part_of("mining.auto_n") == "auto_n"
     assert part_of("mining.__main__") == "cli" and part_of("mining") == "mining"

@@ -64,10 +64,10 @@ def _block(method, payloads):
 def test_lite0_backbone_loads_every_checkpoint_key_strictly():
     import torch
 
-    from mining.methods.lite0 import build_lite0, lite0_weights_path
+    from mining.methods.efficientnet_lite import build_lite, lite_weights_path
 
-    net = build_lite0()  # load_state_dict(strict=True) inside
-    ckpt = torch.load(lite0_weights_path(), map_location="cpu", weights_only=True)
+    net = build_lite()  # load_state_dict(strict=True) inside
+    ckpt = torch.load(lite_weights_path(), map_location="cpu", weights_only=True)
     assert len(ckpt) == 296 and set(net.state_dict()) == set(ckpt)
     with torch.inference_mode():
         fmap = net(torch.zeros(1, 3, 97, 131))
@@ -83,9 +83,9 @@ def test_each_lite_backbone_loads_strictly_and_sees_the_cat_in_a_real_photo(vari
     from PIL import Image
     from skimage import data
 
-    from mining.methods.lite0 import build_lite0
+    from mining.methods.efficientnet_lite import build_lite
 
-    net = build_lite0(variant)
+    net = build_lite(variant)
     assert len(net._blocks) == blocks
     img = np.asarray(Image.fromarray(data.chelsea()).resize((side, side), Image.BILINEAR), np.float32) / 255.0
     x = torch.from_numpy((img - 0.5) / 0.5).permute(2, 0, 1)[None].contiguous()
@@ -177,13 +177,13 @@ def test_onnx_backend_matches_torch_at_every_demo_image_size(micro_world):
 
 
 def test_onnx_backend_is_exported_once_verified_and_recorded():
-    from mining.methods import lite0_onnx
-    from mining.methods.lite0 import file_sha256
+    from mining.methods import efficientnet_lite_onnx
+    from mining.methods.efficientnet_lite import short_sha256
 
     m = get_method("cnn-gem", {"whiten": False})
-    path = lite0_onnx.ensure_model()
-    assert m.params["backend"] == "onnx" and m.params["onnx_sha256"] == file_sha256(str(path))
-    assert path.parent == lite0_onnx.cache_dir() and path.name.endswith(f"-v{lite0_onnx.EXPORT_VERSION}.onnx")
+    path = efficientnet_lite_onnx.ensure_model()
+    assert m.params["backend"] == "onnx" and m.params["onnx_sha256"] == short_sha256(str(path))
+    assert path.parent == efficientnet_lite_onnx.cache_dir() and path.name.endswith(f"-v{efficientnet_lite_onnx.EXPORT_VERSION}.onnx")
     img = scene(3)
     a, b = m.describe(img), get_method("cnn-gem", {"whiten": False}).describe(img)
     assert a.dtype == np.float32 and a.shape == (1280,) and a.tobytes() == b.tobytes()  # deterministic
@@ -197,9 +197,9 @@ def test_the_onnx_file_does_not_depend_on_where_the_package_is_installed():
     import onnx
 
     import mining
-    from mining.methods import lite0_onnx
+    from mining.methods import efficientnet_lite_onnx
 
-    path = lite0_onnx.ensure_model()
+    path = efficientnet_lite_onnx.ensure_model()
     model = onnx.load(str(path))
     assert [h for h in (model, model.graph, *model.graph.node) if len(h.metadata_props) or h.doc_string] == []
     data = path.read_bytes()
@@ -210,9 +210,9 @@ def test_reading_the_rules_does_not_import_torch():
     """The Snakefile groups the methods (`shared_groups`, which builds each one) while the rules
     are read: in every dry run and in each SLURM job. With the model cached, that imports no
     torch (~2.5 s of CPU per parse; the cache file's name takes torch's version from its metadata)."""
-    from mining.methods import lite0_onnx
+    from mining.methods import efficientnet_lite_onnx
 
-    lite0_onnx.ensure_model()  # exported once per session, then cached
+    efficientnet_lite_onnx.ensure_model()  # exported once per session, then cached
     code = ("import sys; from mining.methods import shared_groups; "
             "print(shared_groups(['cnn-gem', 'rsift-asmk', 'rsift-vlad']), 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -226,17 +226,17 @@ def test_an_onnx_model_off_tolerance_is_refused_and_not_cached(tmp_path, monkeyp
     is left under the cache's final name (the next run exports and checks again)."""
     import shutil
 
-    from mining.methods import lite0_onnx
+    from mining.methods import efficientnet_lite_onnx
 
-    good = lite0_onnx.ensure_model()
+    good = efficientnet_lite_onnx.ensure_model()
     monkeypatch.setenv("MINING_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(lite0_onnx, "export", lambda p, variant: shutil.copyfile(good, p))
-    monkeypatch.setattr(lite0_onnx, "TOLERANCE", 1e-9)
+    monkeypatch.setattr(efficientnet_lite_onnx, "export", lambda p, variant: shutil.copyfile(good, p))
+    monkeypatch.setattr(efficientnet_lite_onnx, "TOLERANCE", 1e-9)
     with pytest.raises(UserError, match=r"ONNX export differs from the torch backbone at [0-9]+x[0-9]+ .*use backend=torch"):
-        lite0_onnx.ensure_model()
+        efficientnet_lite_onnx.ensure_model()
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob("*.tmp"))
-    monkeypatch.setattr(lite0_onnx, "TOLERANCE", 1e-3)
-    assert lite0_onnx.ensure_model().read_bytes() == good.read_bytes()
+    monkeypatch.setattr(efficientnet_lite_onnx, "TOLERANCE", 1e-3)
+    assert efficientnet_lite_onnx.ensure_model().read_bytes() == good.read_bytes()
 
 
 def test_backend_domain_and_model_file_rules(tmp_path):

@@ -18,7 +18,7 @@ from fixtures.flickr_sizes import MIX, photo
 from mining.photos import imageindex
 from mining.settings import layout
 from mining.methods import get_method
-from mining.methods import lite0_onnx
+from mining.methods import efficientnet_lite_onnx
 from mining.methods.onnx_run import gem, rescale, resize, to_input
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,12 +33,12 @@ def _parities(n: int) -> tuple[int, ...]:
 
 
 def test_the_verified_sizes_cover_every_parity_pattern_of_each_side_in_both_orientations():
-    land = [(h, w) for h, w in lite0_onnx.PARITY_SIZES if w > h]
-    port = [(h, w) for h, w in lite0_onnx.PARITY_SIZES if h > w]
+    land = [(h, w) for h, w in efficientnet_lite_onnx.PARITY_SIZES if w > h]
+    port = [(h, w) for h, w in efficientnet_lite_onnx.PARITY_SIZES if h > w]
     for sizes in (land, port):
         for side in (0, 1):
             assert len({_parities(s[side]) for s in sizes}) == 32
-    assert set(lite0_onnx.PARITY_SIZES) <= set(lite0_onnx.VERIFY_SIZES)
+    assert set(efficientnet_lite_onnx.PARITY_SIZES) <= set(efficientnet_lite_onnx.VERIFY_SIZES)
 
 
 def test_one_session_matches_the_torch_backbone_at_every_parity_pattern():
@@ -47,20 +47,20 @@ def test_one_session_matches_the_torch_backbone_at_every_parity_pattern():
     portrait), all through ONE session (the Flickr mix's sizes: the next test)."""
     import torch
 
-    from mining.methods.lite0 import build_lite0
+    from mining.methods.efficientnet_lite import build_lite
 
-    net = build_lite0()
-    runner = lite0_onnx.backbone("cpu")
+    net = build_lite()
+    runner = efficientnet_lite_onnx.backbone("cpu")
     rng = np.random.default_rng(0)
     worst = 1.0
-    for hw in lite0_onnx.PARITY_SIZES:
+    for hw in efficientnet_lite_onnx.PARITY_SIZES:
         x = rng.uniform(-1, 1, (1, 3, *hw)).astype(np.float32)
         with torch.inference_mode():
             ref = gem(net(torch.from_numpy(x)).numpy(), 3.0)
         got = gem(runner.features(x), 3.0)
         worst = min(worst, float(got @ ref / np.linalg.norm(got) / np.linalg.norm(ref)))
     assert worst >= 0.99999, worst
-    assert lite0_onnx.backbone("cpu").session is runner.session  # the same session, every size
+    assert efficientnet_lite_onnx.backbone("cpu").session is runner.session  # the same session, every size
 
 
 def test_numpy_resize_normalisation_and_gem_are_torchs():
@@ -103,7 +103,7 @@ def test_onnx_descriptors_are_the_torch_backends_on_the_flickr_mix():
 def test_describing_with_the_onnx_backend_imports_no_torch(tmp_path):
     """`mining describe --method cnn-gem` in one process, the model cached: torch is never
     imported (its import alone is ~2.5 CPU s per process)."""
-    lite0_onnx.ensure_model()
+    efficientnet_lite_onnx.ensure_model()
     images = tmp_path / "images"
     for pid, (w, h) in enumerate([(96, 72), (72, 96), (90, 61)], start=1):
         p = images / layout.image_relpath(pid)
@@ -123,8 +123,8 @@ def test_describing_with_the_onnx_backend_imports_no_torch(tmp_path):
 def test_the_cached_file_pads_same_upper_and_is_conv_clip_add_only():
     import onnx
 
-    model = onnx.load(str(lite0_onnx.ensure_model()))
-    stride2 = lite0_onnx._stride2(model)
+    model = onnx.load(str(efficientnet_lite_onnx.ensure_model()))
+    stride2 = efficientnet_lite_onnx._stride2(model)
     assert len(stride2) == 5
     for node in stride2:
         attrs = {a.name: a for a in node.attribute}

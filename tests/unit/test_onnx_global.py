@@ -23,8 +23,8 @@ from fixtures.flickr_sizes import photo
 from fixtures.onnx_models import CLS, CONV_B, CONV_W, MIX_W, PATCH_W, cnn_model, image_input, pooled_model, save, vit_model
 from mining.settings import manifest, options
 from mining.errors import UserError
-from mining.methods import get_method, lite0_onnx
-from mining.methods.lite0 import file_sha256
+from mining.methods import efficientnet_lite_onnx, get_method
+from mining.methods.efficientnet_lite import short_sha256
 from mining.stages.describe import stage as describe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_a_descriptor_output_is_taken_as_is(tmp_path):
 
 def test_the_lite0_backbone_as_a_users_file_gives_cnn_gems_descriptors():
     """The cached export of cnn-gem's backbone, given as a user's model with Lite0's settings."""
-    path = str(lite0_onnx.ensure_model())
+    path = str(efficientnet_lite_onnx.ensure_model())
     user = get_method("onnx-global", {"model": path, "mean": [0.5] * 3, "std": [0.5] * 3, "whiten": False,
                                       "scales": [1.0, 1 / math.sqrt(2)]})
     gem = get_method("cnn-gem", {"whiten": False})
@@ -198,7 +198,7 @@ def test_two_models_in_one_run_each_in_its_own_store_with_its_checksum(tmp_path)
     assert [infos[n]["dim"] for n in params] == [16, 12] and all(i["count"] == 5 for i in infos.values())
     for name, path in (("onnx-global-cnn", cnn), ("onnx-global-vit", vit)):
         stored = json.loads((outs[name] / "store.json").read_text())
-        assert stored["method"] == name and stored["params"]["model_sha256"] == file_sha256(path)
+        assert stored["method"] == name and stored["params"]["model_sha256"] == short_sha256(path)
         _run(images, [name], tmp_path / "alone" / name, {name: params[name]})
         for f in sorted((outs[name] / "shards").glob("*.npy")):
             assert f.read_bytes() == (tmp_path / "alone" / name / "shards" / f.name).read_bytes()
@@ -228,7 +228,7 @@ def test_a_store_names_its_model_by_file_name_and_checksum_never_by_path(tmp_pat
     text = (tmp_path / "cand" / "store.json").read_text() + (tmp_path / "cand" / "describe.json").read_text()
     assert str(tmp_path / "models") not in text
     params = json.loads((tmp_path / "cand" / "store.json").read_text())["params"]
-    assert params["model"] == "my-net.onnx" and params["model_sha256"] == file_sha256(model)
+    assert params["model"] == "my-net.onnx" and params["model_sha256"] == short_sha256(model)
     gnd = _folder(tmp_path / "queries")  # a landmark set described with the candidates' store as --model
     opts = replace(options.defaults("describe"), shard_size=2, params={"onnx-global": {"model": str(model)}})
     info = describe.run(inputs=describe.Inputs(images=gnd, image_set="candidates", models=tmp_path / "cand"),

@@ -166,7 +166,7 @@ def test_city100_preset_has_a_hundred_distinct_landmarks_and_the_others_keep_the
 
 
 def test_report_says_how_the_budget_was_spent(tmp_path):
-    from mining.stages.report.budget import review_budget
+    from mining.stages.report.review_budget import review_budget
     from mining.stages.report.common import Inputs
 
     risks, pids = random_queues(11, n_landmarks=45)

@@ -236,7 +236,7 @@ def test_demo_availability_matches_the_worlds_truth(demo_run):
     summary.json, the report and the dataset card are those counts."""
     from PIL import Image
 
-    from mining.stages.demo.server import DemoServer
+    from mining.stages.demo.fake_flickr import DemoServer
     from mining.settings.layout import key_relpath
 
     root = demo_run / "results/demo"

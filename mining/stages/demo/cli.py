@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
               f"{c['queries']} queries, {c['database']} database images, {c['candidate_images']} candidate images, "
               f"{c['metadata_rows']} metadata rows")
         return 0
-    from mining.stages.demo.server import serve_forever
+    from mining.stages.demo.fake_flickr import serve_forever
 
     d = options.from_args(args, "demo")
     overrides = {**d.faults, **{n: getattr(args, f"fault_rate_{n}") for n in FAULT_NAMES

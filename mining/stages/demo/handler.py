@@ -1,4 +1,4 @@
-"""The demo server's HTTP handler (mining/stages/demo/server.py's `FlickrServer` holds the state):
+"""The demo server's HTTP handler (mining/stages/demo/fake_flickr.py's `FlickrServer` holds the state):
 Flickr's URL patterns, the Multimedia Commons mirror's layout, `/_stats`, and how each of the
 demo's faults is answered. A scripted server (fixtures/scripted_server.py, tests/helpers/)
 subclasses `Handler` for behaviours of its own; `_route`, `_answer`, `_damage` and

@@ -130,12 +130,6 @@ def build_jobs(table: pa.Table, sources: list) -> tuple[list[int], list[str], li
     return ids, keys, urls
 
 
-def build_urls(table: pa.Table, host: str, size: str) -> tuple[list[int], list[str | None]]:
-    """Photo ids and their URLs at one flickr source (`build_jobs` with that source)."""
-    ids, _keys, urls = build_jobs(table, [Source(kind="flickr", name="flickr", host=host.rstrip("/"), size=size)])
-    return ids, [u[0] for u in urls]
-
-
 def check_out_dir(out: str | os.PathLike[str]) -> Path:
     """Create the output folder and prove it is writable, before any request is made."""
     out = Path(out)

@@ -174,7 +174,7 @@ def run_protocol(args: argparse.Namespace) -> int:
 def run_kit(args: argparse.Namespace) -> int:
     """`mining evaluate --kit`: exit 1 when the kit does not reproduce the run's table to 1e-6."""
     from mining.errors import UserError
-    from mining.stages.evaluate.kit import markdown
+    from mining.stages.evaluate.from_kit import markdown
     from mining.stages.evaluate.stage import run_kit
 
     given = [f"--{name}" for name in ("descriptors", "scores", "selected", "decisions", "protocol", "gt", "ranks",

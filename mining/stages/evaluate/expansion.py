@@ -37,7 +37,7 @@ import numpy as np
 
 from mining.compute.jit import compiled
 from mining.retrieval.methodstores import LandmarkSims, MethodStores, open_method, parse_ids, unit_rows
-from mining.stages.evaluate.experiment import Sets, _mean_std, evaluate_setups, setup_base
+from mining.stages.evaluate.experiment import Sets, evaluate_setups, mean_std, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 
 AQE, DBA = "αQE", "DBA"
@@ -241,7 +241,7 @@ def rows_of(stores: MethodStores, dataset: Any, chosen: dict[str, list[np.ndarra
         results = {}
         for s in setups:
             rnd = [r[s] for r in by_kind.get("random", [])]
-            results[s] = {"none": by_kind["none"][0][s], "random": _mean_std(rnd) if rnd else None,
+            results[s] = {"none": by_kind["none"][0][s], "random": mean_std(rnd) if rnd else None,
                           "mined": by_kind["mined"][0][s], "all": None}
         out[row_name(v.name, steps)] = {"method": v.name, "steps": list(steps), "results": results}
     return out

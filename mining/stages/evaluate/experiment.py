@@ -158,7 +158,8 @@ def build_sets(scores_dir: Path, selected_dir: Path, decisions: Path | None, n: 
     return Sets(n_eff, pool, random, mined, source, ablation, [s for s in sizes if s <= n_eff])
 
 
-def _mean_std(runs: list[dict[str, float]]) -> dict[str, float]:
+def mean_std(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean and standard deviation over the random draws."""
     out: dict[str, float] = {}
     for key in runs[0]:
         vals = np.array([r[key] for r in runs], dtype=np.float64)
@@ -211,7 +212,7 @@ def evaluate_method(md: MethodData, gnd: Sequence[dict[str, Any]], sets: Sets, s
                       "all": int(sets.pool.size - md.found(where["all"], sets.pool.size)),
                       "queries": int((~md.q_present).sum()), "database": int((~np.isfinite(md.sims_db).any(axis=0)).sum())}
     for s in setups:
-        out["results"][s] = {"none": none[s], "random": _mean_std([r[s] for r in randoms]) if randoms else None,
+        out["results"][s] = {"none": none[s], "random": mean_std([r[s] for r in randoms]) if randoms else None,
                              "mined": mined[s], "all": alls[s]}
         out["ablation"][s] = {removed: r[s] for removed, r in ablation.items()}
         rand = [[r[s]["mAP"] for r in curve_random[k]] for k in sets.curve_sizes]

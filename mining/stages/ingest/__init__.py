@@ -14,7 +14,7 @@ is a no-op. A file whose every row is rejected stops the run (nothing is written
 Memory stays bounded: files are read in blocks of `block_size` bytes (SQLite: rowid ranges of
 about as many bytes), at most a few blocks are in flight (parsed on a worker thread while the
 previous one is written), and the places and hash files are merged in a sliding window. A
-line longer than `yfcc.MAX_LINE` is quarantined without being held whole (`streams.iter_capped`).
+line longer than `yfcc.MAX_LINE` is quarantined without being held whole (`decompress.iter_capped`).
 
 `stage` is the stage (`run`, `IngestOptions`); the parts are listed in docs/architecture.md.
 """

@@ -15,12 +15,13 @@ import pyarrow.compute as pc
 
 from mining.compute.jit import compiled
 
-_HEX = np.full(256, -1, dtype=np.int16)
+# each byte's value as a hex digit (either case); -1 for a byte that is not one
+HEX_DIGITS = np.full(256, -1, dtype=np.int16)
 for _i, _c in enumerate(b"0123456789"):
-    _HEX[_c] = _i
+    HEX_DIGITS[_c] = _i
 for _i, _c in enumerate(b"abcdef"):
-    _HEX[_c] = 10 + _i
-    _HEX[_c - 32] = 10 + _i  # upper case
+    HEX_DIGITS[_c] = 10 + _i
+    HEX_DIGITS[_c - 32] = 10 + _i  # upper case
 
 # UTF-8: how many continuation bytes each lead byte needs; -1 = never valid in UTF-8
 _NEED = np.zeros(256, dtype=np.int8)
@@ -33,7 +34,7 @@ _SECOND = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x
 _PCT, _PLUS, _SPACE, _COMMA = 37, 43, 32, 44
 
 
-def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets starting at 0, data bytes) of a binary array, honouring its slice offset."""
     bufs = arr.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
@@ -105,7 +106,7 @@ def _decode(offsets: np.ndarray, data: np.ndarray, split: bool) -> tuple[np.ndar
         return data, offsets.astype(np.int64), bad, counts
     out = np.empty(len(data), dtype=np.uint8)
     starts = np.empty(n + 1 + (int(np.count_nonzero(data == _COMMA)) if split else 0), dtype=np.int64)
-    size, values = _decode_values(offsets.astype(np.int64), data, split, _HEX, out, starts, bad, counts)
+    size, values = _decode_values(offsets.astype(np.int64), data, split, HEX_DIGITS, out, starts, bad, counts)
     return out[:size], starts[: values + 1], bad, counts
 
 
@@ -116,7 +117,7 @@ def form_decode(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     validate that when casting to string.
     """
     arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
-    offsets, data = _buffers(arr)
+    offsets, data = binary_buffers(arr)
     data, new_offsets, bad, _ = _decode(offsets, data, split=False)
     out = _binary(new_offsets, data)
     if arr.null_count:  # keep the nulls where they were
@@ -129,7 +130,7 @@ def split_decode(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
     An empty value is an empty list. Returns (lists, bool mask of bad escapes or UTF-8).
     """
-    offsets, data = _buffers(arr.cast(pa.binary()) if arr.type != pa.binary() else arr)
+    offsets, data = binary_buffers(arr.cast(pa.binary()) if arr.type != pa.binary() else arr)
     data, value_offsets, bad, counts = _decode(offsets, data, split=True)
     values = _binary(value_offsets, data)
     text, bad_values = to_utf8(values)
@@ -181,7 +182,7 @@ def to_utf8(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
         return pc.cast(arr, pa.string()), np.zeros(len(arr), dtype=bool)
     except pa.ArrowInvalid:
         pass
-    offsets, data = _buffers(arr)
+    offsets, data = binary_buffers(arr)
     bad = utf8_bad_rows(offsets, data)
     cleaned = pc.if_else(pa.array(~bad), arr, pa.scalar(None, arr.type))
     return pc.cast(cleaned, pa.string()), bad

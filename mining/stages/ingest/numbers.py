@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mining.stages.ingest.formdecode import _buffers
+from mining.stages.ingest.formdecode import binary_buffers
 
 
 def _bytes_of(text: bytes) -> np.ndarray:
@@ -30,7 +30,7 @@ _INT_RANGE = {pa.int8(): (-128, 127), pa.int32(): (-(2**31), 2**31 - 1), pa.int6
 
 def foreign(col: pa.Array, allowed: np.ndarray) -> np.ndarray:
     """Rows of a binary or string column holding a byte outside `allowed` (a numpy pass over its bytes)."""
-    offsets, data = _buffers(col)
+    offsets, data = binary_buffers(col)
     bad = np.zeros(len(col), dtype=bool)
     pos = np.flatnonzero(~allowed[data])
     if pos.size:

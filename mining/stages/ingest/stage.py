@@ -27,7 +27,7 @@ from mining.stages.ingest.damage import line_reached
 from mining.stages.ingest.hashes import HASH_COUNTS, HashJoin, compare
 from mining.stages.ingest.output import QUARANTINE_HEADER, PartWriter, escape_field
 from mining.stages.ingest.places import PlacesJoin
-from mining.stages.ingest.streams import (READ_ERRORS, LongLine, bz2_decoder, iter_capped, open_stream,
+from mining.stages.ingest.decompress import (READ_ERRORS, LongLine, bz2_decoder, iter_capped, open_stream,
                                           sniff_compression)
 from mining.stages.ingest.yfcc import (LONG_LINE_HEAD, MAX_LINE, PLACE_FIELDS, REASONS, SCHEMA, WRONG_FIELD_COUNT, Block,
                                        detect_layout, long_line_block, parse_block)

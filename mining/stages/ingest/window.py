@@ -22,8 +22,8 @@ import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining.errors import UserError
 from mining.stages.ingest.numbers import parse_ints
-from mining.stages.ingest.streams import READ_ERRORS, iter_blocks, open_stream, sniff_compression
-from mining.stages.ingest.yfcc import MAX_LINE, _is_utf8
+from mining.stages.ingest.decompress import READ_ERRORS, iter_blocks, open_stream, sniff_compression
+from mining.stages.ingest.yfcc import MAX_LINE, is_utf8
 
 # a block of lines -> (photo ids, one array per joined column, lines skipped)
 Parse = Callable[[bytes], tuple[np.ndarray, list[pa.Array], int]]
@@ -39,7 +39,7 @@ def read_pairs(data: bytes) -> tuple[np.ndarray, pa.Array, np.ndarray, int]:
         skipped[0] += 1
         return "skip"
 
-    if b"\x00" in data or not _is_utf8(data):
+    if b"\x00" in data or not is_utf8(data):
         raise NotText("NUL or bytes that are not UTF-8")
     try:
         table = pa.csv.read_csv(

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.csv  # noqa: F401  (pa.csv)
 
 from mining.photos import flickr
-from mining.stages.ingest.formdecode import _HEX, _buffers, form_decode, split_decode, to_utf8
+from mining.stages.ingest.formdecode import HEX_DIGITS, binary_buffers, form_decode, split_decode, to_utf8
 from mining.stages.ingest.numbers import parse_floats, parse_ints
-from mining.stages.ingest.streams import READ_ERRORS, open_stream
+from mining.stages.ingest.decompress import READ_ERRORS, open_stream
 
 # Field order of the current release (25 fields); the older Webscope files lack the first
 # (line number) and the third (photo hash). Longitude comes before latitude.
@@ -69,7 +69,7 @@ _PLAIN_TEXT = {
 }
 
 # A line longer than this (so any field longer than this) is quarantined as line_too_long
-# without being parsed or held whole (streams.iter_capped), its first LONG_LINE_HEAD bytes as
+# without being parsed or held whole (decompress.iter_capped), its first LONG_LINE_HEAD bytes as
 # its raw line: one value cannot take memory past the block size. YFCC100M's lines are ~0.5 kB.
 MAX_LINE = 1 << 20
 LONG_LINE_HEAD = 1024
@@ -151,7 +151,7 @@ def _exact_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[t
     return raw, wrong, len(nl)
 
 
-def _is_utf8(data: bytes) -> bool:
+def is_utf8(data: bytes) -> bool:
     """Whether a whole block is valid UTF-8 (Arrow's SIMD validation, zero-copy)."""
     one = pa.Array.from_buffers(
         pa.binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int32)), pa.py_buffer(data)]
@@ -166,7 +166,7 @@ def _is_utf8(data: bytes) -> bool:
 # long: the hot path of ingest, one pass over a block's bytes (benchmarks/ingest_geofilter.py measures it)
 def _fast_split(data: bytes, nfields: int) -> tuple[dict[str, pa.Array], list[tuple[int, bytes]], int] | None:
     """Fast path: `pyarrow.csv` splits; None when the block needs the exact path."""
-    if b"\r" in data or not _is_utf8(data):
+    if b"\r" in data or not is_utf8(data):
         return None  # the CSV reader would split at a lone CR; its skip handler needs UTF-8
     names = LAYOUTS[nfields]
     skipped: list[str] = []
@@ -240,7 +240,7 @@ def _has_nul(col: pa.Array) -> np.ndarray:
         in_value = _has_nul(pc.list_flatten(col))
         hit[pc.list_parent_indices(col).to_numpy()[in_value]] = True
         return hit
-    offsets, data = _buffers(col)
+    offsets, data = binary_buffers(col)
     bad = np.zeros(len(col), dtype=bool)
     pos = np.flatnonzero(data == 0)
     if pos.size:
@@ -250,10 +250,10 @@ def _has_nul(col: pa.Array) -> np.ndarray:
 
 def _not_hex(col: pa.Array, allow_empty: bool) -> np.ndarray:
     """Rows of a text column that are not 1 to flickr.SECRET_MAX hex digits (or empty, if allowed)."""
-    offsets, data = _buffers(col)
+    offsets, data = binary_buffers(col)
     lengths = np.diff(offsets)
     bad = (lengths > flickr.SECRET_MAX) | ((lengths == 0) & (not allow_empty))
-    pos = np.flatnonzero(_HEX[data] < 0)
+    pos = np.flatnonzero(HEX_DIGITS[data] < 0)
     if pos.size:
         bad[np.searchsorted(offsets, pos, side="right") - 1] = True
     return bad

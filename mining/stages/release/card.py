@@ -109,7 +109,7 @@ def _provenance_md(stats: dict) -> list[str]:
 
 
 def _code_md(code: dict) -> str:
-    """The provenance line of the code that made the release (`mining.publishing.text.code_version`)."""
+    """The provenance line of the code that made the release (`mining.publishing.version.code_version`)."""
     line = (f"- Code: {_cell(code['package'])}"
             + (f", git commit `{code['commit']}`" + (" with local changes" if code.get("local_changes") == "yes"
                                                      else "") if code.get("commit") else "") + ".")

@@ -15,8 +15,8 @@ from mining.files import atomic
 from mining.errors import UserError
 from mining.publishing.licences import licence_code
 from mining.settings.options import ReleaseOptions
-from mining.publishing.text import code_version
-from mining.stages.release.check import Selection
+from mining.publishing.version import code_version
+from mining.stages.release.selection import Selection
 
 log = logging.getLogger(__name__)
 

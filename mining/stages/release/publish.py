@@ -27,10 +27,10 @@ from mining.publishing.licences import UNKNOWN, licence_label
 from mining.methods import get_method
 from mining.retrieval.descriptors import payload_digest
 from mining.settings.options import ReleaseOptions
-from mining.publishing.text import code_version
+from mining.publishing.version import code_version
 from mining.stages.release import card
 from mining.stages.release.blur import BLUR_SIGMA, DETECTOR, Outcome
-from mining.stages.release.check import Selection
+from mining.stages.release.selection import Selection
 from mining.stages.release.plan import Plan
 
 UNKNOWN_LISTED = 20  # unknown licences (name and URL as found) listed on the card, most frequent first

@@ -11,10 +11,10 @@
   `stats.json`, optionally `webdataset/release-NNNNNN.tar` (`--tar`), and `SHA256SUMS`
   (`sha256sum -c SHA256SUMS` inside RELEASE/ checks every other file).
 
-Four steps, a module each: `check` (settings and inputs refused before any work), `plan` (the
-images the licence policy lets through, and the staging folder a stopped run resumes in),
-`blur` (faces found and blurred: MTCNN, its module says how) and `publish` (the files above,
-then the staging folder swapped in for OUT).
+Four steps, a module each: `selection` (its `check`: settings and inputs refused before any
+work, the selection read), `plan` (the images the licence policy lets through, and the staging
+folder a stopped run resumes in), `blur` (faces found and blurred: MTCNN, its module says how)
+and `publish` (the files above, then the staging folder swapped in for OUT).
 
 Licences (`mining.publishing.licences`: known only when the URL is exactly one of YFCC100M's licence
 URLs and the name agrees): `commercial` keeps the licences that allow commercial use (CC BY,
@@ -36,7 +36,7 @@ from typing import Any
 
 from mining.files import atomic
 from mining.settings.options import AuditOptions, ReleaseOptions, defaults
-from mining.stages.release import blur, check, plan, publish
+from mining.stages.release import blur, plan, publish, selection
 from mining.stages.release.blur import DEFAULT_MARGIN
 
 
@@ -67,7 +67,7 @@ def run(*, inputs: Inputs, out: Path, options: ReleaseOptions, target: AuditOpti
     detector from (threshold, min_face); default `blur.FaceDetector`."""
     with atomic.exclusive(out.parent / f".{out.name}.lock", f"{out}: another `mining release` is writing this "
                           "release now; wait for it to finish (a stopped one resumes when run again)"):
-        sel = check.selection(inputs, out, options, target or defaults("audit"), workers, margin)
+        sel = selection.check(inputs, out, options, target or defaults("audit"), workers, margin)
         planned = plan.work(sel, inputs.images, out, options, margin)
         outcome = blur.images(sel.frame, planned, inputs.images, options, margin, workers, detector_factory, progress)
         return publish.release(inputs=inputs, out=out, options=options, margin=margin, sel=sel, plan=planned,

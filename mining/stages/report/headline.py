@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mining.files.names import CASCADE_CHECK, EVALUATION, STATS
-from mining.publishing.text import code_version, fmt_interval, fmt_p
+from mining.publishing.text import fmt_interval, fmt_p
+from mining.publishing.version import code_version
 from mining.publishing.result import mined_minus_random, per_benchmark, row_label, sentences
 from mining.stages.report.common import NA, Inputs, esc, read_json, run_manifest, table
 

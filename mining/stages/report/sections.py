@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mining.files.names import DECISIONS, DISTRACTORS, IMAGES_SUMMARY, NEARDUP, SCORES, STATS
-from mining.stages.report.budget import review_budget
+from mining.stages.report.review_budget import review_budget
 from mining.stages.report.common import NA, Inputs, candidate_thumb, esc, figure, landmark_sets, read_json, table, thumb
 
 MAX_LANDMARKS = 40  # hardest: landmarks shown (each: its queries and its hardest distractors)
@@ -183,7 +183,7 @@ def near_duplicates(inp: Inputs, groups: int = 6, per_group: int = 5) -> str:
 def leak_risk(inp: Inputs, examples: int = 10) -> str:
     """mining leakrisk: how many candidates are at high risk of showing a landmark, how many of
     them lie outside the review queue, what select did with them, and the riskiest of those;
-    headed by how a review budget was spent over the landmarks (`mining.stages.report.budget`)."""
+    headed by how a review budget was spent over the landmarks (`mining.stages.report.review_budget`)."""
     budget = review_budget(inp)  # how the queue was spread over the landmarks, when by a budget
     st = read_json(inp.leakrisk / STATS) if inp.leakrisk else None
     if not st:

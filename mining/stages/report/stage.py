@@ -14,7 +14,7 @@ from mining.settings.layout import RunLayout
 from mining.stages.report.audit import leak_audit
 from mining.stages.report.charts import chosen_n, evaluation_section, funnel, score_distribution
 from mining.stages.report.common import Inputs, load_manifest, log, read_json
-from mining.stages.report.geometry import geometric_evidence
+from mining.stages.report.geometric_evidence import geometric_evidence
 from mining.stages.report.headline import headline, provenance, title as headline_title
 from mining.stages.report.maps import geotags
 from mining.stages.report.sections import (agreement, availability, hardest, leak_risk, near_duplicates, review_removed,

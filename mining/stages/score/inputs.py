@@ -1,7 +1,7 @@
 """What the score loop is given: per method its similarity rows, positives and candidate
 blocks (`MethodInput`), and the dataset's queries and landmarks (`Problem`). A method's blocks
 are either similarities or, for global descriptors, the candidate vectors themselves
-(`CandidateVectors`), which the loop multiplies in cache-sized pieces (`mining.stages.score.streams`).
+(`CandidateVectors`), which the loop multiplies in cache-sized pieces (`mining.stages.score.alignment`).
 `mining.stages.score.stage` builds them from descriptor stores; tests and benchmarks build them directly.
 """
 

@@ -29,7 +29,7 @@ from mining.errors import UserError
 from mining.console.progress import bar as progress_bar
 from mining.stages.score.counting import Counters
 from mining.stages.score.inputs import MethodInput, Problem
-from mining.stages.score.streams import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
+from mining.stages.score.alignment import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
 from mining.evidence.since import before, check_late, exempt_counts
 
 log = logging.getLogger(__name__)

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mining.joins import select
+    from mining.auto_n import select
     from mining.stages.select.stage import Inputs
 
     inputs = Inputs(scores=args.scores, decisions=args.decisions, candidates=args.candidates,

@@ -176,7 +176,7 @@ def ranked(inputs: Inputs, options: SelectOptions) -> Ranked:
 def run(*, inputs: Inputs, out: Path, options: SelectOptions, url_host: str | None = None,
         ranking: Ranked | None = None) -> dict:
     """`mining select`: see the module docstring and docs/formats.md ("Selection"). `options.n`
-    is a count here (`n: auto` is chosen first, by `mining.joins.select`). `url_host`: the
+    is a count here (`n: auto` is chosen first, by `mining.auto_n.select`). `url_host`: the
     image host of the URLs (default live.staticflickr.com).
 
     `ranking`: `ranked(inputs, options)`, when the caller has it already (`n: auto` measures

@@ -12,18 +12,6 @@ from mining.stages.evaluate.protocols.ranking import index_ranks, names_of, rows
 from mining.stages.evaluate.protocols.readers import Results, image_names, name_number, read_name_list, read_ranked_lists
 
 
-def ukbench_score(top: np.ndarray) -> float:
-    """Mean number of the query's object's 4 images (query included) among its top 4, 0 to 4.
-
-    `top[i]` holds image indices ranked for query image i; image i shows object i // 4.
-    """
-    top = np.asarray(top)
-    if top.ndim != 2 or top.shape[1] < 4 or top.shape[0] % 4:
-        raise UserError(f"UKBench results must be (4·objects, ≥4) image indices, got shape {top.shape}")
-    obj = np.arange(top.shape[0]) // 4
-    return float((top[:, :4] // 4 == obj[:, None]).sum(axis=1).mean())
-
-
 def ukbench_objects(images: Iterable[str]) -> dict[str, int]:
     """Image name → object (`ukbenchNNNNN.jpg` shows object NNNNN // 4), every object with 4 images."""
     obj = {n: name_number(n, r"ukbench(\d+)", "ukbench00000.jpg") // 4 for n in images}

@@ -1,6 +1,6 @@
 """cnn-gem's built-in backbone run by ONNX Runtime (`backend: onnx`, the default).
 
-The model file is never downloaded: at first use the torch module (`build_lite0`, the
+The model file is never downloaded: at first use the torch module (`build_lite`, the
 shipped weights) is exported at 576x768, its height and width made symbolic, its stride-2
 convolutions set to `auto_pad = SAME_UPPER`, checked against torch at sizes of every parity
 (`VERIFY_SIZES`), and only then moved into the cache under its final name. TF "same" padding
@@ -38,7 +38,7 @@ import numpy as np
 
 from mining.files import atomic
 from mining.errors import UserError
-from mining.methods.lite0 import build_lite0, cached_sha256, lite0_weights_path
+from mining.methods.efficientnet_lite import build_lite, cached_sha256, lite_weights_path
 from mining.methods.onnx_run import session
 
 EXPORT_VERSION = 4  # bump when the export (graph, padding, opset) changes: a new cache file
@@ -67,7 +67,7 @@ def onnx_file_name(variant: str = "lite0") -> str:
     # importing torch here cost every Snakefile parse ~2.5 s of CPU (get_method("cnn-gem")
     # runs while the rules are read, in each dry run and each SLURM job)
 
-    weights = cached_sha256(str(lite0_weights_path(variant)))
+    weights = cached_sha256(str(lite_weights_path(variant)))
     return f"efficientnet-{variant}-{weights}-torch{version('torch').split('+')[0]}-v{EXPORT_VERSION}.onnx"
 
 
@@ -115,7 +115,7 @@ def export(path: Path, variant: str = "lite0") -> None:
     try:
         with warnings.catch_warnings(), open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
             warnings.simplefilter("ignore")
-            prog = torch.onnx.export(build_lite0(variant), (torch.zeros(1, 3, *TRACE_SIZE),), dynamo=True,
+            prog = torch.onnx.export(build_lite(variant), (torch.zeros(1, 3, *TRACE_SIZE),), dynamo=True,
                                      opset_version=OPSET, input_names=["x"], output_names=["features"],
                                      optimize=True, verbose=False)
             model = prog.model_proto
@@ -177,7 +177,7 @@ def verify(path: Path, variant: str = "lite0") -> None:
     `VERIFY_SIZES` size: same feature-map shape, max |difference| <= TOLERANCE."""
     import torch
 
-    net = build_lite0(variant)
+    net = build_lite(variant)
     runner = Backbone(path, "cpu")
     rng = np.random.default_rng(0)
     for hw in VERIFY_SIZES:

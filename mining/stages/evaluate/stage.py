@@ -52,18 +52,9 @@ def run(*, inputs: Inputs, out: Path, options: EvaluateOptions, progress: bool =
         boot: bootstrap.Spec | None = bootstrap.Spec()) -> dict[str, Any]:
     """`mining evaluate`: write OUT/evaluation.json and OUT/evaluation.md; return the JSON.
 
-<<<<<<< HEAD
     With several benchmarks (`inputs.landmarks`), the same sets (one pool, one selection) are
-    evaluated on each benchmark (`mining.stages.evaluate.several`). `options.n`: the set size
+    evaluated on each benchmark (`mining.stages.evaluate.several_benchmarks`). `options.n`: the set size
     (None: the selection's)."""
-=======
-    `landmarks`: [NAME=]GND, one ground truth or several benchmarks (`mining.datasets.benchmarks.as_list`);
-    several: the same sets (one pool, one selection) evaluated on each benchmark
-    (`mining.stages.evaluate.several_benchmarks`). `descriptors`: one DESC/<method> folder per method;
-    `scores`: `mining score`'s folder (the pool the random sets are drawn from); `selected`:
-    `mining select`'s folder (the mined set); `decisions`: review decisions (confirmed
-    landmarks leave the random sets too). `options.n`: the set size (None: the selection's)."""
->>>>>>> names5
     t0 = time.perf_counter()
     descriptors = inputs.descriptors
     check_settings(descriptors, options.setups, options.random_seeds)

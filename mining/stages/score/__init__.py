@@ -35,13 +35,8 @@ from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, TopK, score_candidates,
                                       score_chunk)
 from mining.stages.score.output import write_outputs
-<<<<<<< HEAD
 from mining.stages.score.stage import Inputs, method_from_stores, run
-from mining.stages.score.streams import PIECE, common_order
-=======
-from mining.stages.score.stage import method_from_stores, run
 from mining.stages.score.alignment import PIECE, common_order
->>>>>>> names5
 
 __all__ = [
     "DEFAULT_CHUNK", "PIECE", "CandidateVectors", "ChunkScores", "Inputs", "MethodInput",

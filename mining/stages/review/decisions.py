@@ -15,7 +15,8 @@ from mining.files import answers
 from mining.files.atomic import write_parquet
 from mining.errors import UserError
 from mining.files.names import DECISIONS
-from mining.stages.review.queue_import import SELECTION, fingerprint, queue_kind
+from mining.files.answers import SELECTION
+from mining.stages.review.queue_import import fingerprint, queue_kind
 from mining.stages.review.vote_log import DECISION
 
 

@@ -16,11 +16,10 @@ import pyarrow as pa
 
 from mining.errors import UserError
 from mining.files import answers
+from mining.files.answers import FINGERPRINT, KIND, SELECTION  # the meta keys
 from mining.files.tables import read_table
 from mining.stages.review import inliers
 from mining.stages.review.database import Transaction
-
-FINGERPRINT, KIND, SELECTION = answers.FINGERPRINT, answers.KIND, answers.SELECTION  # meta keys (mining.files.answers)
 
 QUEUE_REQUIRED = ("landmark", "photo_id", "rank")
 QUEUE_OPTIONAL = ("score", "total_score", "best_query")

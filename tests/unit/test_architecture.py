@@ -13,7 +13,7 @@ from pathlib import Path
 from mining.cli import build_parser
 from mining.stages import names
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
 PACKAGE = ROOT / "mining"
 STAGES = set(names())
 JOINS = {"cli", "auto_n"}  # may import several stages

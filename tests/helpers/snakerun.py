@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from paths import ROOT as REPO
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 DEMO_MANIFEST = REPO / "manifests" / "demo.yaml"
 

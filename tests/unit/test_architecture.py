@@ -14,6 +14,7 @@ from mining.cli import build_parser
 from mining.stages import names
 
 from paths import ROOT
+
 PACKAGE = ROOT / "mining"
 STAGES = set(names())
 JOINS = {"cli", "auto_n"}  # may import several stages

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from paths import ROOT
+
 PACKAGE = ROOT / "mining"
 MAX_LINES = 500
 # May be imported where they are used instead of at the top: libraries that are slow to import

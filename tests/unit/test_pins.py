@@ -15,6 +15,7 @@ from packaging.requirements import Requirement
 from mining import pins
 
 from paths import ROOT
+
 AVX512 = "avx512f" in pins.cpu_flags()
 
 

@@ -10,15 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.io as sio
 
 from mining.cli import main
 from mining.errors import UserError
 from mining.stages.evaluate.protocols.oxford import load_oxford_gt
 from mining.datasets.datasetcheck import check_dataset
 from mining.datasets.grouping import find_landmarks
-from mining.datasets.landmarks import load_landmarks
+from mining.datasets.landmarks import load_gnd, load_landmarks
 
 from paths import OXFORD
+
 OXFORD_LANDMARKS = ["all_souls", "ashmolean", "balliol", "bodleian", "christ_church", "cornmarket", "hertford",
                     "keble", "magdalen", "pitt_rivers", "radcliffe_camera"]
 
@@ -309,3 +311,48 @@ def test_a_gnd_pickled_by_numpy_1_loads_without_warnings(tmp_path):
         warnings.simplefilter("error")
         ds = load_landmarks(path)
     assert ds.positives(0) == [1] and ds.bbox(0) == (1.0, 2.0, 3.0, 4.0)
+
+
+def test_load_landmarks_and_rules(tmp_path):
+    gnd = {
+        "imlist": ["a", "b", "c"],
+        "qimlist": ["tower_001", "tower_002", "bridge_001"],
+        "gnd": [
+            {"bbx": [0, 0, 10, 10], "easy": [0], "hard": [2], "junk": [1]},
+            {"bbx": [0, 0, 10, 10], "easy": [], "hard": [], "junk": []},
+            {"bbx": [1, 2, 3, 4], "easy": [1], "hard": [], "junk": [], "landmark": "old_bridge"},
+        ],
+    }
+    (tmp_path / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
+    ds = load_landmarks(tmp_path)
+    assert ds.name == "city"
+    assert ds.landmarks == ["tower", "old_bridge"]
+    assert ds.positives(0) == [0, 2] and ds.positives(1) == []
+    assert ds.image_path("a") == tmp_path / "jpg" / "a.jpg"
+    fp = ds.fingerprint()
+    gnd["gnd"][0]["hard"] = []
+    (tmp_path / "gnd_city.pkl").write_bytes(pickle.dumps(gnd))
+    assert load_landmarks(tmp_path).fingerprint() != fp
+
+
+def test_load_landmarks_errors_are_user_errors(tmp_path):
+    with pytest.raises(UserError):
+        load_landmarks(tmp_path / "missing.pkl")
+    (tmp_path / "gnd_x.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(UserError):
+        load_landmarks(tmp_path / "gnd_x.pkl")
+
+
+def test_load_gnd_pkl_and_one_based_mat(tmp_path):
+    data = {"imlist": ["a", "b", "c"], "qimlist": ["q1"], "gnd": [{"bbx": [1.0, 2.0, 3.0, 4.0], "easy": [0, 2], "hard": [1], "junk": []}]}
+    (tmp_path / "gnd_x.pkl").write_bytes(pickle.dumps(data))
+    assert load_gnd(tmp_path / "gnd_x.pkl") == data
+    gnd = np.zeros((1,), dtype=[("bbx", "O"), ("easy", "O"), ("hard", "O"), ("junk", "O")])
+    gnd[0] = (np.array([1.0, 2, 3, 4]), np.array([1, 3]), np.array([2]), np.zeros(0))
+    sio.savemat(tmp_path / "gnd_x.mat", {"imlist": np.array(["a", "b", "c"], dtype=object),
+                                         "qimlist": np.array(["q1"], dtype=object), "gnd": gnd})
+    assert load_gnd(tmp_path / "gnd_x.mat") == data
+    gnd[0] = (np.array([1.0, 2, 3, 4]), np.array([0]), np.zeros(0), np.zeros(0))
+    sio.savemat(tmp_path / "bad.mat", {"imlist": np.array(["a"], dtype=object), "qimlist": np.array(["q1"], dtype=object), "gnd": gnd})
+    with pytest.raises(UserError, match="1-based"):
+        load_gnd(tmp_path / "bad.mat")

@@ -30,6 +30,7 @@ from mining.settings import layout, options
 from mining.stages.describe import stage as describe
 
 from paths import ROOT as REPO
+
 HALF = [0.5, 0.5, 0.5]
 
 

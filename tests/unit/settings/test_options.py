@@ -20,6 +20,7 @@ from mining.settings.geoshapes import load_geojson
 from mining.files.yamlfile import Locator
 
 from paths import ROOT as REPO
+
 SCHEMA = manifest.schema()
 OBJECT_SECTIONS = sorted(k for k, v in SCHEMA["properties"].items() if v.get("type") == "object" and k != "geofilter")
 KEYS = [(s, k) for s in OBJECT_SECTIONS for k in SCHEMA["properties"][s]["properties"]]

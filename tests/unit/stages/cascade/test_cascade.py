@@ -34,6 +34,7 @@ from mining.stages.describe.stage import ImageItem, on_shortlist
 from mining.stages.evaluate.stage import cascaded_methods
 
 from paths import ROOT as REPO
+
 NCAND = 240
 
 

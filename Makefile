@@ -38,7 +38,7 @@ slurm-deps:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null)
 
 # lbzip2 decodes .bz2 metadata on several threads, ~20 % cheaper per byte than libbz2
-# (`mining ingest` uses it when it is on PATH, else indexed_bzip2; tests/unit/test_ingest_bz2.py
+# (`mining ingest` uses it when it is on PATH, else indexed_bzip2; tests/unit/stages/ingest/test_decompress.py
 # runs both)
 ingest-deps:
 	@test -x /usr/bin/lbzip2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lbzip2 >/dev/null)

@@ -5,7 +5,7 @@ Usage (from the repository root, on the GPU machine; no network needed):
     python -m benchmarks.cuda_check --device cpu    # self-check: CPU against CPU, runs anywhere
 
 Not run on the project's machines (no GPU there): the CPU self-check is what
-`tests/unit/test_cuda_check.py` runs, so the script does not rot. It needs numpy, onnxruntime's
+`tests/unit/benchmarks/test_cuda_check.py` runs, so the script does not rot. It needs numpy, onnxruntime's
 GPU build (`onnxruntime-gpu`: `onnxruntime.get_available_providers()` must list
 CUDAExecutionProvider; where it does not, it says so and exits 2) and the project (onnx, opencv).
 

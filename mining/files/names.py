@@ -3,7 +3,7 @@
 A stage writes `Path(out) / names.SCORES`, the next one reads the same constant, the run layout
 (`mining.settings.layout.RunLayout`) builds the workflow's and the report's paths from them, and
 the kit and the publishing floor (which may not import the settings) use them too; so renaming
-an output is one line here. `tests/unit/test_names.py` fails when a name below is spelled as a
+an output is one line here. `tests/unit/files/test_names.py` fails when a name below is spelled as a
 string anywhere else in `mining/` or `workflows/rules/` (docstrings and comments may mention it).
 Only the names live here; each folder is the stage's (`RunLayout`), and a stage's own private
 files (describe's plan, release's rebuild record, the kit's kit.json) stay with it.

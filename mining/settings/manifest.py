@@ -247,7 +247,7 @@ def _allowed(branches: list[dict[str, Any]]) -> str | None:
 
 
 # The typed view of each stage's section is its options type (mining.settings.options: one frozen
-# dataclass per section, built from it; tests/unit/test_options.py keeps them key for key the schema's).
+# dataclass per section, built from it; tests/unit/settings/test_options.py keeps them key for key the schema's).
 
 
 class Manifest(dict):

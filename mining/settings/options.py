@@ -7,7 +7,7 @@ stage code that uses it. The CLI's flags are generated from the schema (`add_fla
 flag per key, named by one rule, `--help` shows the schema's default and the manifest key), every stage that has a section takes
 `--manifest FILE` (its section, the schema's defaults for what the section leaves out) plus
 explicit flags that override it (`from_args`), and the workflow's rules pass the manifest,
-never a setting. tests/unit/test_options.py walks every schema key.
+never a setting. tests/unit/settings/test_options.py walks every schema key.
 """
 
 from __future__ import annotations

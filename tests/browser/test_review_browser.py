@@ -1,7 +1,6 @@
 """The review page in real headless Chromium: name, keyboard review, undo, reload, export."""
 
 import json
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -11,7 +10,8 @@ from mining.cli import main
 from mining.stages.review.app import create_app
 from mining.stages.review.hosting import running
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
+
 pytestmark = pytest.mark.browser
 
 

@@ -1,4 +1,4 @@
-"""The download tests' Flickr server (tests/unit/test_download.py): the scripted server
+"""The download tests' Flickr server (tests/unit/stages/download/test_download.py): the scripted server
 (fixtures/scripted_server.py) with the behaviours only these tests use — broken bodies,
 endless streams, redirects, permanent errors, re-uploads — and a delay before every answer.
 

@@ -1,5 +1,5 @@
 """A small scored world for `mining select` (scores, stats, candidates, landmarks; the review
-decisions) and a selection of the hostile corpus: used by tests/unit/test_select.py and
+decisions) and a selection of the hostile corpus: used by tests/unit/stages/select/test_select.py and
 tests/browser/test_attribution_browser.py."""
 
 from __future__ import annotations

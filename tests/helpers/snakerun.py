@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 DEMO_MANIFEST = REPO / "manifests" / "demo.yaml"
 

@@ -25,6 +25,7 @@ from mining.cli import main
 from mining.errors import UserError
 from mining.datasets.datasetcheck import check_dataset
 from mining.datasets.landmarks import load_landmarks
+from paths import ROOT
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own _reconstruct, as real pickles name it
 
@@ -55,7 +56,7 @@ def _check_in_child(path: Path) -> tuple[int, str, int]:
     code = ("import re, sys\nfrom mining.cli import main\nrc = main(['landmarks', 'check', sys.argv[1]])\n"
             "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
             "print(int(hwm) // 1024, file=sys.stderr)\nsys.exit(rc)\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
     lines = r.stderr.strip().splitlines()
     peak = int(lines[-1]) if lines and lines[-1].isdigit() else -1

@@ -4,7 +4,6 @@ allowed, from `mining describe` and from the manifest, before any image is read.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ from mining.cli import main
 from mining.errors import UserError
 from mining.methods import get_method, method_class, method_names
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
 
 BAD = [  # (method, KEY=VALUE, words the message must hold)
     ("cnn-gem", "whiten_dim=-5", [">= 1"]),

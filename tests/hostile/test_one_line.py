@@ -35,7 +35,8 @@ from mining.cli import main
 from mining.photos.imagedecode import open_upright
 from mining.settings.layout import image_relpath
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
+
 BY = ("Attribution License", "http://creativecommons.org/licenses/by/2.0/")
 
 

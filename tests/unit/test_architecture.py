@@ -2,7 +2,8 @@
 `mining/stages/<stage>/` with its CLI verb beside it (`cli.py`), and the list of stages is that
 layout's (the CLI's verbs, this test, docs/stages.md); a stage imports no other stage, and the
 shared code outside `mining/stages/` imports none (only the CLI, which wires verbs to stages,
-and `mining/auto_n.py`, select's `n: auto`, may import several)."""
+and `mining/auto_n.py`, select's `n: auto`, may import several). The unit tests mirror the
+package (docs/development.md): a module's tests are found by its path."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from pathlib import Path
 from mining.cli import build_parser
 from mining.stages import names
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT, TESTS
+
 PACKAGE = ROOT / "mining"
 STAGES = set(names())
 JOINS = {"cli", "auto_n"}  # may import several stages
+SHAPE_CHECKS = {"test_architecture.py", "test_code_shape.py", "test_layers.py"}  # of the whole package
 
 
 def _imported_stages(tree: ast.AST) -> set[tuple[str, int]]:
@@ -91,3 +94,35 @@ def test_the_check_sees_an_offence(tmp_path):
     assert {s for s, _ in _imported_stages(ast.parse(src))} == {"score", "select", "evaluate", "review"}
     assert _imported_stages(ast.parse("from mining import metrics, flickr\nfrom .score import x\n")) == set()
     assert _owner(Path("stages/select/stage.py")) == "select" and _owner(Path("retrieval.py")) == "retrieval"
+
+
+def _unmirrored(unit: Path) -> list[str]:
+    """Test files under `unit` (tests/unit) whose path is not the path of what they test:
+    tests/unit/<path>/test_<x>.py for a module mining/<path>/<x>.py or the package mining/<path>/
+    itself (x is its name), tests/unit/benchmarks/test_<x>.py for benchmarks/<x>.py, and the
+    checks of the whole package's shape at the top."""
+    wrong = []
+    for test in sorted(unit.rglob("test_*.py")):
+        rel = test.relative_to(unit)
+        name = rel.stem.removeprefix("test_")
+        if rel.parts[0] == "benchmarks":
+            ok = len(rel.parts) == 2 and (ROOT / "benchmarks" / f"{name}.py").is_file()
+        elif len(rel.parts) == 1:
+            ok = rel.name in SHAPE_CHECKS or (PACKAGE / f"{name}.py").is_file()
+        else:
+            folder = PACKAGE.joinpath(*rel.parts[:-1])
+            ok = (folder / "__init__.py").is_file() and (name == folder.name or (folder / f"{name}.py").is_file())
+        if not ok:
+            wrong.append(f"tests/unit/{rel.as_posix()}")
+    return wrong
+
+
+def test_the_unit_tests_mirror_the_package_and_every_test_file_name_is_unique():
+    """A module's tests are found by its path (docs/development.md); and pytest, in its default
+    `prepend` import mode with no __init__.py, imports every test file by its basename: two alike
+    would collide."""
+    assert _unmirrored(TESTS / "unit") == []
+    by_name: dict[str, list[str]] = {}
+    for test in sorted(TESTS.rglob("test_*.py")):
+        by_name.setdefault(test.name, []).append(test.relative_to(TESTS).as_posix())
+    assert {n: paths for n, paths in by_name.items() if len(paths) > 1} == {}

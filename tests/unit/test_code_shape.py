@@ -19,7 +19,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 PACKAGE = ROOT / "mining"
 MAX_LINES = 500
 # May be imported where they are used instead of at the top: libraries that are slow to import

@@ -8,14 +8,14 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
 from mining import pins
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 AVX512 = "avx512f" in pins.cpu_flags()
 
 

@@ -24,7 +24,8 @@ import pytest
 
 from mining import pins
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 MANIFEST = ROOT / "manifests" / "demo.yaml"
 MINING = str(Path(sys.executable).parent / "mining")
 PROBE = ROOT / "tests" / "helpers" / "describe_probe.py"

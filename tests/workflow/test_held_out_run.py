@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 HELD = "cnn-gem-lite2"
 
 

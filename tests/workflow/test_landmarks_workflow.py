@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
 
 
 def _manifest(tmp_path: Path, gnd: Path) -> Path:

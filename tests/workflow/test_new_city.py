@@ -12,7 +12,7 @@ from mining.cli import main
 from mining.datasets.gndfile import read_gnd
 from mining.datasets.landmarks import load_landmarks
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
 
 
 def as_table(gnd_path: Path, table: Path) -> None:

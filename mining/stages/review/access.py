@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import hmac
+import ipaddress
 import json
 import os
 import secrets
@@ -28,11 +29,32 @@ from typing import Mapping
 
 from mining.files.atomic import atomic_path
 from mining.errors import UserError
-from mining.stages.review.hosting import resolve_token
 from mining.stages.review.vote_log import clean_name
 
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 bits
 MIN_TOKEN = 8
+TOKEN_ENV = "MINING_REVIEW_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can connect (and the app refuses foreign Host headers): no token needed;
+    any other interface exposes votes and images to the network."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_token(host: str, token: str | None) -> str | None:
+    """The token to require: --token, else $MINING_REVIEW_TOKEN; mandatory off loopback."""
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is not None and len(token) < MIN_TOKEN:
+        raise UserError(f"the review token must be at least {MIN_TOKEN} characters")
+    if token is None and not is_loopback(host):
+        raise UserError(f"serving on {host} needs a token: pass --token T or set {TOKEN_ENV}")
+    return token
 
 
 @dataclass(frozen=True)

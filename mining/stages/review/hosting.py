@@ -1,40 +1,12 @@
-"""Running the review app with uvicorn: the host/token policy and an in-process server.
-
-Loopback needs no token (only this machine can connect, and the app refuses foreign Host
-headers); any other interface exposes votes and images to the network, so it needs a token.
-"""
+"""Running the review app with uvicorn: in the foreground (`mining review serve`) or in a thread
+of this process (tests, the demo). Who may connect is `mining.stages.review.access`."""
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import os
 import threading
 import time
 from typing import Any, Iterator
-
-from mining.errors import UserError
-
-TOKEN_ENV = "MINING_REVIEW_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_token(host: str, token: str | None) -> str | None:
-    """The token to require: --token, else $MINING_REVIEW_TOKEN; mandatory off loopback."""
-    token = token or os.environ.get(TOKEN_ENV) or None
-    if token is not None and len(token) < 8:
-        raise UserError("the review token must be at least 8 characters")
-    if token is None and not is_loopback(host):
-        raise UserError(f"serving on {host} needs a token: pass --token T or set {TOKEN_ENV}")
-    return token
 
 
 def serve(app: Any, host: str, port: int) -> None:

@@ -10,7 +10,7 @@ from mining.errors import UserError
 from mining.settings.layout import image_relpath
 from mining.stages.review import database, queue_import, vote_log
 from mining.stages.review.app import create_app
-from mining.stages.review.hosting import resolve_token
+from mining.stages.review.access import resolve_token
 
 
 @pytest.fixture

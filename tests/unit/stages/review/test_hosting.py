@@ -94,7 +94,7 @@ def test_simulated_errors_are_seeded(tmp_path):
         queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
         con.close()
         assert main(["review", "simulate", "--db", str(dbp), "--truth", str(w["truth"]),
-                     "--reviewers", "1", "--error-rate", "1.0", "--seed", "7"]) == 0
+                     "--reviewers", "1", "--error-rate", "1.0", "--demo-seed", "7"]) == 0
         out = tmp_path / f"d{run}.parquet"
         assert main(["review", "export", "--db", str(dbp), "--out", str(out)]) == 0
         outs.append(decisions(out))

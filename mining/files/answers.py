@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from mining.errors import UserError
-from mining.files.names import AUDIT_QUEUE, STATS
+from mining.files.names import AUDIT_DB, AUDIT_QUEUE, REVIEW_DB, STATS
 
 KIND, DIGEST, FINGERPRINT, SELECTION = "queue_kind", "queue_digest", "landmarks_fingerprint", "selection_digest"
 KINDS = ("review", "audit")
-WHERE = {"review": "the review's database (REVIEW/review.sqlite)", "audit": "the audit's database (AUDIT/audit.sqlite)"}
+WHERE = {"review": f"the review's database (REVIEW/{REVIEW_DB})", "audit": f"the audit's database (AUDIT/{AUDIT_DB})"}
 
 
 def stated_fingerprint(folder: Path) -> str | None:

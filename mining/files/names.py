@@ -6,7 +6,8 @@ the kit and the publishing floor (which may not import the settings) use them to
 an output is one line here. `tests/unit/files/test_names.py` fails when a name below is spelled as a
 string anywhere else in `mining/` or `workflows/rules/` (docstrings and comments may mention it).
 Only the names live here; each folder is the stage's (`RunLayout`), and a stage's own private
-files (describe's plan, release's rebuild record, the kit's kit.json) stay with it.
+files (describe's plan, release's rebuild record, the kit's kit.json) stay with it, each
+named once there.
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ EVALUATION = "evaluation.json"  # evaluate
 EVALUATION_MD = "evaluation.md"  # evaluate: its tables
 EVALUATION_SUMMARY = "summary.md"  # evaluate: the result for a document
 
+WORLD = "world.json"  # demo build: the world's record (its server, the workflow and the report read it)
+TRUTH = "truth.parquet"  # demo build: what each photo really is (the simulated reviewers, the preview)
+REVIEW_DB = "review.sqlite"  # review import: the review's votes (the app, review export)
+AUDIT_DB = "audit.sqlite"  # audit: the audit sample's votes, in the same app
+REPORT = "report.html"  # report
+
 # every name above, for the test that no other module spells one
 OUTPUTS = (STATS, LANDMARKS, CANDIDATES, IMAGES_SUMMARY, IMAGE_INDEX, STORE, SHORTLIST, SHORTLIST_STATS,
            CASCADE_CHECK, NEARDUP, LEAKRISK, SCORES, REVIEW_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT,
-           AUDIT_QUEUE, AUDIT_PLAN, AUDIT, EVALUATION, EVALUATION_MD, EVALUATION_SUMMARY)
+           AUDIT_QUEUE, AUDIT_PLAN, AUDIT, EVALUATION, EVALUATION_MD, EVALUATION_SUMMARY, WORLD, TRUTH, REVIEW_DB,
+           AUDIT_DB, REPORT)

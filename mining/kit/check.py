@@ -188,10 +188,11 @@ def check_store(path: Path, method: str, kind: str, dim: int | None) -> int:
     return count
 
 
-def check_kit(root: Path, info: dict[str, Any]) -> None:
+def check_kit(kit_json: Path, info: dict[str, Any]) -> None:
     """Everything `Kit` and `mining evaluate --kit` read, checked without reading any data
-    (the tree itself: `check_tree`, before the checksums are read)."""
-    kit_json = root / "kit.json"
+    (the tree itself: `check_tree`, before the checksums are read). `kit_json`: the kit's
+    kit.json (`mining.kit.read.INFO`), `info` its content."""
+    root = kit_json.parent
     methods = info.get("methods")
     if not isinstance(methods, dict) or not methods:
         raise _bad(kit_json, "`methods` must name the kit's methods")

@@ -148,5 +148,5 @@ def open_kit(path: str | Path, verify: bool = True, method_of: Callable[[str], A
         raise UserError(f"{root / INFO}: not an evaluation kit (format is not {FORMAT!r})")
     if info.get("version") != VERSION:
         raise UserError(f"{root / INFO}: kit format version {info.get('version')!r}; this code reads version {VERSION}")
-    check_kit(root, info)
+    check_kit(root / INFO, info)
     return Kit(root, info, method_of)

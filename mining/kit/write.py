@@ -31,7 +31,7 @@ from mining.retrieval.descriptors import (
     write_store_info,
 )
 from mining.errors import UserError
-from mining.kit.read import EVALUATION, FORMAT, INFO, METHODS, SIMS, SIMS_SP, TABLE, VERSION
+from mining.kit.read import FORMAT, INFO, METHODS, SIMS, SIMS_SP, TABLE, VERSION
 from mining.publishing.text import md_text
 from mining.publishing.version import code_version
 from mining.retrieval.methodstores import open_method, parse_ids

@@ -133,7 +133,7 @@ class RunLayout:
     # --- files -----------------------------------------------------------------------------
     @property
     def world_json(self) -> str:
-        return f"{self.world}/world.json"
+        return f"{self.world}/{names.WORLD}"
 
     @property
     def world_metadata(self) -> str:
@@ -154,7 +154,7 @@ class RunLayout:
 
     @property
     def world_truth(self) -> str:
-        return f"{self.world}/truth.parquet"
+        return f"{self.world}/{names.TRUTH}"
 
     @property
     def landmarks_json(self) -> str:
@@ -220,7 +220,7 @@ class RunLayout:
 
     @property
     def review_db(self) -> str:
-        return f"{self.review}/review.sqlite"
+        return f"{self.review}/{names.REVIEW_DB}"
 
     @property
     def decisions(self) -> str:
@@ -249,7 +249,7 @@ class RunLayout:
 
     @property
     def audit_db(self) -> str:
-        return f"{self.audit}/audit.sqlite"
+        return f"{self.audit}/{names.AUDIT_DB}"
 
     @property
     def audit_decisions(self) -> str:
@@ -280,7 +280,7 @@ class RunLayout:
 
     @property
     def report(self) -> str:
-        return self.path("report.html")
+        return self.path(names.REPORT)
 
     @property
     def release_card(self) -> str:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from mining.files import answers, atomic
 from mining.files.checksums import file_sha256
-from mining.files.names import AUDIT, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT
+from mining.files.names import AUDIT, AUDIT_DB, AUDIT_PLAN, AUDIT_QUEUE, DECISIONS, DISTRACTORS, DISTRACTORS_TXT
 from mining.publishing import leakbound
 from mining.errors import UserError
 from mining.settings.options import AuditOptions
@@ -126,7 +126,7 @@ def run_estimate(*, selected: Path, decisions: Path, audit: Path, out: Path,
         what = (f"{len(outside)} photo(s) outside the audit's sample (e.g. {outside[0]})" if outside else
                 f"photo {twice[0]} more than once")
         raise UserError(f"{decisions}: answers {what}, which no export of this audit's database does; "
-                        "export it again: mining review export --db AUDIT/audit.sqlite")
+                        f"export it again: mining review export --db AUDIT/{AUDIT_DB}")
     open_ = [p for ids in sampled for p in ids if p not in answered]
     if open_:
         raise UserError(f"{decisions}: {len(open_)} of {sum(map(len, sampled))} audited photos have no answer yet "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from mining.files.names import WORLD
 from mining.settings import options
 
 FAULT_NAMES = ("not_found", "gone", "forbidden", "placeholder", "throttle", "server_error", "slow", "stall",
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "its arguments replaced by the server's URL, and exit with its code (used by the workflow).")
     for name in FAULT_NAMES:
         s.add_argument(f"--fault-rate-{name.replace('_', '-')}", type=float, default=None, metavar="P",
-                       help=f"share of photos answered with the '{name}' fault (default: --faults, else world.json)")
+                       help=f"share of photos answered with the '{name}' fault (default: --faults, else {WORLD})")
     options.add_flags(s, "demo", keys=["port", "faults"])
     p.set_defaults(func=run)
 

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw
 
-from mining.files.names import IMAGE_INDEX
+from mining.files.names import IMAGE_INDEX, WORLD
 from mining.stages.demo.handler import Handler, make_handler
 from mining.errors import UserError
 from mining.photos.flickr import yfcc_hash
@@ -292,9 +292,9 @@ class DemoServer(FlickrServer):
                  rate_limit: float | None = 0.0, burst: float | None = None, host: str = "127.0.0.1",
                  mirror_faults: Faults | None = None, keep_log: bool = False) -> None:
         self.root = Path(world)
-        meta_path = self.root / "world.json"
+        meta_path = self.root / WORLD
         if not meta_path.is_file():
-            raise UserError(f"{self.root}: not a demo world (no world.json; run `mining demo build` first)")
+            raise UserError(f"{self.root}: not a demo world (no {WORLD}; run `mining demo build` first)")
         self.meta = json.loads(meta_path.read_text())
         self.seed = int(self.meta["seed"])
         tab = pq.read_table(self.root / "images" / IMAGE_INDEX).to_pydict()
@@ -375,7 +375,7 @@ def serve_forever(world: str | Path, port: int = 8765, fault_overrides: dict[str
     life is tied to the download's, and its /_stats summary lands in the same log).
     """
     root = Path(world)
-    meta = json.loads((root / "world.json").read_text()) if (root / "world.json").is_file() else {}
+    meta = json.loads((root / WORLD).read_text()) if (root / WORLD).is_file() else {}
     rates = {} if no_faults else {**meta.get("faults", {}), **(fault_overrides or {})}
     try:
         faults = Faults.from_rates(rates)

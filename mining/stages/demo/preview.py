@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from mining.files import atomic
+from mining.files.names import TRUTH
 from mining.datasets.landmarks import load_landmarks
 
 THUMB = (200, 150)
@@ -41,7 +42,7 @@ def contact_sheet(root: Path, per_label: int = 3, negatives: int = 2, max_rows: 
     """Build the sheet image (BGR) from a built world folder (`gnd`: the city shown, of a world with several)."""
     ds = load_landmarks(root / gnd)
     prefix = "" if gnd == "landmarks/gnd_demo.pkl" else f"{Path(gnd).parent.name}/"  # truth's names with several
-    truth = pq.read_table(root / "truth.parquet").to_pylist()
+    truth = pq.read_table(root / TRUTH).to_pylist()
     rows = []
     for lm in ds.landmarks[:max_rows]:
         qi = next(i for i in range(len(ds.qimlist)) if ds.query_landmark(i) == lm)

@@ -19,7 +19,7 @@ import numpy as np
 
 from mining.files import atomic
 from mining.errors import UserError
-from mining.files.names import IMAGE_INDEX
+from mining.files.names import IMAGE_INDEX, TRUTH, WORLD
 from mining.photos.flickr import yfcc_hash
 
 from . import metadata as md
@@ -315,7 +315,7 @@ def run_build(*, out: str | os.PathLike[str], options: DemoOptions, workers: int
         world["benchmarks"] = [{"name": n, "gnd": f"{r}/gnd_{n}.pkl"} for n, r in zip(names, rels)]
         world["files"]["landmarks"] = world["benchmarks"][0]["gnd"]
     write_preview(root, root / "preview.png", world["files"]["landmarks"])
-    atomic.write_json(root / "world.json", world)
+    atomic.write_json(root / WORLD, world)
     return world
 
 
@@ -430,7 +430,7 @@ def _write_tables(root: Path, cand: _Candidates) -> None:
         "place": pa.array(truth["place"], pa.string()), "view": pa.array(truth["view"], pa.string()),
         "copy_of": pa.array(truth["copy_of"], pa.string()),
     }).sort_by("photo_id")
-    atomic.write_parquet(root / "truth.parquet", truth_tab, compression="zstd")
+    atomic.write_parquet(root / TRUTH, truth_tab, compression="zstd")
     index = cand.index
     idx_tab = pa.table({"photo_id": pa.array(index["photo_id"], pa.int64()),
                         "server": pa.array(index["server"], pa.int32()),
@@ -462,7 +462,7 @@ def _world(options: DemoOptions, built: list[tuple[list[str], list[dict], list[s
         "faults": DEFAULT_FAULTS,
         "landmarks": [{"name": lm_label[lm.index], "family": lm.family} for lm in lms],
         "files": {"landmarks": "landmarks/gnd_demo.pkl", "metadata": "metadata/yfcc100m_dataset",
-                  "images": "images", "truth": "truth.parquet", "preview": "preview.png"},
+                  "images": "images", "truth": TRUTH, "preview": "preview.png"},
     }
 
 

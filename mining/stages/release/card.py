@@ -12,6 +12,7 @@ from mining.publishing.leakbound import sentence
 from mining.publishing.text import md_text, pct as _pct
 from mining.files.tables import read_json
 from mining.kit.write import model_lines
+from mining.stages.release.plan import REBUILD
 
 
 def _cell(v: Any) -> str:
@@ -102,9 +103,9 @@ def _provenance_md(stats: dict) -> list[str]:
     lines.append(_code_md(stats["code"]))
     rebuild = stats.get("rebuild")
     if rebuild:
-        lines.append(f"- Rebuild check: `rebuild.json` (the {rebuild['selected']} selected photo ids in rank order, "
+        lines.append(f"- Rebuild check: `{REBUILD}` (the {rebuild['selected']} selected photo ids in rank order, "
                      f"sha256 `{rebuild['selected_ids_sha256']}`, and {len(rebuild['stores_sha256'])} descriptor "
-                     "stores); a rebuild whose `rebuild.json` is the same file is this set.")
+                     f"stores); a rebuild whose `{REBUILD}` is the same file is this set.")
     return lines
 
 

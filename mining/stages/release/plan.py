@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 JOURNAL = ".journal.jsonl"  # in the staging folder: one line per image checked, after its file
 SETTINGS = ".settings.json"  # in the staging folder: what the journal's lines were made with
+REBUILD = "rebuild.json"  # in the release: what a rebuild compares (the card names it)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from mining.publishing.version import code_version
 from mining.stages.release import card
 from mining.stages.release.blur import BLUR_SIGMA, DETECTOR, Outcome
 from mining.stages.release.selection import Selection
-from mining.stages.release.plan import Plan
+from mining.stages.release.plan import REBUILD, Plan
 
 UNKNOWN_LISTED = 20  # unknown licences (name and URL as found) listed on the card, most frequent first
 
@@ -79,15 +79,12 @@ def release(*, inputs: Any, out: Path, options: ReleaseOptions, margin: float, s
                      if inputs.manifest is not None else None),
     }
     atomic.write_json(plan.staging / STATS, stats)
-    atomic.write_json(plan.staging / REBUILD_FILE, stats["rebuild"])
+    atomic.write_json(plan.staging / REBUILD, stats["rebuild"])
     atomic.write_text(plan.staging / "README.md", card.dataset_card(stats, sel.candidates_stats, sel.evaluation))
     atomic.write_text(plan.staging / "SHA256SUMS",
                       sha256sums(plan.staging, {sel.frame.path[i]: outcome.sha[i] for i in released}))
     atomic.swap_in_folder(plan.staging, out)
     return stats
-
-
-REBUILD_FILE = "rebuild.json"
 
 
 def rebuild_digests(selected_ids: Any, descriptors: tuple[Path, ...]) -> dict:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE
+from mining.files.names import AUDIT_QUEUE, DECISIONS, REVIEW_QUEUE, TRUTH
 from mining.settings import options
 from mining.flags import add_landmarks_flag
 
@@ -54,9 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("--complete", action="store_true",
                      help="fail (exit 2) while some queued item has no vote yet")
 
-    sim = verbs.add_parser("simulate", help="demo only: simulated reviewers answer from truth.parquet via the API")
+    sim = verbs.add_parser("simulate", help=f"demo only: simulated reviewers answer from {TRUTH} via the API")
     sim.add_argument("--db", required=True)
-    sim.add_argument("--truth", required=True, help="the demo world's truth.parquet")
+    sim.add_argument("--truth", required=True, help=f"the demo world's {TRUTH}")
     sim.add_argument("--images", default=None, help="image root (default: a folder beside the DB; unused)")
     sim.add_argument("--error-rate", type=float, default=0.0, help="chance each vote is wrong")
     options.add_flags(sim, "review", keys=["reviewers"])

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import json
 import numbers
-import os
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +32,7 @@ from mining.datasets.benchmarks import store_dir
 from mining.files.names import DISTRACTORS, EVALUATION, STORE
 from mining.retrieval.descriptors import GLOBAL
 from mining.errors import UserError
+from mining.files.npyfile import npy_header, npy_file
 from mining.files.plainpaths import plain_name
 from mining.retrieval.spatial import ROW_SUFFIX
 
@@ -41,7 +41,6 @@ SIMILARITY = np.dtype(np.float32)
 TABLE_COLUMNS = ("rank", "photo_id", "path", "released")
 _SETUPS = ("easy", "medium", "hard")
 _METRICS = ("mAP", "mP@1", "mP@5", "mP@10")
-_MAX_HEADER = 10_000  # bytes of a .npy header (numpy's own limit)
 _DEFLATE_MAX = 1032  # deflate's largest expansion: a member's bytes may claim at most this many times as many
 DAMAGED = "; the kit was changed or damaged"
 
@@ -68,46 +67,9 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def npy_header(f: BinaryIO, path: Path | str, size: int, damaged: str = DAMAGED) -> tuple[np.dtype, tuple[int, ...]]:
-    """(dtype, shape) of the .npy array that starts at f's position, from its header only; its
-    data must be the `size` bytes that follow the header exactly. No pickle, no object.
-    `path`: what the message names; `damaged`: what it ends with."""
-    try:
-        start = f.tell()
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f, max_header_size=_MAX_HEADER)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f, max_header_size=_MAX_HEADER)
-        else:
-            raise ValueError(f"format version {version}")
-    except (ValueError, OSError, SyntaxError, TypeError) as exc:
-        raise _bad(path, f"not a .npy array ({exc})", damaged) from None
-    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufcUS":
-        raise _bad(path, f"holds {dtype} values, not numbers or text (objects and pickles are refused)", damaged)
-    if fortran and len(shape) > 1:
-        raise _bad(path, "holds a Fortran-ordered array; the kit writes C order", damaged)
-    data = size - (f.tell() - start)
-    need = int(np.prod(shape, dtype=object)) * dtype.itemsize  # Python ints: no overflow
-    if need != data:
-        raise _bad(path, f"its header declares a {dtype} array of shape {shape} ({need:,} bytes) but {data:,} "
-                         "bytes follow it", damaged)
-    return dtype, tuple(int(s) for s in shape)
-
-
-def npy_file(path: Path, name: Path | str | None = None, damaged: str = DAMAGED) -> tuple[np.dtype, tuple[int, ...]]:
-    """(dtype, shape) of the .npy file `path` by its header (`npy_header`), checked against the
-    file's real size before numpy allocates a byte; `name`: what a refusal names (the path)."""
-    try:
-        with open(path, "rb") as f:
-            return npy_header(f, path if name is None else name, os.fstat(f.fileno()).st_size, damaged)
-    except FileNotFoundError:
-        raise _bad(path if name is None else name, "missing", damaged) from None
-
-
 def check_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
     """`path` holds exactly a C-order array of this dtype and shape."""
-    got = npy_file(path)
+    got = npy_file(path, damaged=DAMAGED)
     if got != (dtype, shape):
         raise _bad(path, f"holds a {got[0]} array of shape {got[1]}, expected {dtype} {shape}")
 
@@ -122,7 +84,7 @@ def check_npz(path: Path) -> None:
                 if not m.filename.endswith(".npy"):
                     raise _bad(path, f"member {m.filename!r} is not a .npy array")
                 with z.open(m) as f:
-                    npy_header(f, path / m.filename, m.file_size)
+                    npy_header(f, path / m.filename, m.file_size, DAMAGED)
     except FileNotFoundError:
         raise _bad(path, "missing") from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:

@@ -28,15 +28,16 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mining.files import atomic
 from mining.errors import UserError
 from mining.files.names import STORE
+from mining.files.npyfile import npy_file
 from mining.files.tables import read_file, read_json
 
 GLOBAL = "global"  # the store kind of global descriptors (a method of another kind names its own)
 MODEL_FILE = "model.npz"  # a learning method's state (whitening, codebook), in its candidates store
+DAMAGED = "; the store was changed or damaged: describe this set again"
 
 
 @dataclass
@@ -80,7 +81,9 @@ class Store:
 
     def load_payload(self, shard: str) -> Any:
         if self.kind == GLOBAL:
-            return self._checked(shard, np.load(self.path / "shards" / f"{shard}.npy"))
+            path = self.path / "shards" / f"{shard}.npy"
+            npy_file(path, damaged=DAMAGED)  # its header against its size, before numpy allocates
+            return self._checked(shard, np.load(path, allow_pickle=False))
 
         return self.method_impl().load_payload(self.path / "shards", shard, self.info)
 

@@ -35,7 +35,7 @@ from mining.stages.evaluate.experiment import evaluate_setups, setup_base
 from mining.stages.evaluate.histograms import Ranking, reduce_method
 from mining.stages.evaluate.protocols.setups import KAPPAS
 from mining.kit import open_kit
-from mining.kit.check import npy_file
+from mining.files.npyfile import npy_file
 from mining.methods import get_method
 from mining.publishing.result import row_label
 from mining.publishing.text import pct

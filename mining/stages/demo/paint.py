@@ -114,7 +114,7 @@ def foreground(rng: np.random.Generator, canvas: np.ndarray, occl: np.ndarray, t
         kind = int(rng.integers(5))
         x = int(rng.integers(max(0, x_lo - 50), min(w, x_hi + 50) + 1))
         layer = np.zeros((h, w), np.uint8)
-        colour = jitter(rng, (60, 90, 60), 25)
+        jitter(rng, (60, 90, 60), 25)  # unused, but its draws keep every later object where the demo world has it
         if kind == 0 or (amount > 0.3 and rng.random() < 0.5):  # tree
             r = int(rng.integers(50, 50 + int(140 * max(amount, 0.2) * 2)))
             base_y = min(h - 1, max(ground_y, y_hi) + int(rng.integers(0, 80)))

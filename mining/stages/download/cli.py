@@ -62,11 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from mining.compute.cluster import Cluster
     from mining.stages.download.logger import format_summary
     from mining.stages.download.stage import run
-    from mining.errors import UserError
 
     d = options.from_args(args, "download")
-    if args.workers is not None and args.workers < 1:
-        raise UserError("--workers must be at least 1")
     sources = sources_from_args(args, d)
     scheduler, slurm = cluster_of(args)
     if not args.verbose:  # Dask's per-worker start/stop chatter would bury the progress bar

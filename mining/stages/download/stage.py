@@ -81,6 +81,8 @@ def run(*, candidates: str | Path, out: str | Path, options: DownloadOptions, pl
 
     if not 0 <= options.min_ok_fraction <= 1:
         raise UserError(f"--min-ok-fraction must be between 0 and 1, not {options.min_ok_fraction}")
+    if cluster.workers is not None and cluster.workers < 1:
+        raise UserError("--workers must be at least 1")
     cfg = fetch_config(options, _placeholders(placeholders))
     srcs = tuple(sources) if sources else tuple(sources_of(options))
     ids, keys, urls = build_jobs(load_candidates(candidates), list(srcs))

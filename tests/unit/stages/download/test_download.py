@@ -484,3 +484,15 @@ def test_the_failure_summary_counts_the_current_hosts_failures_as_resume_does():
     assert most_common_failure(status, "http://mirror.example:8000") == "not_found (HTTP 404) for 3 photos"
     # no failure from this host: the summary falls back to all failures
     assert most_common_failure(status, "http://new.example") == "timeout (no answer within --timeout) for 5 photos"
+
+
+def test_no_workers_is_refused_by_the_stage_before_anything_is_read(tmp_path, capsys):
+    """The stage checks its cluster (the CLI only parses): no worker is one line, exit 2, before
+    the candidates are read or OUT is made."""
+    with pytest.raises(UserError, match="--workers must be at least 1"):
+        download.run(candidates=tmp_path / "missing.parquet", out=tmp_path / "out", options=defaults("download"),
+                     cluster=Cluster(workers=0), progress=False)
+    assert main(["download", "--candidates", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "out"),
+                 "--workers", "0", "--no-progress"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

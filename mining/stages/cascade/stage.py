@@ -36,6 +36,7 @@ from mining.files.names import CASCADE_CHECK, SHORTLIST, SHORTLIST_STATS
 from mining.files.tables import load_shortlist
 from mining.methods import get_method
 from mining.publishing.leakbound import clopper_pearson_upper
+from mining.retrieval.counting import Counters
 from mining.retrieval.descriptors import open_store
 from mining.retrieval.methodstores import open_method
 from mining.settings.options import CascadeOptions
@@ -123,25 +124,24 @@ def below_positive_scores(method_dir: Path, benchmarks: Sequence, datasets: Sequ
     """Every candidate of the method's store (photo ids, store order) and its score by this method
     alone: Σ_q frac(d; q), the share of q's positives it outranks, a tie counting one half
     (docs/architecture.md "The distractor score"); the similarities are the score's (+SP when
-    the stores keep keypoints). With several benchmarks, the sum over them."""
+    the stores keep keypoints), and so is the count (`mining.retrieval.counting`). With several
+    benchmarks, the sum over them."""
     several = len(benchmarks) > 1
     total: np.ndarray | None = None
     ids_all = np.zeros(0, np.int64)
     for b, ds in zip(benchmarks, datasets):
         stores = open_method(method_dir, benchmark=b.name if several else None, spatial=None, method_of=get_method)
-        positives, _ = stores.landmark_similarities(ds).positives(ds)
-        sorted_pos = [np.sort(p.astype(np.float64)) for p in positives]  # per query-store row
+        positives, _ = stores.landmark_similarities(ds).positives(ds)  # per query-store row
+        rows = np.arange(len(positives), dtype=np.int64)
+        counters = Counters.build(positives, rows, np.zeros(rows.size, np.int64))  # one group: the method's sum
         ids_all = stores.candidate_ids()
         score = np.zeros(ids_all.size)
         at = 0
         for ids, sims in stores.candidate_similarities():
-            block = np.zeros(len(ids))
-            for row, pos in enumerate(sorted_pos):
-                if pos.size:
-                    s = sims[row].astype(np.float64)
-                    block += (np.searchsorted(pos, s, "left") + np.searchsorted(pos, s, "right")) / (2 * pos.size)
-            score[at:at + len(ids)] = block
-            at += len(ids)
+            n = len(ids)
+            counters.count_block(np.ascontiguousarray(sims.T, dtype=np.float32), 0, n, np.zeros(n, np.int64),
+                                 score[at:at + n], np.zeros((1, 1)))
+            at += n
         total = score if total is None else total + score
     return ids_all, total if total is not None else np.zeros(0)
 

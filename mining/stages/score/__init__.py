@@ -22,15 +22,15 @@ Why it is built this way:
   columns; the per-landmark top K (the review queue) is merged chunk by chunk, and only
   the candidates entering it get their best query worked out.
 
-The parts, one reason to change each: `counting` (the exact count against a query's
-positives), `streams` (every method's candidates aligned on one order, similarities in fixed
-pieces), `loop` (the chunks: `score_chunk` scores one, `score_candidates` runs them all and
+The parts, one reason to change each: `alignment` (every method's candidates aligned on one
+order, similarities in fixed pieces), `loop` (the chunks: `score_chunk` scores one, `score_candidates` runs them all and
 fills the review queue), `budget` (a total number of review items spread over the landmarks by
 risk, instead of the top K each), `output` (the files), `stage` (`mining score`: stores → inputs →
-loop → files); `inputs` holds the types they share. The stores are read by `mining.retrieval`.
+loop → files); `inputs` holds the types they share. The stores are read, and the exact count
+against a query's positives made, by `mining.retrieval` (`counting`, shared with the cascade).
 """
 
-from mining.stages.score.counting import PositiveCounter
+from mining.retrieval.counting import PositiveCounter
 from mining.stages.score.inputs import CandidateVectors, MethodInput, Problem
 from mining.stages.score.loop import (DEFAULT_CHUNK, ChunkScores, ScoreResult, TopK, score_candidates,
                                       score_chunk)

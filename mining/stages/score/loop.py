@@ -27,7 +27,7 @@ from threadpoolctl import ThreadpoolController
 from mining.compute.cluster import available_cpus
 from mining.errors import UserError
 from mining.console.progress import bar as progress_bar
-from mining.stages.score.counting import Counters
+from mining.retrieval.counting import Counters
 from mining.stages.score.inputs import MethodInput, Problem
 from mining.stages.score.alignment import PIECE, Alignment, Cursor, SimilarityStream, candidate_major, spill
 from mining.evidence.since import before, check_late, exempt_counts
@@ -113,7 +113,7 @@ def prepare(problem: Problem, methods: Sequence[MethodInput]) -> tuple[np.ndarra
     prepared, stats = [], {}
     for m in methods:
         pos, consistent = alignment.positions(m.name, m.ids)
-        counters = Counters.build(m, q_landmark)
+        counters = Counters.build(m.positive_sims, m.query_index, q_landmark)
         has = np.zeros(n, bool)
         has[pos] = True
         prepared.append(Prepared(m, counters, pos, consistent, has))

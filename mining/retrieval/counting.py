@@ -5,20 +5,17 @@ table over a monotone bucketing of the similarity, exact by construction (a buck
 no positive tells the count directly; only values sharing a bucket with a positive are
 compared to it), and it runs in the compiled kernel `mining.retrieval.kernels.count_block` on a piece
 of similarities while it is still in cache. `PositiveCounter` is one query's table;
-`Counters` packs a method's tables into flat arrays for the kernel.
+`Counters` packs a method's tables into flat arrays for the kernel. The score (`mining score`,
+`mining.stages.score.loop`) and the cascade's check (`mining.stages.cascade.stage`) count with
+these, so a method's score is the same numbers wherever it is computed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from mining.retrieval.kernels import bucket_many, count_block
-
-if TYPE_CHECKING:
-    from mining.stages.score.inputs import MethodInput
 
 _BUCKETS_PER_POSITIVE = 32
 _MIN_BUCKETS = 1024
@@ -103,12 +100,14 @@ class Counters:
         )
 
     @classmethod
-    def build(cls, m: MethodInput, q_landmark: np.ndarray) -> "Counters":
-        """A method's counters: one per similarity row whose query has positives."""
-        rows = [row for row, ps in enumerate(m.positive_sims) if len(ps)]
-        single = [PositiveCounter.build(m.positive_sims[row]) for row in rows]
+    def build(cls, positive_sims: list[np.ndarray], query_index: np.ndarray, q_landmark: np.ndarray) -> "Counters":
+        """A method's counters: one per similarity row whose query has positives (`positive_sims[row]`:
+        its positives' similarities; `query_index[row]`: the row's query; `q_landmark[query]`: its
+        landmark)."""
+        rows = [row for row, ps in enumerate(positive_sims) if len(ps)]
+        single = [PositiveCounter.build(positive_sims[row]) for row in rows]
         rows_a = np.array(rows, np.int64)
-        query = np.asarray(m.query_index, np.int64)[rows_a] if rows else np.zeros(0, np.int64)
+        query = np.asarray(query_index, np.int64)[rows_a] if rows else np.zeros(0, np.int64)
         return cls.pack(single, rows_a, query, q_landmark[query].astype(np.int64))
 
     def subset(self, keep: np.ndarray) -> "Counters":

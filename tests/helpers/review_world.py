@@ -1,4 +1,5 @@
-"""A tiny generated world for the review tests: images, a gnd pickle, a queue, a truth file."""
+"""A tiny generated world for the review tests: images, a gnd pickle, a queue, a truth file; and
+`item_id`, the review database's id of a queued item."""
 
 from __future__ import annotations
 
@@ -53,3 +54,7 @@ def make_world(root: Path, per_landmark: int = 6) -> dict[str, Path]:
     pq.write_table(pa.Table.from_pylist(truth), root / "truth.parquet")
     return {"images": images, "landmarks": lms, "queue": queue, "truth": root / "truth.parquet",
             "db": root / "review.sqlite"}
+
+
+def item_id(con, landmark, rank):
+    return con.execute("SELECT id FROM items WHERE landmark = ? AND rank = ?", (landmark, rank)).fetchone()[0]

@@ -1,4 +1,5 @@
-"""Review database: idempotent import, append-only votes with undo, majority export."""
+"""`mining review` end to end through its CLI: import, progress and resume, export (also from a
+read-only database and to a full disk), the landmark fingerprint from the queue to the decisions."""
 
 import contextlib
 import json
@@ -7,163 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from review_world import make_world
+from review_world import item_id, make_world
 
 from mining.cli import main
 from mining.errors import UserError
 from mining.stages.review import database, decisions, listing, queue_import, vote_log
-
-
-@pytest.fixture
-def world(tmp_path):
-    w = make_world(tmp_path)
-    con = database.connect(w["db"], create=True)
-    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
-    yield w, con
-    con.close()
-
-
-def item_id(con, landmark, rank):
-    return con.execute("SELECT id FROM items WHERE landmark = ? AND rank = ?", (landmark, rank)).fetchone()[0]
-
-
-def test_import_is_idempotent_and_keeps_votes(world, tmp_path):
-    w, con = world
-    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    again = queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
-    assert (again.rows, again.added, again.kept) == (12, 0, 12)
-    first = item_id(con, "tower", 1)
-    vote_log.vote(con, first, "ann", "y")
-    # A newer queue: one old item at another rank (it keeps its own), one new item; old decisions stay.
-    new = tmp_path / "q2.parquet"
-    pq.write_table(pa.Table.from_pylist([
-        {"landmark": "tower", "photo_id": 10000, "rank": 3, "score": 1.0},
-        {"landmark": "tower", "photo_id": 99, "rank": 7, "score": 0.5},
-    ]), new)
-    r = queue_import.import_queue(con, new, scores_fingerprint=None)
-    assert (r.rows, r.added, r.kept) == (2, 1, 1)
-    assert con.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 13
-    assert con.execute("SELECT rank, score FROM items WHERE id = ?", (first,)).fetchone() == (1, 10.0)
-    assert vote_log.current_votes(con) == {(first, 1): "y"}
-
-
-def test_import_rejects_bad_queues(tmp_path):
-    con = database.connect(tmp_path / "r.sqlite", create=True)
-    bad = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({"landmark": ["a"], "rank": [1]}), bad)
-    with pytest.raises(UserError, match="photo_id"):
-        queue_import.import_queue(con, bad, scores_fingerprint=None)
-    (tmp_path / "junk.parquet").write_text("nope")
-    with pytest.raises(UserError, match="Parquet"):
-        queue_import.import_queue(con, tmp_path / "junk.parquet", scores_fingerprint=None)
-    with pytest.raises(UserError, match="not found"):
-        queue_import.import_queue(con, tmp_path / "missing.parquet", scores_fingerprint=None)
-    with pytest.raises(UserError, match="not found"):
-        database.connect(tmp_path / "absent.sqlite")
-
-
-def test_votes_undo_walks_back_through_the_log(world):
-    w, con = world
-    a, b = item_id(con, "tower", 1), item_id(con, "tower", 2)
-    vote_log.vote(con, a, "ann", "y")
-    vote_log.vote(con, b, "ann", "n")
-    vote_log.vote(con, a, "ann", "u")          # changes her mind on a
-    vote_log.vote(con, a, "bob", "n")
-    assert vote_log.current_votes(con) == {(a, 1): "u", (b, 1): "n", (a, 2): "n"}
-    assert vote_log.undo(con, "ann") == {"item_id": a, "vote": "y", "count": 1}      # her earlier y applies again
-    assert vote_log.undo(con, "ann") == {"item_id": b, "vote": None, "count": 1}
-    assert vote_log.undo(con, "ann") == {"item_id": a, "vote": None, "count": 1}
-    assert vote_log.undo(con, "ann") is None
-    assert vote_log.undo(con, "nobody") is None
-    assert vote_log.current_votes(con) == {(a, 2): "n"}
-    # Append-only: 4 votes + 3 undos, and the cache equals a replay of the log.
-    assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 7
-    assert vote_log.current_votes(con) == vote_log.replay_current(con)
-
-
-def test_a_bulk_decision_skips_own_votes_and_is_undone_as_one(world):
-    w, con = world
-    ids = [item_id(con, "tower", r) for r in (1, 2, 3, 4, 5)]
-    vote_log.vote(con, ids[1], "ann", "y")               # her own vote stays, whatever the bulk says
-    vote_log.vote(con, ids[2], "bob", "y")               # another reviewer's vote does not count as hers
-    r = vote_log.bulk_vote(con, ids, "ann", "n")
-    assert (r["voted"], r["skipped"]) == (4, 1) and r["batch"] is not None
-    assert {i: v for (i, rid), v in vote_log.current_votes(con).items() if rid == 1} == {
-        ids[0]: "n", ids[1]: "y", ids[2]: "n", ids[3]: "n", ids[4]: "n"}
-    assert vote_log.bulk_vote(con, ids, "ann", "u")["voted"] == 0   # nothing left undecided: an empty batch
-    undone = vote_log.undo(con, "ann")                   # the whole batch, in one step
-    assert undone == {"item_id": ids[0], "vote": None, "count": 4}
-    assert {i: v for (i, rid), v in vote_log.current_votes(con).items() if rid == 1} == {ids[1]: "y"}
-    assert vote_log.undo(con, "ann") == {"item_id": ids[1], "vote": None, "count": 1}
-    assert vote_log.current_votes(con) == vote_log.replay_current(con) == {(ids[2], 2): "y"}
-    with pytest.raises(vote_log.NotFound):
-        vote_log.bulk_vote(con, [ids[0], 10**9], "ann", "n")
-    assert con.execute("SELECT COUNT(*) FROM votes WHERE vote != 'undo'").fetchone()[0] == 6
-
-
-def test_filters_undecided_mine_disputed_and_a_page_after_an_item(world):
-    """The review app's filters list exactly: this reviewer's undecided items, her decided
-    ones, the items whose reviewers' standing votes differ; `after` starts right after an item
-    whatever the filter kept before it (her votes move items out of "undecided")."""
-    w, con = world  # 6 items per landmark
-    ids = [item_id(con, "tower", r) for r in range(1, 7)]
-    for k, v in ((0, "y"), (1, "n"), (2, "y"), (3, "u")):
-        vote_log.vote(con, ids[k], "ann", v)
-    for k, v in ((0, "y"), (1, "y"), (2, "n"), (4, "n")):
-        vote_log.vote(con, ids[k], "bob", v)
-    ranks = lambda show, **kw: [x["rank"] for x in listing.items_page(con, "tower", kw.get("offset", 0), 100, "ann", show,  # noqa: E731
-                                                                 kw.get("after"))["items"]]
-    assert ranks("all") == [1, 2, 3, 4, 5, 6]
-    assert ranks("undecided") == [5, 6]        # bob's vote on 5 is not hers
-    assert ranks("mine") == [1, 2, 3, 4]
-    assert ranks("disputed") == [2, 3]         # 1: both y; 4 and 5: one vote each
-    page = listing.items_page(con, "tower", 0, 1, "ann", "undecided")
-    assert (page["total"], page["offset"], [x["vote"] for x in page["items"]]) == (2, 0, [None])
-    vote_log.vote(con, ids[4], "ann", "n")           # rank 5 decided: "undecided" is now [6]
-    page = listing.items_page(con, "tower", 0, 100, "ann", "undecided", after=ids[4])
-    assert (page["total"], page["offset"], [x["rank"] for x in page["items"]]) == (1, 0, [6])
-    assert ranks("mine", after=ids[1]) == [3, 4, 5] and ranks("all", after=ids[5]) == []
-    assert vote_log.undo(con, "ann")["item_id"] == ids[4]
-    assert ranks("undecided") == [5, 6] and ranks("disputed") == [2, 3]
-    nobody = listing.items_page(con, "tower", 0, 100, None, "undecided")["items"]   # no reviewer: nothing decided
-    assert [x["rank"] for x in nobody] == [1, 2, 3, 4, 5, 6]
-
-
-def test_a_database_from_before_bulk_votes_gains_the_batch_column(tmp_path):
-    import sqlite3
-
-    p = tmp_path / "old.sqlite"
-    old = sqlite3.connect(p)
-    old.executescript(database.SCHEMA.replace(",\n    batch INTEGER", ""))
-    old.close()
-    assert "batch" not in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
-    database.connect(p).close()
-    assert "batch" in {r[1] for r in sqlite3.connect(p).execute("PRAGMA table_info(votes)")}
-
-
-def test_vote_validation(world):
-    w, con = world
-    with pytest.raises(vote_log.NotFound):
-        vote_log.vote(con, 10**9, "ann", "y")
-    with pytest.raises(UserError):
-        vote_log.vote(con, 1, "ann", "maybe")
-    for bad in ("", "   ", "x" * 65, "a\x00b", None, 5):
-        with pytest.raises(UserError):
-            vote_log.vote(con, 1, bad, "y")
-    assert con.execute("SELECT COUNT(*) FROM votes").fetchone()[0] == 0
-    assert con.execute("SELECT COUNT(*) FROM reviewers").fetchone()[0] == 0
-
-
-@pytest.mark.parametrize("votes,expected", [
-    (["y"], "landmark"), (["n", "n", "y"], "not_landmark"), (["y", "n"], "unclear"),
-    (["y", "n", "u"], "unclear"), (["u"], "unclear"), (["y", "y", "u"], "landmark"),
-    (["y", "y", "n", "n", "u"], "unclear"),
-])
-def test_majority(votes, expected):
-    assert decisions.majority(votes) == expected
 
 
 def test_progress_resume_and_export(world, tmp_path):
@@ -242,26 +93,6 @@ def test_landmark_fingerprint_travels_from_queue_to_decisions(tmp_path, capsys):
     con.execute("UPDATE meta SET value = 'feedfacefeedface'")
     with pytest.raises(UserError, match="landmark dataset"):
         create_app(db_path=w["db"], images=w["images"], landmarks=w["landmarks"])
-    con.close()
-
-
-def test_the_import_takes_the_score_runs_fingerprint_from_its_caller(tmp_path):
-    """import_queue reads no file of the score's (a stats.json beside the queue is the caller's
-    to read), and a fingerprint in the queue's own metadata comes before the one it is given."""
-    w = make_world(tmp_path)
-    (w["queue"].parent / "stats.json").write_text(json.dumps({"landmarks_fingerprint": "feedfacefeedface"}))
-    con = database.connect(w["db"], create=True)
-    queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
-    assert queue_import.fingerprint(con) is None
-    con.close()
-    table = pq.read_table(w["queue"])
-    labelled = tmp_path / "labelled" / "review_queue.parquet"
-    labelled.parent.mkdir()
-    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                                  b"landmarks_fingerprint": b"0123456789abcdef"}), labelled)
-    con = database.connect(tmp_path / "labelled.sqlite", create=True)
-    queue_import.import_queue(con, labelled, scores_fingerprint="feedfacefeedface")
-    assert queue_import.fingerprint(con) == "0123456789abcdef"
     con.close()
 
 

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from budget_queues import random_queues
 
-from mining.stages.demo.world import PRESETS, _landmarks
 from mining.errors import UserError
 from mining.stages.score import CandidateVectors, MethodInput, Problem, score_candidates
 from mining.stages.score.budget import allocate, apply_budget
@@ -32,20 +32,6 @@ def reference(risks: dict, pids: dict, budget: int, m: int) -> dict[str, int]:
     for _, _, lm in rest[:left]:
         taken[lm] += 1
     return taken
-
-
-def random_queues(seed: int, n_landmarks: int = 9):
-    """Per landmark a ranking (risk descending, photo id ascending) of 0-30 items with many
-    ties (risks on a grid of eighths), photo ids shared between landmarks."""
-    rng = np.random.default_rng(seed)
-    risks, pids = {}, {}
-    for i in range(n_landmarks):
-        n = int(rng.integers(0, 31))
-        risk = rng.integers(1, 9, size=n) / 8
-        pid = rng.choice(60, size=n, replace=False).astype(np.int64)
-        order = np.lexsort((pid, -risk))
-        risks[f"lm{(i * 7) % n_landmarks}"], pids[f"lm{(i * 7) % n_landmarks}"] = risk[order], pid[order]
-    return risks, pids
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -153,29 +139,3 @@ def test_default_queue_is_unchanged_and_a_budget_is_spent_by_risk(tmp_path):
         if n > 2 and n < len(t.photo_id):
             assert risk[lm][n] <= spent["risk_cutoff"] <= risk[lm][n - 1]
     assert len(set(spent["per_landmark"].values())) > 1  # spread by risk, not evenly
-
-
-def test_city100_preset_has_a_hundred_distinct_landmarks_and_the_others_keep_their_names():
-    cfg = PRESETS["city100"]
-    assert cfg["landmarks"] >= 100 and cfg["landmarks"] * cfg["queries"] >= 500
-    lms = _landmarks(cfg, seed=0)
-    assert len({lm.name for lm in lms}) == len(lms) == cfg["landmarks"]
-    assert [lm.index for lm in lms] == list(range(cfg["landmarks"]))
-    # the first 15 are the medium world's, name for name (the presets' worlds are unchanged)
-    assert [lm.name for lm in lms[:15]] == [lm.name for lm in _landmarks(PRESETS["medium"], seed=0)]
-
-
-def test_report_says_how_the_budget_was_spent(tmp_path):
-    from mining.stages.report.review_budget import review_budget
-    from mining.stages.report.common import Inputs
-
-    risks, pids = random_queues(11, n_landmarks=45)
-    _, spent = allocate(risks, pids, budget=300, min_per_landmark=2)
-    (tmp_path / "stats.json").write_text(json.dumps({"review_budget": spent}))
-    doc = review_budget(Inputs(scores=tmp_path))
-    assert f"<td>items queued</td><td>{spent['items']}</td>" in doc
-    top = min(spent["per_landmark"].items(), key=lambda kv: (-kv[1], kv[0]))
-    assert f"<tr><td>{top[0]}</td><td>{top[1]}</td></tr>" in doc  # the most items listed first
-    assert doc.count("</tr>") == 1 + 8 + 1 + 40 and "5 more landmarks hold" in doc
-    (tmp_path / "stats.json").write_text(json.dumps({"review_top": 50}))
-    assert review_budget(Inputs(scores=tmp_path)) == ""  # top K per landmark: nothing to say

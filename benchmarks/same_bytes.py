@@ -17,21 +17,14 @@ Prints one line per differing, missing or extra file, then JSON counts.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from mining.files.checksums import file_sha256
+
 PORT = re.compile(rb"127\.0\.0\.1:\d+")  # the demo's web server listens on a free port
-
-
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def files(root: Path) -> dict[str, Path]:
@@ -76,7 +69,7 @@ def compare(a: Path, b: Path, root_a: Path, root_b: Path) -> tuple[list[str], di
     lines: list[str] = []
     counts = {"same": 0, "same_but_run_folder": 0, "same_table_not_bytes": 0, "differ": 0}
     for rel in sorted(set(fa) & set(fb)):
-        if digest(fa[rel]) == digest(fb[rel]):
+        if file_sha256(fa[rel]) == file_sha256(fb[rel]):
             counts["same"] += 1
         elif normalised(fa[rel].read_bytes(), ra) == normalised(fb[rel].read_bytes(), rb):
             counts["same_but_run_folder"] += 1

@@ -4,10 +4,10 @@ setup, with the bootstrap interval and p) and where the run came from (provenanc
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from pathlib import Path
 from typing import Any
 
+from mining.files.checksums import file_sha256
 from mining.files.names import CASCADE_CHECK, EVALUATION, STATS
 from mining.publishing.text import fmt_interval, fmt_p
 from mining.publishing.version import code_version
@@ -76,14 +76,6 @@ def cascade_note(inp: Inputs) -> str:
     return "".join(out)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def provenance(inp: Inputs) -> str:
     """When, with which code and manifest, from which inputs (their fingerprints where cheap)."""
     cv = code_version()
@@ -98,7 +90,7 @@ def provenance(inp: Inputs) -> str:
     rows.append(["SIMD level (pinned)", cv.get("simd")])
     rows.append(["CPU", cv.get("cpu")])
     if inp.manifest and inp.manifest.is_file():
-        rows.append([f"manifest {inp.manifest.name} sha256", _sha256(inp.manifest)])
+        rows.append([f"manifest {inp.manifest.name} sha256", file_sha256(inp.manifest)])
     meta = read_json(inp.metadata / STATS) if inp.metadata else None
     fp = (meta or {}).get("fingerprint") or {}
     for i in fp.get("inputs") or []:

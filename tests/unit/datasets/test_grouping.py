@@ -15,7 +15,7 @@ def synthetic_city(rng, n_landmarks=11, per=5):
     """A city whose queries of one landmark have overlapping but not identical positives (revisitop's
     per-query labels), with one database image positive for two neighbouring landmarks."""
     imlist = [f"img_{i:05d}" for i in range(n_landmarks * 40 + 50)]
-    qimlist, gnd, truth = [], [], []
+    gnd, truth = [], []
     for lm in range(n_landmarks):
         pool = np.arange(lm * 40, lm * 40 + 40)
         for k in range(per):

@@ -14,7 +14,8 @@ from mining.stages.review.access import resolve_token
 
 
 @pytest.fixture
-def world(tmp_path):
+def served_world(tmp_path):
+    """The tiny world with its queue imported and the database closed: the app opens it itself."""
     w = make_world(tmp_path)
     con = database.connect(w["db"], create=True)
     queue_import.import_queue(con, w["queue"], scores_fingerprint=None)
@@ -23,8 +24,8 @@ def world(tmp_path):
 
 
 @pytest.fixture
-def client(world):
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
+def client(served_world):
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"])
     return TestClient(app, base_url="http://127.0.0.1:8765")
 
 
@@ -88,15 +89,15 @@ def test_bulk_decision_on_the_rest_of_a_page(client):
     ({"item_id": 1, "vote": "y", "reviewer": "ann", "pad": "x" * 10_000}, None, 413),  # oversized
     ([1, 2], None, 400),
 ])
-def test_bad_votes_are_refused_and_change_nothing(client, world, body, headers, status):
-    before = snapshot(world["db"])
+def test_bad_votes_are_refused_and_change_nothing(client, served_world, body, headers, status):
+    before = snapshot(served_world["db"])
     r = client.post("/api/votes", json=body, headers=headers)
     assert r.status_code == status, r.text
-    assert snapshot(world["db"]) == before
+    assert snapshot(served_world["db"]) == before
 
 
-def test_bad_bodies_are_refused_and_change_nothing(client, world):
-    before = snapshot(world["db"])
+def test_bad_bodies_are_refused_and_change_nothing(client, served_world):
+    before = snapshot(served_world["db"])
     ok = b'{"item_id": 1, "vote": "y", "reviewer": "ann"}'
     assert client.post("/api/votes", content=ok, headers={"content-type": "text/plain"}).status_code == 415
     assert client.post("/api/votes", content=b"{not json",
@@ -109,19 +110,19 @@ def test_bad_bodies_are_refused_and_change_nothing(client, world):
     r = client.post("/api/votes", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413
     assert client.post("/api/undo", json={"reviewer": 7}).status_code == 422
-    assert snapshot(world["db"]) == before
+    assert snapshot(served_world["db"]) == before
 
 
-def test_images_thumbnails_and_query_crops(client, world):
+def test_images_thumbnails_and_query_crops(client, served_world):
     r = client.get("/thumb/1")
     assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
-    cached = list((world["db"].parent / "review.thumbs").rglob("*.jpg"))
+    cached = list((served_world["db"].parent / "review.thumbs").rglob("*.jpg"))
     assert len(cached) == 1
     stamp = cached[0].stat().st_mtime_ns
     assert client.get("/thumb/1").content == r.content
     assert cached[0].stat().st_mtime_ns == stamp                  # generated once, then served
     full = client.get("/image/1")
-    src = world["images"] / image_relpath(10000)
+    src = served_world["images"] / image_relpath(10000)
     assert full.status_code == 200 and full.content == src.read_bytes()
     q = client.get("/query/0")
     assert q.status_code == 200 and q.content[:2] == b"\xff\xd8"
@@ -140,14 +141,14 @@ ATTACKS = ["..", "../..", "../secret", "../../secret", "..%2F..%2Fetc%2Fpasswd",
            "99999999999999999999999999"]
 
 
-def test_no_path_traversal_on_any_image_endpoint(world):
+def test_no_path_traversal_on_any_image_endpoint(served_world):
     """Raw request lines against the real server (http.client sends paths unnormalised)."""
     import http.client
 
     from mining.stages.review.hosting import running
 
-    (world["images"].parent / "secret").write_text("top secret")
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
+    (served_world["images"].parent / "secret").write_text("top secret")
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"])
     bad = []
     with running(app) as url:
         host, port = url.rsplit("/", 1)[1].split(":")
@@ -167,22 +168,22 @@ def test_no_path_traversal_on_any_image_endpoint(world):
     assert bad == []
 
 
-def test_symlink_out_of_root_is_not_served(client, world, tmp_path):
+def test_symlink_out_of_root_is_not_served(client, served_world, tmp_path):
     outside = tmp_path / "outside.jpg"
-    outside.write_bytes((world["images"] / image_relpath(10001)).read_bytes())
-    target = world["images"] / image_relpath(10001)
+    outside.write_bytes((served_world["images"] / image_relpath(10001)).read_bytes())
+    target = served_world["images"] / image_relpath(10001)
     target.unlink()
     os.symlink(outside, target)
     assert client.get("/image/2").status_code == 404
     assert client.get("/thumb/2").status_code == 404
     # a symlink that stays inside the root is fine
     target.unlink()
-    os.symlink(world["images"] / image_relpath(10000), target)
+    os.symlink(served_world["images"] / image_relpath(10000), target)
     assert client.get("/image/2").status_code == 200
 
 
-def test_token_is_required_on_every_request(world):
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token")
+def test_token_is_required_on_every_request(served_world):
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"], token="s3cret-token")
     c = TestClient(app, base_url="http://192.0.2.10:8765")
     for path in ("/", "/api/landmarks", "/thumb/1", "/image/1", "/query/0", "/static/app.js"):
         assert c.get(path).status_code == 401, path
@@ -191,9 +192,9 @@ def test_token_is_required_on_every_request(world):
     stale = c.get("/", params={"token": "old-token"}, headers={"accept": "text/html,application/xhtml+xml"})
     assert stale.status_code == 401 and stale.headers["content-type"].startswith("text/html")
     assert "This review link is not valid" in stale.text and "s3cret" not in stale.text and "/api/" not in stale.text
-    before = snapshot(world["db"])
+    before = snapshot(served_world["db"])
     assert c.post("/api/votes", json={"item_id": 1, "vote": "y", "reviewer": "a"}).status_code == 401
-    assert snapshot(world["db"]) == before
+    assert snapshot(served_world["db"]) == before
     assert c.get("/api/landmarks", headers={"x-review-token": "s3cret-token"}).status_code == 200
     assert c.get("/api/landmarks", headers={"authorization": "Bearer s3cret-token"}).status_code == 200
     page = c.get("/", params={"token": "s3cret-token"})         # the URL printed by `serve`
@@ -201,8 +202,8 @@ def test_token_is_required_on_every_request(world):
     assert c.get("/thumb/1").status_code == 200                  # the cookie now authorises
 
 
-def test_without_token_only_loopback_host_headers(world):
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"])
+def test_without_token_only_loopback_host_headers(served_world):
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"])
     assert TestClient(app, base_url="http://evil.example:8765").get("/api/landmarks").status_code == 403
     assert TestClient(app, base_url="http://localhost:8765").get("/api/landmarks").status_code == 200
     assert TestClient(app, base_url="http://[::1]:8765").get("/api/landmarks").status_code == 200
@@ -223,18 +224,18 @@ def test_host_policy(monkeypatch):
     assert resolve_token("0.0.0.0", None) == "from-the-env"
 
 
-def test_serve_refuses_public_host_without_token(world, monkeypatch):
+def test_serve_refuses_public_host_without_token(served_world, monkeypatch):
     from mining.cli import main
     monkeypatch.delenv("MINING_REVIEW_TOKEN", raising=False)
-    assert main(["review", "serve", "--db", str(world["db"]), "--images", str(world["images"]),
-                 "--landmarks", str(world["landmarks"]), "--host", "0.0.0.0"]) == 2
-    assert main(["review", "serve", "--db", str(world["db"]) + ".missing", "--images",
-                 str(world["images"]), "--landmarks", str(world["landmarks"])]) == 2
+    assert main(["review", "serve", "--db", str(served_world["db"]), "--images", str(served_world["images"]),
+                 "--landmarks", str(served_world["landmarks"]), "--host", "0.0.0.0"]) == 2
+    assert main(["review", "serve", "--db", str(served_world["db"]) + ".missing", "--images",
+                 str(served_world["images"]), "--landmarks", str(served_world["landmarks"])]) == 2
 
 
-def test_deeply_nested_or_huge_json_is_a_client_error(client, world):
+def test_deeply_nested_or_huge_json_is_a_client_error(client, served_world):
     """Nesting past the parser's stack is bad input (400), never a 500; too large stays 413."""
-    before = snapshot(world["db"])
+    before = snapshot(served_world["db"])
     strict = TestClient(client.app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
     json_type = {"content-type": "application/json"}
     for path in ("/api/votes", "/api/undo"):
@@ -245,21 +246,21 @@ def test_deeply_nested_or_huge_json_is_a_client_error(client, world):
         assert strict.post(path, content=deep_but_valid, headers=json_type).status_code == 422  # no name
         r = strict.post(path, content=b"[" * 100_000, headers=json_type)
         assert r.status_code == 413
-    assert snapshot(world["db"]) == before
+    assert snapshot(served_world["db"]) == before
 
 
-def _thumb_entry(world, pid=10000):
+def _thumb_entry(served_world, pid=10000):
     from mining.settings.layout import image_key
 
     key = image_key(pid)
-    return world["db"].parent / "review.thumbs" / "items" / key[:3] / f"{key}.jpg"
+    return served_world["db"].parent / "review.thumbs" / "items" / key[:3] / f"{key}.jpg"
 
 
-def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp_path):
+def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, served_world, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
     first = client.get("/thumb/1")
-    entry = _thumb_entry(world)
+    entry = _thumb_entry(served_world)
     assert first.status_code == 200 and entry.is_file()
     # A file link (to a secret, or /etc/passwd): refused as a cache entry, replaced by a fresh thumbnail.
     for target in (secret, "/etc/passwd"):
@@ -285,7 +286,7 @@ def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp
     r = client.get("/thumb/1")
     assert r.status_code == 404 and b"top secret" not in r.content
     assert sorted(p.name for p in outside.iterdir()) == [entry.name]    # nothing written there
-    queries = world["db"].parent / "review.thumbs" / "queries"
+    queries = served_world["db"].parent / "review.thumbs" / "queries"
     assert client.get("/query/0").status_code == 200
     for f in queries.iterdir():
         f.unlink()
@@ -295,13 +296,13 @@ def test_symlink_planted_in_thumbnail_cache_is_never_followed(client, world, tmp
     assert sorted(p.name for p in outside.iterdir()) == [entry.name]
 
 
-def test_a_cache_folder_swapped_for_a_link_while_rendering_gets_nothing(client, world, tmp_path, monkeypatch):
+def test_a_cache_folder_swapped_for_a_link_while_rendering_gets_nothing(client, served_world, tmp_path, monkeypatch):
     """The check and the write use one descriptor: swapping the entry's folder for a link to
     elsewhere while the thumbnail renders (after any check by path) writes nothing there."""
     from mining.stages.review import thumbs
 
     first = client.get("/thumb/1")
-    entry = _thumb_entry(world)
+    entry = _thumb_entry(served_world)
     assert first.status_code == 200 and entry.is_file()
     entry.unlink()
     outside = tmp_path / "outside"
@@ -324,23 +325,23 @@ def test_a_cache_folder_swapped_for_a_link_while_rendering_gets_nothing(client, 
     assert (moved / entry.name).read_bytes() == first.content
 
 
-def test_a_cache_root_that_is_a_symlink_is_fine(world, tmp_path):
+def test_a_cache_root_that_is_a_symlink_is_fine(served_world, tmp_path):
     """Only links inside the cache are refused: the cache folder itself may live elsewhere."""
     elsewhere = tmp_path / "big-disk"
     elsewhere.mkdir()
-    os.symlink(elsewhere, world["db"].parent / "review.thumbs")
-    c = TestClient(create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"]),
+    os.symlink(elsewhere, served_world["db"].parent / "review.thumbs")
+    c = TestClient(create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"]),
                    base_url="http://127.0.0.1:8765")
     assert c.get("/thumb/1").status_code == 200 and c.get("/thumb/1").status_code == 200
     assert len(list(elsewhere.rglob("*.jpg"))) == 1
 
 
-def test_a_token_names_its_reviewer(world):
+def test_a_token_names_its_reviewer(served_world):
     """One token per reviewer: requests act as the token's reviewer, never as a name they send."""
     from mining.stages.review.access import Access
 
     access = Access({"alice-token-0001": "alice", "bob-token-00002": "bob"}, personal=True)
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], access=access)
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"], access=access)
     alice = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "alice-token-0001"})
     bob = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "bob-token-00002"})
     assert alice.get("/api/me").json() == {"reviewer": "alice"}
@@ -348,7 +349,7 @@ def test_a_token_names_its_reviewer(world):
     assert TestClient(app, base_url="http://192.0.2.10:8765").get("/api/me").status_code == 401
     assert alice.post("/api/votes", json={"item_id": 1, "vote": "y"}).status_code == 200
     assert alice.post("/api/votes", json={"item_id": 2, "vote": "y", "reviewer": " alice "}).status_code == 200
-    before = snapshot(world["db"])
+    before = snapshot(served_world["db"])
     for c, body in ((bob, {"item_id": 1, "vote": "n", "reviewer": "alice"}),     # bob as alice
                     (alice, {"item_id": 1, "vote": "n", "reviewer": "alice2"}),  # a second name
                     (alice, {"item_id": 1, "vote": "n", "reviewer": ""}),
@@ -357,19 +358,19 @@ def test_a_token_names_its_reviewer(world):
         assert r.status_code == 403, (body, r.text)
     assert bob.post("/api/undo", json={"reviewer": "alice"}).status_code == 403
     assert bob.get("/api/items", params={"landmark": "tower", "reviewer": "alice"}).status_code == 403
-    assert snapshot(world["db"]) == before
+    assert snapshot(served_world["db"]) == before
     assert bob.post("/api/undo", json={}).json() == {"undone": None}        # bob has nothing to undo
     assert alice.get("/api/landmarks").json()["mine"] == 2                 # no name needed
     assert bob.get("/api/landmarks", params={"reviewer": "bob"}).json()["mine"] == 0
-    con = database.connect(world["db"])
+    con = database.connect(served_world["db"])
     try:
         assert con.execute("SELECT name FROM reviewers").fetchall() == [("alice",)]
     finally:
         con.close()
 
 
-def test_the_one_token_mode_names_one_reviewer(world, monkeypatch):
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token",
+def test_the_one_token_mode_names_one_reviewer(served_world, monkeypatch):
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"], token="s3cret-token",
                      reviewer="ann")
     c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
     assert c.get("/api/me").json() == {"reviewer": "ann"}
@@ -377,7 +378,7 @@ def test_the_one_token_mode_names_one_reviewer(world, monkeypatch):
     assert c.post("/api/votes", json={"item_id": 1, "vote": "n", "reviewer": "ann"}).status_code == 200
     assert c.post("/api/undo", json={}).json()["undone"]["item_id"] == 1
     monkeypatch.setattr("getpass.getuser", lambda: "login-name")
-    app = create_app(db_path=world["db"], images=world["images"], landmarks=world["landmarks"], token="s3cret-token")
+    app = create_app(db_path=served_world["db"], images=served_world["images"], landmarks=served_world["landmarks"], token="s3cret-token")
     c = TestClient(app, base_url="http://192.0.2.10:8765", headers={"x-review-token": "s3cret-token"})
     assert c.get("/api/me").json() == {"reviewer": "login-name"}             # --reviewer defaults to it
 
@@ -441,7 +442,7 @@ def test_reviewer_lists_and_the_links_file(tmp_path, monkeypatch):
     assert acc.resolve_access("0.0.0.0", "long-enough", "ann", None, None, links).tokens == {"long-enough": "ann"}
 
 
-def test_a_vote_the_database_cannot_store_is_a_503(client, world, monkeypatch):
+def test_a_vote_the_database_cannot_store_is_a_503(client, served_world, monkeypatch):
     """A full disk or read-only database while serving: the reviewer is told, nothing half-saved."""
     import sqlite3
 
@@ -455,13 +456,13 @@ def test_a_vote_the_database_cannot_store_is_a_503(client, world, monkeypatch):
     assert strict.post("/api/undo", json={"reviewer": "ann"}).status_code == 503
 
 
-def test_import_and_serve_refuse_a_database_they_cannot_write(world, capsys):
+def test_import_and_serve_refuse_a_database_they_cannot_write(served_world, capsys):
     """-wal taken by a folder: SQLite cannot write (root neither); one line naming the file."""
     from mining.cli import main
 
-    (world["db"].parent / (world["db"].name + "-wal")).mkdir()
-    assert main(["review", "import", str(world["queue"]), "--db", str(world["db"])]) == 2
-    assert main(["review", "serve", "--db", str(world["db"]), "--images", str(world["images"]),
-                 "--landmarks", str(world["landmarks"])]) == 2
+    (served_world["db"].parent / (served_world["db"].name + "-wal")).mkdir()
+    assert main(["review", "import", str(served_world["queue"]), "--db", str(served_world["db"])]) == 2
+    assert main(["review", "serve", "--db", str(served_world["db"]), "--images", str(served_world["images"]),
+                 "--landmarks", str(served_world["landmarks"])]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and all(f"{world['db']}: cannot open the review database for writing" in e for e in err)
+    assert len(err) == 2 and all(f"{served_world['db']}: cannot open the review database for writing" in e for e in err)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from mining import pins
+from mining.files.npyfile import npy_file
 from mining.files import atomic
 from mining.files.names import STORE
 from mining.retrieval import descriptors
@@ -108,7 +108,11 @@ def finish(p: Plan, shards: list[tuple[str, list[Any]]]) -> dict[str, Any]:
     refuse_mostly_failed(p.name, p.out, count, failed, None if count else failing_model(p.method, failed))
     dim = p.method.dim()
     if p.method.kind == GLOBAL and shards:
-        dim = int(np.load(p.out / "shards" / f"{shards[0][0]}.npy", mmap_mode="r").shape[1])
+        first = p.out / "shards" / f"{shards[0][0]}.npy"
+        _, shape = npy_file(first, damaged=descriptors.DAMAGED)  # by its header, checked against its size
+        if len(shape) != 2:
+            raise UserError(f"{first}: holds a {len(shape)}-D array, not one row per image{descriptors.DAMAGED}")
+        dim = shape[1]
     info.update({"model": p.model_info, "count": count, "failed": failed.num_rows, "dim": dim,
                  "shards": len(shards), "complete": True})
     descriptors.write_store_info(p.out, info)

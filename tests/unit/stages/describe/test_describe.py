@@ -137,6 +137,24 @@ def test_resume_redoes_only_missing_shards(world, tmp_path):
                      progress=False)
 
 
+
+def test_a_resumed_store_whose_first_shard_header_lies_is_one_line(world, tmp_path):
+    """A resume takes a finished shard as it is; its header is checked against its size before the
+    store's width is read from it (a forged header claiming 93 TiB would otherwise be mapped)."""
+    images, _ = world
+    out = tmp_path / "c"
+    run = dict(inputs=describe.Inputs(images=images, image_set="candidates"), methods=["rsift-vlad"], out=out,
+               options=replace(DESCRIBE, shard_size=4, params={"rsift-vlad": VLAD}), progress=False)
+    describe.run(**run)
+    (out / "store.json").unlink()  # as if killed after the last shard, before store.json
+    first = out / "shards" / "00000.npy"
+    head = "{'descr': '<f2', 'fortran_order': False, 'shape': (34359738368, 1488), }"
+    head += " " * (-(10 + len(head) + 1) % 64) + "\n"
+    first.write_bytes(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode() + b"\0" * 64)
+    with pytest.raises(UserError, match=r"00000\.npy: its header declares .* but 64 bytes follow it; the store was "
+                                        r"changed or damaged"):
+        describe.run(**run)
+
 LEARNED = [("rsift-vlad", VLAD), ("rsift-asmk", {"codebook_size": 32, "max_features": 300}),
            ("cnn-gem", {"max_side": 256, "scales": [1.0, 0.75], "whiten_dim": 4})]
 

@@ -23,6 +23,7 @@ from mining.files import checksums
 from mining.cli import main
 from mining.kit.write import write_kit
 
+from forged import npy_header
 from evaluate_world import build_world, run_inputs
 
 
@@ -70,19 +71,12 @@ def test_the_untouched_kit_reproduces(made, tmp_path, capsys):
     assert json.loads((tmp_path / "o/evaluation.json").read_text())["reproduced"]["ok"]
 
 
-def _npy_header(shape, descr="<f2"):
-    """A .npy version 1.0 header (no data) declaring this array."""
-    head = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode()
-    head += b" " * (63 - (len(head) + 10) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head
-
-
 TAMPER = {
     # file (relative to the kit) → (new bytes or None to delete, words the error must carry)
     "pickle as rows": ("methods/gem/distractors/shards/00000.npy", pickle.dumps({"rows": [1, 2]}), "not a .npy array"),
     "object .npy as rows": ("methods/gem/queries/shards/00000.npy", None, "objects and pickles are refused"),
     "pickle as similarities": ("methods/gem/similarities/landmarks.npy", pickle.dumps([0.5]), "not a .npy array"),
-    "3.55 PiB header": ("methods/gem/similarities/distractors.npy", _npy_header((2 ** 50, 2 ** 20), "<f4"),
+    "3.55 PiB header": ("methods/gem/similarities/distractors.npy", npy_header((2 ** 50, 2 ** 20), "<f4"),
                         "its header declares"),
     "rows of another shape": ("methods/gem/database/shards/00001.npy", None, "expected float16 (25, 16)"),
     "missing shard": ("methods/gem/distractors/shards/00001.npy", b"", "missing"),
@@ -191,7 +185,7 @@ def test_npz_members_are_checked_by_their_headers(tmp_path):
     np.savez(good, pca_mean=np.zeros(4, np.float32), pca_proj=np.eye(4, dtype=np.float32))
     check_npz(good)
     bad = {"object": lambda z: z.writestr("centroids.npy", _object_npy()),
-           "huge": lambda z: z.writestr("centroids.npy", _npy_header((2 ** 40, 2 ** 20), "<f4")),
+           "huge": lambda z: z.writestr("centroids.npy", npy_header((2 ** 40, 2 ** 20), "<f4")),
            "pickle": lambda z: z.writestr("centroids.npy", pickle.dumps({"a": 1})),
            "other member": lambda z: z.writestr("run.py", b"print(1)")}
     for case, write in bad.items():
@@ -319,14 +313,14 @@ def test_own_queries_whose_header_claims_186_tib_are_refused_before_any_allocati
     """`--queries Q.npy` is a stranger's file too: its header is checked against the file's real
     size (as the kit's own arrays are) before numpy allocates what the header claims."""
     q = tmp_path / "q.npy"
-    q.write_bytes(_npy_header((2 ** 35, 1488), "<f4") + b"\0" * 64)  # 186 TiB claimed, 192 bytes on disk
+    q.write_bytes(npy_header((2 ** 35, 1488), "<f4") + b"\0" * 64)  # 186 TiB claimed, 192 bytes on disk
     rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(q))
     _one_line(rc, err, f"--queries {q}", "its header declares a float32 array of shape (34359738368, 1488)",
               "but 64 bytes follow it")
     store = tmp_path / "store"  # a store folder's shard likewise
     shutil.copytree(made[0] / "methods/gem/queries", store)
     shard = store / "shards/00000.npy"
-    shard.write_bytes(_npy_header((2 ** 35, 1488), "<f2") + b"\0" * 64)
+    shard.write_bytes(npy_header((2 ** 35, 1488), "<f2") + b"\0" * 64)
     rc, err = _evaluate(made[0], made[1], capsys, "--queries", str(store))
     _one_line(rc, err, f"--queries {shard}", "its header declares a float16 array", "but 64 bytes follow it")
 
@@ -341,7 +335,7 @@ def test_an_npz_member_whose_zip_entry_claims_more_than_the_file_holds_is_refuse
     from mining.kit.check import check_npz
 
     path = tmp_path / "model.npz"
-    head = _npy_header((2 ** 30 - 64,), "<f4")  # 4 GiB claimed
+    head = npy_header((2 ** 30 - 64,), "<f4")  # 4 GiB claimed
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("pca_mean.npy", head + b"\0" * 16)
     data = bytearray(path.read_bytes())

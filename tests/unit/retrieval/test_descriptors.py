@@ -18,19 +18,13 @@ def test_fp16_rows_decode_bit_exactly():
     assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)) and np.isnan(got[nan]).all()
 
 
-def _npy_header(shape, descr="<f2") -> bytes:
-    """A .npy version 1.0 header for an array it does not hold (the file ends after it)."""
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, shape)
-    head += " " * (-(10 + len(head) + 1) % 64) + "\n"
-    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
-
-
 def test_a_shard_whose_header_claims_more_than_its_bytes_is_one_line_before_any_allocation(tmp_path):
     """A store handed over by someone else (a `--model` store, a copied run) may be cut short or
     forged: its shard's header is checked against the file's size before numpy allocates; a
     header claiming 186 TiB in a 192-byte file is a one-line refusal, not a MemoryError."""
     import numpy as np
     import pytest
+    from forged import npy_header
 
     from mining.errors import UserError
     from mining.retrieval import descriptors
@@ -42,7 +36,7 @@ def test_a_shard_whose_header_claims_more_than_its_bytes_is_one_line_before_any_
     ids, got = descriptors.open_store(store).load_all()
     assert ids == ["a", "b", "c"] and np.array_equal(got, rows.astype(np.float32))
     shard = store / "shards" / "00000.npy"
-    shard.write_bytes(_npy_header((2 ** 35, 1488)) + b"\0" * 64)
+    shard.write_bytes(npy_header((2 ** 35, 1488)) + b"\0" * 64)
     with pytest.raises(UserError, match=r"00000\.npy: its header declares a float16 array of shape "
                                         r"\(34359738368, 1488\).* but 64 bytes follow it; the store was changed"):
         descriptors.open_store(store).load_all()

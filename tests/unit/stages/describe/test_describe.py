@@ -22,6 +22,7 @@ from mining.stages.describe.stage import list_items, load_image, read_failures
 from mining.retrieval.descriptors import iter_similarities, open_store
 from mining.errors import UserError
 from mining.methods import get_method
+from forged import npy_header
 from scenes import scene, transformed
 
 DESCRIBE = defaults("describe")  # the schema's settings (shard size, no method params)
@@ -148,9 +149,7 @@ def test_a_resumed_store_whose_first_shard_header_lies_is_one_line(world, tmp_pa
     describe.run(**run)
     (out / "store.json").unlink()  # as if killed after the last shard, before store.json
     first = out / "shards" / "00000.npy"
-    head = "{'descr': '<f2', 'fortran_order': False, 'shape': (34359738368, 1488), }"
-    head += " " * (-(10 + len(head) + 1) % 64) + "\n"
-    first.write_bytes(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode() + b"\0" * 64)
+    first.write_bytes(npy_header((2 ** 35, 1488)) + b"\0" * 64)
     with pytest.raises(UserError, match=r"00000\.npy: its header declares .* but 64 bytes follow it; the store was "
                                         r"changed or damaged"):
         describe.run(**run)
